@@ -1,0 +1,6 @@
+//! poppy-gateway: approval of exact terms and at-most-once execution in front of existing APIs.
+//!
+//! The binary is thin (`main.rs`); everything lives here so tests and tools can use it.
+
+pub mod protocol;
+pub mod store;

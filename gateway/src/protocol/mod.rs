@@ -1,0 +1,21 @@
+//! Pure wire code of the operations extension: structured-field headers, IDs, revisions and the
+//! JSON bodies the gateway answers with. No I/O, no pingora, no Redis.
+
+mod operation_id;
+mod signing;
+
+pub use operation_id::{OperationId, ScopeKind};
+pub use signing::{Keys, SigningKey};
+
+/// The longest operation_id or revision the gateway accepts in an approval.
+pub const MAX_ID_LEN: usize = 128;
+
+/// The characters of IDs in spec 8.2: `A-Z a-z 0-9 _ -`.
+pub fn is_id_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// Whether `text` is a non-empty ID of at most [`MAX_ID_LEN`] ID characters.
+pub fn is_id(text: &str) -> bool {
+    !text.is_empty() && text.len() <= MAX_ID_LEN && text.bytes().all(is_id_byte)
+}

@@ -1,0 +1,125 @@
+//! The gateway's secret keys: the first signs, all verify (rotation).
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// One HMAC-SHA-256 key.
+#[derive(Clone)]
+pub struct SigningKey {
+    secret: Vec<u8>,
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SigningKey(..)")
+    }
+}
+
+impl SigningKey {
+    pub fn new(secret: Vec<u8>) -> SigningKey {
+        SigningKey { secret }
+    }
+
+    /// A random key, for `memory://` without configured keys.
+    pub fn random() -> SigningKey {
+        let secret: [u8; 32] = rand::random();
+        SigningKey::new(secret.to_vec())
+    }
+
+    /// HMAC over a domain label and length-prefixed parts, so that no two different part lists
+    /// ever feed the MAC the same bytes.
+    pub fn mac(&self, domain: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+        // A key of any length is valid for HMAC; this cannot fail.
+        let mut mac = match HmacSha256::new_from_slice(&self.secret) {
+            Ok(mac) => mac,
+            Err(_) => unreachable!("HMAC accepts keys of any length"),
+        };
+        update_framed(&mut mac, domain);
+        for part in parts {
+            update_framed(&mut mac, part);
+        }
+        mac.finalize().into_bytes().into()
+    }
+
+    /// The MAC as `len` base64url characters (id-safe: `A-Z a-z 0-9 _ -`).
+    pub fn tag(&self, domain: &[u8], parts: &[&[u8]], len: usize) -> String {
+        let mut text = URL_SAFE_NO_PAD.encode(self.mac(domain, parts));
+        text.truncate(len);
+        text
+    }
+}
+
+fn update_framed(mac: &mut HmacSha256, part: &[u8]) {
+    mac.update(&(part.len() as u64).to_be_bytes());
+    mac.update(part);
+}
+
+/// The configured keys. Never empty.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    keys: Vec<SigningKey>,
+}
+
+impl Keys {
+    /// `None` when `keys` is empty.
+    pub fn new(keys: Vec<SigningKey>) -> Option<Keys> {
+        if keys.is_empty() {
+            None
+        } else {
+            Some(Keys { keys })
+        }
+    }
+
+    /// Parse `POPPY_GATEWAY_KEYS`: comma-separated secrets, each at least 16 bytes.
+    pub fn from_env_value(value: &str) -> Result<Keys, String> {
+        let mut keys = Vec::new();
+        for (index, secret) in value.split(',').map(str::trim).enumerate() {
+            if secret.len() < 16 {
+                return Err(format!(
+                    "POPPY_GATEWAY_KEYS: key {} is {} bytes; each key needs at least 16",
+                    index + 1,
+                    secret.len()
+                ));
+            }
+            keys.push(SigningKey::new(secret.as_bytes().to_vec()));
+        }
+        Keys::new(keys).ok_or_else(|| "POPPY_GATEWAY_KEYS is empty".to_owned())
+    }
+
+    /// The key that signs new revisions and operation IDs.
+    pub fn current(&self) -> &SigningKey {
+        &self.keys[0]
+    }
+
+    /// Every key that verifies, current first.
+    pub fn all(&self) -> &[SigningKey] {
+        &self.keys
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_parse_and_order() {
+        let keys = Keys::from_env_value("aaaaaaaaaaaaaaaa, bbbbbbbbbbbbbbbb").unwrap();
+        assert_eq!(keys.all().len(), 2);
+        assert!(Keys::from_env_value("short").is_err());
+        assert!(Keys::from_env_value("").is_err());
+    }
+
+    #[test]
+    fn tags_use_id_characters() {
+        let tag = SigningKey::random().tag(b"d", &[b"x"], 22);
+        assert_eq!(tag.len(), 22);
+        assert!(
+            tag.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        );
+    }
+}

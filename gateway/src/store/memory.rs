@@ -1,0 +1,1 @@
+//! The embedded store (`memory://`): one process, nothing survives a restart.

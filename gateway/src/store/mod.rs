@@ -1,0 +1,113 @@
+//! Where the gateway remembers claimed and performed operations.
+//!
+//! Unapproved operations are never stored (revisions are minted statelessly). The store holds
+//! two kinds of entries, both keyed by an operation's *action tag* so that everything one
+//! operation touches lives in one Redis Cluster hash slot:
+//! - an **operation record**, created by [`OperationStore::claim`] when an approval passes the
+//!   checks, and turned into a recorded answer by [`OperationStore::complete`];
+//! - the action's **generation**, a counter that [`OperationStore::complete`] moves on so that a
+//!   new request for the same action, after one was performed, gets a new operation_id.
+//!
+//! Every step is one atomic call (one Redis round trip, a Lua script where it writes).
+
+mod memory;
+mod redis;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::protocol::OperationId;
+
+/// A store failure. The gateway fails closed on any of these: nothing is forwarded.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    #[error("store returned a malformed record: {0}")]
+    Corrupt(String),
+}
+
+/// The upstream's complete answer to an approved request, replayed to every later retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedResponse {
+    pub status: u16,
+    /// Header names in lower case, in the upstream's order; hop-by-hop headers already removed.
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Bytes,
+}
+
+/// What the gateway knows about a claimed operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordState {
+    /// Claimed and being forwarded by `owner`. Once `lease_until_ms` has passed with no answer
+    /// recorded, the outcome is *unknown*: the gateway never forwards it again.
+    InFlight { owner: String, lease_until_ms: i64 },
+    /// Performed; this is the answer to replay.
+    Done(RecordedResponse),
+}
+
+/// An operation record, as created by a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperationRecord {
+    /// The approver scope the operation was minted for (check 1 compares it).
+    pub scope: String,
+    /// The policy (`[[operation]] name`) that minted it.
+    pub policy: String,
+    /// The approved revision.
+    pub revision: String,
+    pub created_at_ms: i64,
+    pub state: RecordState,
+}
+
+/// The record a claim creates when none exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub scope: String,
+    pub policy: String,
+    pub revision: String,
+    pub owner: String,
+    pub now_ms: i64,
+    pub lease_until_ms: i64,
+    /// The record (and the action's generation) is kept at least until then: the approved
+    /// revision's `expires_at` plus the configured grace.
+    pub remember_until_ms: i64,
+}
+
+/// The result of [`OperationStore::claim`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// This caller owns the operation now and must forward it.
+    Claimed,
+    /// Somebody claimed it before; here is what is known.
+    Exists(OperationRecord),
+}
+
+#[async_trait]
+pub trait OperationStore: Send + Sync + 'static {
+    /// The action's current generation (0 when never performed or forgotten).
+    async fn generation(&self, action_tag: &str) -> Result<u64, StoreError>;
+
+    /// The record for this operation, if one exists.
+    async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError>;
+
+    /// Atomically create an in-flight record for `id`, unless one exists.
+    async fn claim(&self, id: &OperationId, claim: &Claim) -> Result<ClaimOutcome, StoreError>;
+
+    /// Record the answer of an operation this `owner` claimed, and move the action's
+    /// generation on. Returns false (and changes nothing) if the record is gone or not
+    /// in flight under `owner`.
+    async fn complete(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        response: &RecordedResponse,
+        remember_until_ms: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Forget a claim whose forward provably performed nothing, so the same approval can be
+    /// retried. Only the owner's in-flight record is removed; returns whether it was.
+    async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError>;
+
+    /// A cheap round trip, for `/readyz`.
+    async fn ping(&self) -> Result<(), StoreError>;
+}

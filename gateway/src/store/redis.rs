@@ -1,0 +1,1 @@
+//! The Redis store (`redis://`): shared by any number of gateway replicas.
