@@ -2,5 +2,11 @@
 //!
 //! The binary is thin (`main.rs`); everything lives here so tests and tools can use it.
 
+pub mod admin;
+pub mod config;
+pub mod metrics;
+pub mod policy;
 pub mod protocol;
+pub mod proxy;
+pub mod server;
 pub mod store;

@@ -1,1 +1,117 @@
-fn main() {}
+//! `poppy-gateway`: thin CLI over the library. `--config F` runs; `check --config F` validates.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use poppy_gateway::config;
+use poppy_gateway::server;
+
+#[derive(Parser)]
+#[command(
+    name = "poppy-gateway",
+    version,
+    about = "Approval of exact terms and at-most-once execution in front of existing APIs"
+)]
+struct Cli {
+    /// gateway.toml
+    #[arg(long, global = true, default_value = "gateway.toml")]
+    config: PathBuf,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate the config and its policies, print the routes, and exit non-zero on any problem.
+    Check,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let loaded = config::load(&cli.config);
+    match cli.command {
+        Some(Command::Check) => check(loaded),
+        None => {
+            let config = match loaded {
+                Ok(config) => config,
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let keys = match server::signing_keys(
+                std::env::var("POPPY_GATEWAY_KEYS").ok().as_deref(),
+                &config.store.url,
+            ) {
+                Ok(keys) => keys,
+                Err(e) => {
+                    eprintln!("poppy-gateway: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match server::run(config, keys) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("poppy-gateway: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
+    match loaded {
+        Err(errors) => {
+            eprintln!("{errors}");
+            eprintln!("check failed: {} problem(s)", errors.0.len());
+            ExitCode::FAILURE
+        }
+        Ok(config) => {
+            println!("{}: ok", config.path.display());
+            println!(
+                "upstream {}  store {}",
+                config.upstream.url, config.store.url
+            );
+            for policy in config.policies.iter() {
+                if let Some(route) = &policy.route {
+                    println!(
+                        "  {:<7} {:<40} {:<16} {}_…  expires in {:?}  ({})",
+                        route.method,
+                        route.path.to_string(),
+                        policy.name,
+                        policy.id_prefix,
+                        policy.expires_in,
+                        policy.source
+                    );
+                }
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

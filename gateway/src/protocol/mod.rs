@@ -1,10 +1,18 @@
 //! Pure wire code of the operations extension: structured-field headers, IDs, revisions and the
 //! JSON bodies the gateway answers with. No I/O, no pingora, no Redis.
 
+mod approval;
+mod body;
+mod extensions;
 mod operation_id;
+mod revision;
 mod signing;
 
-pub use operation_id::{OperationId, ScopeKind};
+pub use approval::{ApprovalError, ApprovalHeader};
+pub use body::{ErrorBody, Operation};
+pub use extensions::{ExtensionsError, declares_operations_v2};
+pub use operation_id::{ActionTag, OperationId, ScopeKind};
+pub use revision::{Revision, RevisionInput};
 pub use signing::{Keys, SigningKey};
 
 /// The longest operation_id or revision the gateway accepts in an approval.

@@ -43,6 +43,48 @@ pub struct OperationId {
     kind: ScopeKind,
 }
 
+/// `<prefix>_<kind><action>`: identifies an action, whatever its generation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ActionTag {
+    text: String,
+    kind: ScopeKind,
+}
+
+impl ActionTag {
+    /// The tag of an action: a MAC of the policy, the approver scope and the `same_action`
+    /// values (all in `action_material`).
+    pub fn derive(
+        key: &SigningKey,
+        prefix: &str,
+        kind: ScopeKind,
+        action_material: &[&[u8]],
+    ) -> ActionTag {
+        let action = key.tag(b"poppy-action-v1", action_material, ACTION_LEN);
+        ActionTag {
+            text: format!("{prefix}_{}{action}", kind.marker()),
+            kind,
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The operation_id of this action at `generation`.
+    pub fn operation_id(&self, key: &SigningKey, generation: u64) -> OperationId {
+        let generation_bytes = generation.to_be_bytes();
+        let generation = key.tag(
+            b"poppy-generation-v1",
+            &[self.text.as_bytes(), &generation_bytes],
+            GENERATION_LEN,
+        );
+        OperationId {
+            text: format!("{}{generation}", self.text),
+            kind: self.kind,
+        }
+    }
+}
+
 impl OperationId {
     /// Derive the operation_id of an action at a generation.
     pub fn derive(
@@ -52,18 +94,7 @@ impl OperationId {
         action_material: &[&[u8]],
         generation: u64,
     ) -> OperationId {
-        let action = key.tag(b"poppy-action-v1", action_material, ACTION_LEN);
-        let action_tag = format!("{prefix}_{}{action}", kind.marker());
-        let generation_bytes = generation.to_be_bytes();
-        let generation = key.tag(
-            b"poppy-generation-v1",
-            &[action_tag.as_bytes(), &generation_bytes],
-            GENERATION_LEN,
-        );
-        OperationId {
-            text: format!("{action_tag}{generation}"),
-            kind,
-        }
+        ActionTag::derive(key, prefix, kind, action_material).operation_id(key, generation)
     }
 
     /// Parse an operation_id named in an approval. `None` when it is not of this gateway's

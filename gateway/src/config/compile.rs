@@ -1,0 +1,630 @@
+//! Validate the file model into the runtime [`Config`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::duration::parse_duration;
+use super::error::{ConfigError, ConfigErrors, from_toml};
+use super::file::{GatewayFile, OperationFile, PolicyFile, TermFile};
+use crate::policy::{
+    PathTemplate, Policy, PolicySet, Route, SummaryTemplate, TermSource, is_valid_json_path,
+};
+
+/// The validated configuration the gateway runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub path: PathBuf,
+    pub server: Server,
+    pub upstream: Upstream,
+    pub admin_listen: Option<String>,
+    pub store: StoreSettings,
+    pub session: SessionClaims,
+    /// The fallback poppy.json document, read at load time.
+    pub well_known: Option<serde_json::Value>,
+    pub policies: PolicySet,
+    /// The policy files that were loaded, for `check`.
+    pub policy_files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub listen: String,
+    pub threads: usize,
+    pub max_body_bytes: usize,
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    pub url: String,
+    pub tls: bool,
+    /// `host:port`.
+    pub address: String,
+    pub host: String,
+    pub connect_timeout: Duration,
+    /// How long an approved execution may take to answer.
+    pub timeout: Duration,
+    /// Statuses that prove the upstream performed nothing: the claim is released.
+    pub release_statuses: Vec<u16>,
+    pub release_503_with_retry_after: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct StoreSettings {
+    pub url: String,
+    pub namespace: String,
+    /// How long after a revision's `expires_at` a performed operation is still remembered.
+    pub remember_grace: Duration,
+}
+
+/// Which claims identify the Session, the agent, the user and the account.
+#[derive(Debug, Clone)]
+pub struct SessionClaims {
+    pub session_claim: String,
+    pub agent_claim: String,
+    pub user_claim: String,
+    pub account_claim: String,
+}
+
+/// The longest approval window a policy may ask for: records are kept that long.
+const MAX_EXPIRES_IN: Duration = Duration::from_secs(30 * 86_400);
+
+/// Load and validate `gateway.toml` and every policy it names.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::whole_file(path, format!("cannot read: {e}")))?;
+    let file: GatewayFile = toml::from_str(&source).map_err(|e| from_toml(path, &source, &e))?;
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let mut errors = Vec::new();
+    let at = |span: std::ops::Range<usize>, message: String| {
+        ConfigError::at(path, &source, Some(span), message)
+    };
+
+    let duration = |value: &Option<Spanned<String>>,
+                    default: Duration,
+                    key: &str,
+                    errors: &mut Vec<ConfigError>| match value {
+        None => default,
+        Some(v) => parse_duration(v.get_ref()).unwrap_or_else(|e| {
+            errors.push(at(v.span(), format!("{key}: {e}")));
+            default
+        }),
+    };
+
+    // [server]
+    let listen = file.server.listen.get_ref().clone();
+    if listen.parse::<std::net::SocketAddr>().is_err() {
+        errors.push(at(
+            file.server.listen.span(),
+            format!("server.listen: `{listen}` is not an address like 127.0.0.1:8080"),
+        ));
+    }
+    let threads = file
+        .server
+        .threads
+        .as_ref()
+        .map(|t| *t.get_ref())
+        .unwrap_or(2);
+    if let Some(t) = &file.server.threads
+        && (*t.get_ref() == 0 || *t.get_ref() > 256)
+    {
+        errors.push(at(t.span(), "server.threads: must be 1 to 256".into()));
+    }
+    let max_body_bytes = file
+        .server
+        .max_body_bytes
+        .as_ref()
+        .map(|m| *m.get_ref())
+        .unwrap_or(1024 * 1024);
+    if let Some(m) = &file.server.max_body_bytes
+        && *m.get_ref() == 0
+    {
+        errors.push(at(
+            m.span(),
+            "server.max_body_bytes: must be at least 1".into(),
+        ));
+    }
+    let shutdown_grace = duration(
+        &file.server.shutdown_grace,
+        Duration::from_secs(5),
+        "server.shutdown_grace",
+        &mut errors,
+    );
+
+    // [upstream]
+    let upstream = match parse_upstream_url(file.upstream.url.get_ref()) {
+        Ok((tls, host, port)) => Some((tls, host, port)),
+        Err(e) => {
+            errors.push(at(file.upstream.url.span(), format!("upstream.url: {e}")));
+            None
+        }
+    };
+    let connect_timeout = duration(
+        &file.upstream.connect_timeout,
+        Duration::from_secs(2),
+        "upstream.connect_timeout",
+        &mut errors,
+    );
+    let timeout = duration(
+        &file.upstream.timeout,
+        Duration::from_secs(30),
+        "upstream.timeout",
+        &mut errors,
+    );
+    let release_statuses = match &file.upstream.release_statuses {
+        None => vec![401, 429],
+        Some(list) => {
+            if let Some(bad) = list
+                .get_ref()
+                .iter()
+                .find(|s| !(100..=599).contains(*s) || (200..=299).contains(*s))
+            {
+                errors.push(at(list.span(), format!("upstream.release_statuses: {bad} is not an error status (a 2xx answer means the action was performed)")));
+            }
+            list.get_ref().clone()
+        }
+    };
+
+    // [admin]
+    let admin_listen = file.admin.as_ref().map(|a| {
+        if a.listen.get_ref().parse::<std::net::SocketAddr>().is_err() {
+            errors.push(at(
+                a.listen.span(),
+                format!(
+                    "admin.listen: `{}` is not an address like 127.0.0.1:9100",
+                    a.listen.get_ref()
+                ),
+            ));
+        }
+        a.listen.get_ref().clone()
+    });
+
+    // [store]
+    let store_url = file
+        .store
+        .url
+        .as_ref()
+        .map(|u| u.get_ref().clone())
+        .unwrap_or_else(|| "memory://".into());
+    if let Some(u) = &file.store.url {
+        let url = u.get_ref();
+        if url != "memory://" && !url.starts_with("redis://") && !url.starts_with("rediss://") {
+            errors.push(at(
+                u.span(),
+                format!("store.url: `{url}` is neither \"memory://\" nor a redis:// URL"),
+            ));
+        }
+    }
+    let namespace = file
+        .store
+        .namespace
+        .as_ref()
+        .map(|n| n.get_ref().clone())
+        .unwrap_or_else(|| "poppy".into());
+    if let Some(n) = &file.store.namespace
+        && (n.get_ref().is_empty() || n.get_ref().contains(['{', '}']))
+    {
+        errors.push(at(
+            n.span(),
+            "store.namespace: must be non-empty and contain no braces".into(),
+        ));
+    }
+    let remember_grace = duration(
+        &file.store.remember_grace,
+        Duration::from_secs(3600),
+        "store.remember_grace",
+        &mut errors,
+    );
+
+    let session = SessionClaims {
+        session_claim: file
+            .session
+            .session_claim
+            .clone()
+            .unwrap_or_else(|| "sid".into()),
+        agent_claim: file
+            .session
+            .agent_claim
+            .clone()
+            .unwrap_or_else(|| "iss".into()),
+        user_claim: file
+            .session
+            .user_claim
+            .clone()
+            .unwrap_or_else(|| "sub".into()),
+        account_claim: file
+            .session
+            .account_claim
+            .clone()
+            .unwrap_or_else(|| "sub".into()),
+    };
+
+    let well_known = match &file.well_known.file {
+        None => None,
+        Some(f) => {
+            let doc_path = folder.join(f.get_ref());
+            match std::fs::read_to_string(&doc_path)
+                .map_err(|e| e.to_string())
+                .and_then(|text| {
+                    serde_json::from_str::<serde_json::Value>(&text).map_err(|e| e.to_string())
+                }) {
+                Ok(doc) if doc.is_object() => Some(doc),
+                Ok(_) => {
+                    errors.push(at(
+                        f.span(),
+                        format!(
+                            "well_known.file: {} is not a JSON object",
+                            doc_path.display()
+                        ),
+                    ));
+                    None
+                }
+                Err(e) => {
+                    errors.push(at(
+                        f.span(),
+                        format!("well_known.file: {}: {e}", doc_path.display()),
+                    ));
+                    None
+                }
+            }
+        }
+    };
+
+    // Policies.
+    let mut policy_files = Vec::new();
+    for pattern in file.policies.get_ref() {
+        let full = folder.join(pattern);
+        let full_text = full.to_string_lossy().into_owned();
+        match glob::glob(&full_text) {
+            Err(e) => errors.push(at(
+                file.policies.span(),
+                format!("policies: `{pattern}` is not a valid glob: {e}"),
+            )),
+            Ok(paths) => {
+                let mut found: Vec<PathBuf> = paths.filter_map(Result::ok).collect();
+                found.sort();
+                if found.is_empty() {
+                    errors.push(at(
+                        file.policies.span(),
+                        format!("policies: `{pattern}` matches no file (looked for {full_text})"),
+                    ));
+                }
+                policy_files.extend(found);
+            }
+        }
+    }
+    if file.policies.get_ref().is_empty() {
+        errors.push(at(
+            file.policies.span(),
+            "policies: name at least one policy file".into(),
+        ));
+    }
+    let mut policies = Vec::new();
+    for policy_path in &policy_files {
+        match load_policy_file(policy_path) {
+            Ok(mut loaded) => policies.append(&mut loaded),
+            Err(mut e) => errors.append(&mut e.0),
+        }
+    }
+    // Names and prefixes must be unique across files: they label metrics and operation IDs.
+    for (i, policy) in policies.iter().enumerate() {
+        if policies[..i].iter().any(|p: &Policy| p.name == policy.name) {
+            errors.push(ConfigError::whole_file(
+                path,
+                format!(
+                    "policy name `{}` is used twice (again at {})",
+                    policy.name, policy.source
+                ),
+            ));
+        }
+    }
+
+    if !errors.is_empty() {
+        return Err(ConfigErrors(errors));
+    }
+    let (tls, host, port) = upstream.unwrap_or_default();
+    Ok(Config {
+        path: path.to_owned(),
+        server: Server {
+            listen,
+            threads,
+            max_body_bytes,
+            shutdown_grace,
+        },
+        upstream: Upstream {
+            url: file.upstream.url.get_ref().clone(),
+            tls,
+            address: format!("{host}:{port}"),
+            host,
+            connect_timeout,
+            timeout,
+            release_statuses,
+            release_503_with_retry_after: file
+                .upstream
+                .release_503_with_retry_after
+                .unwrap_or(true),
+        },
+        admin_listen,
+        store: StoreSettings {
+            url: store_url,
+            namespace,
+            remember_grace,
+        },
+        session,
+        well_known,
+        policies: PolicySet::new(policies),
+        policy_files,
+    })
+}
+
+/// `http://host[:port]` or `https://host[:port]`, with no path.
+fn parse_upstream_url(url: &str) -> Result<(bool, String, u16), String> {
+    let (tls, rest) = if let Some(rest) = url.strip_prefix("http://") {
+        (false, rest)
+    } else if let Some(rest) = url.strip_prefix("https://") {
+        (true, rest)
+    } else {
+        return Err(format!("`{url}` must start with http:// or https://"));
+    };
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.contains(['/', '?', '#', '@']) || authority.is_empty() {
+        return Err(format!(
+            "`{url}`: give only scheme, host and port (no path, query or credentials)"
+        ));
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => {
+            let port = port
+                .parse::<u16>()
+                .map_err(|_| format!("`{url}`: port `{port}` is not a number"))?;
+            (host.to_owned(), port)
+        }
+        _ => (authority.to_owned(), if tls { 443 } else { 80 }),
+    };
+    Ok((tls, host, port))
+}
+
+/// Load one policy file.
+pub fn load_policy_file(path: &Path) -> Result<Vec<Policy>, ConfigErrors> {
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::whole_file(path, format!("cannot read: {e}")))?;
+    let file: PolicyFile = toml::from_str(&source).map_err(|e| from_toml(path, &source, &e))?;
+    let mut errors = Vec::new();
+    let mut policies = Vec::new();
+    for operation in &file.operation {
+        if let Some(policy) = compile_operation(path, &source, operation, &mut errors) {
+            policies.push(policy);
+        }
+    }
+    if file.operation.is_empty() {
+        errors.push(ConfigError::whole_file(
+            path,
+            "no [[operation]] table: a policy file names at least one action",
+        ));
+    }
+    if errors.is_empty() {
+        Ok(policies)
+    } else {
+        Err(ConfigErrors(errors))
+    }
+}
+
+fn compile_operation(
+    path: &Path,
+    source: &str,
+    op: &OperationFile,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Policy> {
+    let start = errors.len();
+    let name = op.name.get_ref();
+    let at = |span: std::ops::Range<usize>, message: String| {
+        ConfigError::at(
+            path,
+            source,
+            Some(span),
+            format!("operation `{name}`: {message}"),
+        )
+    };
+
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        errors.push(at(
+            op.name.span(),
+            "name: use A-Z a-z 0-9 _ - (it labels metrics)".into(),
+        ));
+    }
+    let method = op.method.get_ref().to_ascii_uppercase();
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+        errors.push(at(
+            op.method.span(),
+            format!("method: `{}` is not an HTTP method", op.method.get_ref()),
+        ));
+    }
+    let template = PathTemplate::parse(op.path.get_ref())
+        .map_err(|e| errors.push(at(op.path.span(), format!("path: {e}"))))
+        .ok();
+    let prefix = op.id_prefix.get_ref();
+    if prefix.is_empty() || prefix.len() > 16 || !prefix.bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        errors.push(at(
+            op.id_prefix.span(),
+            "id_prefix: 1 to 16 characters of A-Z a-z 0-9".into(),
+        ));
+    }
+    let expires_in = match parse_duration(op.expires_in.get_ref()) {
+        Ok(d) if d >= Duration::from_secs(1) && d <= MAX_EXPIRES_IN => d,
+        Ok(_) => {
+            errors.push(at(
+                op.expires_in.span(),
+                "expires_in: must be from 1s to 30d".into(),
+            ));
+            Duration::ZERO
+        }
+        Err(e) => {
+            errors.push(at(op.expires_in.span(), format!("expires_in: {e}")));
+            Duration::ZERO
+        }
+    };
+
+    let mut terms = Vec::new();
+    for (term_name, term) in &op.terms {
+        let tn = term_name.get_ref();
+        if tn.is_empty() || !tn.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            errors.push(at(
+                term_name.span(),
+                format!("terms.{tn}: a term name uses A-Z a-z 0-9 _"),
+            ));
+        }
+        match term_source(term.get_ref()) {
+            Ok(source) => {
+                match &source {
+                    TermSource::Path(capture) => {
+                        if let Some(t) = &template
+                            && !t.capture_names().any(|c| c == capture)
+                        {
+                            errors.push(at(
+                                term.span(),
+                                format!(
+                                    "terms.{tn}: path `{{{capture}}}` is not a capture of `{}`",
+                                    op.path.get_ref()
+                                ),
+                            ));
+                        }
+                    }
+                    TermSource::Body(p) => {
+                        if let Err(e) = is_valid_json_path(p) {
+                            errors.push(at(
+                                term.span(),
+                                format!("terms.{tn}: body `{p}` is not a JSONPath: {e}"),
+                            ));
+                        }
+                    }
+                    TermSource::Header(h) => {
+                        if http::HeaderName::from_bytes(h.as_bytes()).is_err() {
+                            errors.push(at(
+                                term.span(),
+                                format!("terms.{tn}: `{h}` is not a header name"),
+                            ));
+                        }
+                    }
+                    _ => {}
+                }
+                terms.push((tn.clone(), source));
+            }
+            Err(e) => errors.push(at(term.span(), format!("terms.{tn}: {e}"))),
+        }
+    }
+    if terms.is_empty() {
+        errors.push(at(
+            op.name.span(),
+            "no [operation.terms]: the terms are what the User approves".into(),
+        ));
+    }
+
+    let summary = SummaryTemplate::parse(op.summary.get_ref())
+        .map_err(|e| errors.push(at(op.summary.span(), format!("summary: {e}"))))
+        .ok();
+    if let Some(summary) = &summary {
+        // The spec: everything that affects the action MUST be in the summary.
+        for (term_name, _) in &terms {
+            if !summary.placeholders().any(|p| p == term_name) {
+                errors.push(at(op.summary.span(), format!("summary leaves out term `{term_name}`: everything that affects the action must be in the summary (add {{{term_name}}})")));
+            }
+        }
+        for placeholder in summary.placeholders() {
+            if !terms.iter().any(|(n, _)| n == placeholder) {
+                errors.push(at(
+                    op.summary.span(),
+                    format!("summary placeholder `{{{placeholder}}}` names no term"),
+                ));
+            }
+        }
+    }
+    if op.same_action.get_ref().is_empty() {
+        errors.push(at(
+            op.same_action.span(),
+            "same_action: name the terms that identify the action (e.g. the order and item)".into(),
+        ));
+    }
+    for identifying in op.same_action.get_ref() {
+        if !terms.iter().any(|(n, _)| n == identifying) {
+            errors.push(at(
+                op.same_action.span(),
+                format!("same_action names `{identifying}`, which is not a term"),
+            ));
+        }
+    }
+
+    if errors.len() > start {
+        return None;
+    }
+    let (line, column) = {
+        let e = ConfigError::at(path, source, Some(op.name.span()), "");
+        (e.line, e.column)
+    };
+    Some(Policy {
+        name: name.clone(),
+        route: template.map(|path| Route { method, path }),
+        tool: None,
+        id_prefix: prefix.clone(),
+        expires_in,
+        same_action: op.same_action.get_ref().clone(),
+        summary: summary?,
+        terms,
+        source: format!("{}:{line}:{column}", path.display()),
+    })
+}
+
+fn term_source(term: &TermFile) -> Result<TermSource, String> {
+    let mut sources = Vec::new();
+    if let Some(p) = &term.path {
+        sources.push(TermSource::Path(p.clone()));
+    }
+    if let Some(p) = &term.body {
+        sources.push(TermSource::Body(p.clone()));
+    }
+    if let Some(q) = &term.query {
+        sources.push(TermSource::Query(q.clone()));
+    }
+    if let Some(h) = &term.header {
+        sources.push(TermSource::Header(h.to_ascii_lowercase()));
+    }
+    if let Some(v) = &term.value {
+        let json = serde_json::to_value(v).map_err(|e| format!("value cannot be JSON: {e}"))?;
+        sources.push(TermSource::Value(json));
+    }
+    match sources.len() {
+        1 => Ok(sources.remove(0)),
+        0 => Err("give exactly one source: path, body, query, header or value".into()),
+        _ => Err("give exactly one source, not several".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_urls() {
+        assert_eq!(
+            parse_upstream_url("http://127.0.0.1:9000"),
+            Ok((false, "127.0.0.1".into(), 9000))
+        );
+        assert_eq!(
+            parse_upstream_url("https://api.example.com/"),
+            Ok((true, "api.example.com".into(), 443))
+        );
+        assert_eq!(
+            parse_upstream_url("http://[::1]:8080"),
+            Ok((false, "[::1]".into(), 8080))
+        );
+        assert!(parse_upstream_url("ftp://x").is_err());
+        assert!(parse_upstream_url("http://x/api").is_err());
+        assert!(parse_upstream_url("http://x:port").is_err());
+    }
+}

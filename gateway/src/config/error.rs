@@ -1,0 +1,123 @@
+//! Config errors that name the file, line and column.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// One problem in a config or policy file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    /// 1-based; 0 when the problem has no place in the file (e.g. it can't be read).
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn at(
+        file: &Path,
+        source: &str,
+        span: Option<Range<usize>>,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        let (line, column) = span.map(|s| line_column(source, s.start)).unwrap_or((0, 0));
+        ConfigError {
+            file: file.to_owned(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    pub fn whole_file(file: &Path, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: file.to_owned(),
+            line: 0,
+            column: 0,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file.display(), self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file.display(),
+                self.line,
+                self.column,
+                self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Every problem found, so `check` can show them all at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(error: ConfigError) -> Self {
+        ConfigErrors(vec![error])
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_column(source: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(source.len());
+    let before = source.get(..offset).unwrap_or(source);
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
+    (line, column)
+}
+
+/// A TOML syntax or shape error (unknown key, wrong type) as a [`ConfigError`].
+pub fn from_toml(file: &Path, source: &str, error: &toml::de::Error) -> ConfigError {
+    ConfigError::at(
+        file,
+        source,
+        error.span(),
+        error.message().trim().to_owned(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_and_columns_are_one_based() {
+        let src = "a = 1\nbb = 2\n";
+        assert_eq!(line_column(src, 0), (1, 1));
+        assert_eq!(line_column(src, 6), (2, 1));
+        assert_eq!(line_column(src, 9), (2, 4));
+        let e = ConfigError::at(Path::new("g.toml"), src, Some(6..8), "bad");
+        assert_eq!(e.to_string(), "g.toml:2:1: bad");
+    }
+}

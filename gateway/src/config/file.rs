@@ -1,0 +1,105 @@
+//! The serde model of `gateway.toml` and policy files, exactly as written. Unknown keys are
+//! errors; values that need checking keep their span so errors can point at them.
+//! [`super::compile`] turns this into the validated runtime form.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayFile {
+    /// Policy files or globs, relative to this file's folder.
+    pub policies: Spanned<Vec<String>>,
+    pub server: ServerFile,
+    pub upstream: UpstreamFile,
+    pub admin: Option<AdminFile>,
+    #[serde(default)]
+    pub store: StoreFile,
+    #[serde(default)]
+    pub session: SessionFile,
+    #[serde(default)]
+    pub well_known: WellKnownFile,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerFile {
+    pub listen: Spanned<String>,
+    pub threads: Option<Spanned<usize>>,
+    pub max_body_bytes: Option<Spanned<usize>>,
+    pub shutdown_grace: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamFile {
+    pub url: Spanned<String>,
+    pub connect_timeout: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<String>>,
+    pub release_statuses: Option<Spanned<Vec<u16>>>,
+    pub release_503_with_retry_after: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminFile {
+    pub listen: Spanned<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreFile {
+    pub url: Option<Spanned<String>>,
+    pub namespace: Option<Spanned<String>>,
+    pub remember_grace: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionFile {
+    pub session_claim: Option<String>,
+    pub agent_claim: Option<String>,
+    pub user_claim: Option<String>,
+    pub account_claim: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WellKnownFile {
+    /// Served (with operations merged in) when the upstream has no poppy.json.
+    pub file: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    #[serde(default)]
+    pub operation: Vec<OperationFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperationFile {
+    pub name: Spanned<String>,
+    pub method: Spanned<String>,
+    pub path: Spanned<String>,
+    pub id_prefix: Spanned<String>,
+    pub expires_in: Spanned<String>,
+    pub same_action: Spanned<Vec<String>>,
+    pub summary: Spanned<String>,
+    #[serde(default)]
+    pub terms: BTreeMap<Spanned<String>, Spanned<TermFile>>,
+}
+
+/// One term: exactly one of these keys.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TermFile {
+    pub path: Option<String>,
+    pub body: Option<String>,
+    pub query: Option<String>,
+    pub header: Option<String>,
+    pub value: Option<toml::Value>,
+}

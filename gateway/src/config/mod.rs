@@ -1,0 +1,13 @@
+//! Configuration: `gateway.toml` and its policy files.
+//!
+//! [`file`] is the serde model of what users write; [`compile`] validates it into [`Config`],
+//! returning every problem with its file, line and column.
+
+mod compile;
+mod duration;
+mod error;
+mod file;
+
+pub use compile::{Config, Server, SessionClaims, StoreSettings, Upstream, load};
+pub use duration::parse_duration;
+pub use error::{ConfigError, ConfigErrors};

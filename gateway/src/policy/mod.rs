@@ -1,0 +1,105 @@
+//! Policies: which requests need approval, and what their terms and summary are.
+//! Pure code: no pingora, no store.
+
+mod route;
+mod summary;
+mod terms;
+
+pub use route::{Captures, PathTemplate, TemplateError, has_ambiguous_segments, percent_decode};
+pub use summary::{SummaryError, SummaryTemplate, escape_value};
+pub use terms::{
+    RequestParts, TermError, TermSource, Terms, canonical_json, extract, is_valid_json_path,
+};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One `[[operation]]` (or `[[tool]]`) of a policy file, validated.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub name: String,
+    /// `None` for MCP tools.
+    pub route: Option<Route>,
+    /// The MCP tool name, for `[[tool]]`.
+    pub tool: Option<String>,
+    pub id_prefix: String,
+    pub expires_in: Duration,
+    pub same_action: Vec<String>,
+    pub summary: SummaryTemplate,
+    pub terms: Vec<(String, TermSource)>,
+    /// Where the policy was written, for `check` and logs.
+    pub source: String,
+}
+
+/// The method and path an HTTP policy applies to.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Upper case.
+    pub method: String,
+    pub path: PathTemplate,
+}
+
+impl Policy {
+    /// Whether any term is read from the JSON body.
+    pub fn needs_body(&self) -> bool {
+        self.terms.iter().any(|(_, source)| source.needs_body())
+    }
+
+    /// The canonical bytes of the `same_action` values, which identify the action.
+    pub fn action_material(&self, terms: &Terms) -> Vec<Vec<u8>> {
+        self.same_action
+            .iter()
+            .map(|name| {
+                terms
+                    .get(name)
+                    .map(canonical_json)
+                    .unwrap_or_default()
+                    .into_bytes()
+            })
+            .collect()
+    }
+}
+
+/// All loaded policies, in file order; the first match wins.
+#[derive(Debug, Clone, Default)]
+pub struct PolicySet {
+    policies: Vec<Arc<Policy>>,
+}
+
+impl PolicySet {
+    pub fn new(policies: Vec<Policy>) -> PolicySet {
+        PolicySet {
+            policies: policies.into_iter().map(Arc::new).collect(),
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Policy>> {
+        self.policies.iter()
+    }
+
+    /// The HTTP policy for this method and path (without query), with its captures.
+    pub fn find_route(&self, method: &str, path: &str) -> Option<(Arc<Policy>, Captures)> {
+        self.policies.iter().find_map(|policy| {
+            let route = policy.route.as_ref()?;
+            if !route.method.eq_ignore_ascii_case(method) {
+                return None;
+            }
+            route
+                .path
+                .matches(path)
+                .map(|captures| (Arc::clone(policy), captures))
+        })
+    }
+
+    /// The policy of an MCP tool.
+    pub fn find_tool(&self, tool: &str) -> Option<Arc<Policy>> {
+        self.policies
+            .iter()
+            .find(|policy| policy.tool.as_deref() == Some(tool))
+            .cloned()
+    }
+
+    pub fn has_tools(&self) -> bool {
+        self.policies.iter().any(|p| p.tool.is_some())
+    }
+}

@@ -1,0 +1,258 @@
+//! Summary templates: `Exchange item **{item_id}** on order {order_id}.`
+//!
+//! The template is the policy author's Markdown; values come from the request and are escaped
+//! so that request data can never make a link, image, HTML or new Markdown structure (spec 3,
+//! "Formatting"), and control and bidi characters are removed so the text reads as it is.
+
+use serde_json::Value;
+
+use super::terms::{Terms, canonical_json};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Term(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SummaryError {
+    #[error("unclosed `{{` at byte {0} (write `{{{{` for a literal brace)")]
+    Unclosed(usize),
+    #[error("unmatched `}}` at byte {0} (write `}}}}` for a literal brace)")]
+    Unmatched(usize),
+    #[error("`{{{0}}}`: a placeholder names a term with A-Z a-z 0-9 _")]
+    BadName(String),
+}
+
+/// A parsed summary template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryTemplate {
+    pieces: Vec<Piece>,
+}
+
+impl SummaryTemplate {
+    pub fn parse(text: &str) -> Result<SummaryTemplate, SummaryError> {
+        let mut pieces = Vec::new();
+        let mut literal = String::new();
+        let mut chars = text.char_indices().peekable();
+        while let Some((at, c)) = chars.next() {
+            match c {
+                '{' if chars.peek().map(|p| p.1) == Some('{') => {
+                    chars.next();
+                    literal.push('{');
+                }
+                '}' if chars.peek().map(|p| p.1) == Some('}') => {
+                    chars.next();
+                    literal.push('}');
+                }
+                '}' => return Err(SummaryError::Unmatched(at)),
+                '{' => {
+                    let mut name = String::new();
+                    loop {
+                        match chars.next() {
+                            Some((_, '}')) => break,
+                            Some((_, c)) => name.push(c),
+                            None => return Err(SummaryError::Unclosed(at)),
+                        }
+                    }
+                    if name.is_empty()
+                        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                    {
+                        return Err(SummaryError::BadName(name));
+                    }
+                    if !literal.is_empty() {
+                        pieces.push(Piece::Text(std::mem::take(&mut literal)));
+                    }
+                    pieces.push(Piece::Term(name));
+                }
+                c => literal.push(c),
+            }
+        }
+        if !literal.is_empty() {
+            pieces.push(Piece::Text(literal));
+        }
+        Ok(SummaryTemplate { pieces })
+    }
+
+    /// The term names the template mentions, in order, with repeats.
+    pub fn placeholders(&self) -> impl Iterator<Item = &str> {
+        self.pieces.iter().filter_map(|p| match p {
+            Piece::Term(name) => Some(name.as_str()),
+            Piece::Text(_) => None,
+        })
+    }
+
+    /// Render with escaped values. A placeholder without a value renders as empty; `check`
+    /// guarantees every placeholder names a term, and extraction guarantees every term has one.
+    pub fn render(&self, terms: &Terms) -> String {
+        let mut out = String::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(text) => out.push_str(text),
+                Piece::Term(name) => {
+                    if let Some(value) = terms.get(name) {
+                        out.push_str(&escape_value(&display_value(value)));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Strings as they are, other JSON values as canonical JSON.
+fn display_value(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => canonical_json(other),
+    }
+}
+
+/// Characters that never belong in a summary value: controls (line breaks would start new
+/// Markdown blocks), bidi overrides and isolates (they reorder what the User reads), and
+/// invisible joiners.
+fn is_removed(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// Escape a value so CommonMark (and GitHub-flavoured autolinks) read it as plain text.
+pub fn escape_value(raw: &str) -> String {
+    let cleaned: String = raw
+        .chars()
+        .map(|c| {
+            if c == '\n' || c == '\r' || c == '\t' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .filter(|c| !is_removed(*c))
+        .collect();
+    let chars: Vec<char> = cleaned.chars().collect();
+    let mut out = String::with_capacity(cleaned.len() + 8);
+    for (i, &c) in chars.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|j| chars[j]);
+        let next = chars.get(i + 1).copied();
+        let escape = match c {
+            // Links, images, HTML, code, emphasis, strike-through, tables, entities.
+            '\\' | '[' | ']' | '<' | '>' | '!' | '`' | '*' | '~' | '|' | '&' => true,
+            // Intraword underscores can't open or close emphasis; others can.
+            '_' => {
+                !(prev.is_some_and(char::is_alphanumeric)
+                    && next.is_some_and(char::is_alphanumeric))
+            }
+            // A value may land at the start of a line: no headings, lists or setext rules.
+            '#' | '+' | '-' | '=' if i == 0 => true,
+            // `1.` or `1)` at the start would be an ordered list.
+            '.' | ')'
+                if i > 0
+                    && chars[..i].iter().all(char::is_ascii_digit)
+                    && next.is_none_or(|n| n == ' ') =>
+            {
+                true
+            }
+            // GitHub-flavoured autolinks: `scheme://`, `www.`, `user@host`.
+            ':' => next == Some('/'),
+            '.' => {
+                i >= 3
+                    && chars[i - 3..i]
+                        .iter()
+                        .collect::<String>()
+                        .eq_ignore_ascii_case("www")
+            }
+            '@' => true,
+            _ => false,
+        };
+        if escape {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn terms(pairs: &[(&str, Value)]) -> Terms {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn renders_placeholders_and_literal_braces() {
+        let t = SummaryTemplate::parse("Exchange **{item_id}** for {sku} {{not a term}}.").unwrap();
+        assert_eq!(t.placeholders().collect::<Vec<_>>(), ["item_id", "sku"]);
+        let out = t.render(&terms(&[
+            ("item_id", json!("itm_4Qa")),
+            ("sku", json!("stormline-m")),
+        ]));
+        assert_eq!(out, "Exchange **itm_4Qa** for stormline-m {not a term}.");
+    }
+
+    #[test]
+    fn numbers_and_objects_render_as_json() {
+        let t = SummaryTemplate::parse("{n} {o}").unwrap();
+        let out = t.render(&terms(&[
+            ("n", json!(70.5)),
+            ("o", json!({"b": 1, "a": 2})),
+        ]));
+        assert_eq!(out, r#"70.5 {"a":2,"b":1}"#);
+    }
+
+    #[test]
+    fn bad_templates() {
+        assert!(SummaryTemplate::parse("{open").is_err());
+        assert!(SummaryTemplate::parse("close}").is_err());
+        assert!(SummaryTemplate::parse("{a b}").is_err());
+        assert!(SummaryTemplate::parse("{}").is_err());
+    }
+
+    #[test]
+    fn values_cannot_make_links_images_or_html() {
+        for (raw, expected) in [
+            ("[click](http://evil)", r"\[click\](http\://evil)"),
+            ("![x](http://e/i.png)", r"\!\[x\](http\://e/i.png)"),
+            ("<img src=x>", r"\<img src=x\>"),
+            ("<http://evil>", r"\<http\://evil\>"),
+            ("www.evil.com", r"www\.evil.com"),
+            ("a@b.c", r"a\@b.c"),
+            ("**bold**", r"\*\*bold\*\*"),
+            ("_em_", r"\_em\_"),
+            ("ord_7Hk2", "ord_7Hk2"),
+            ("# Heading", r"\# Heading"),
+            ("- item", r"\- item"),
+            ("1. item", r"1\. item"),
+            ("70.00", "70.00"),
+            ("a\nb\r\nc", "a b  c"),
+            ("safe\u{202E}txt.exe", "safetxt.exe"),
+            ("zero\u{200B}width", "zerowidth"),
+            ("bell\u{7}", "bell"),
+        ] {
+            assert_eq!(escape_value(raw), expected, "{raw:?}");
+        }
+    }
+
+    proptest! {
+        /// Whatever a value holds, no unescaped link, image or HTML opener survives.
+        #[test]
+        fn escaped_values_never_open_markup(raw in ".{0,60}") {
+            let out = escape_value(&raw);
+            let chars: Vec<char> = out.chars().collect();
+            for (i, c) in chars.iter().enumerate() {
+                if matches!(c, '[' | '<' | '!' | '`') {
+                    prop_assert!(i > 0 && chars[i - 1] == '\\', "unescaped {c:?} in {out:?}");
+                }
+                prop_assert!(!is_removed(*c), "removed character {:?} survived", c);
+            }
+        }
+    }
+}

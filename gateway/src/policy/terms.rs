@@ -1,0 +1,263 @@
+//! Terms: the values a policy extracts from a request, each from exactly one source.
+
+use std::collections::BTreeMap;
+
+use jsonpath_rust::JsonPath as _;
+use serde_json::Value;
+
+use super::route::Captures;
+
+/// Where a term's value comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TermSource {
+    /// A `{name}` capture of the path template.
+    Path(String),
+    /// A JSONPath into the JSON request body.
+    Body(String),
+    /// A query-string parameter.
+    Query(String),
+    /// A request header (name in lower case).
+    Header(String),
+    /// A constant from the policy.
+    Value(Value),
+    /// A JSONPath into an MCP tool call's `arguments`.
+    Argument(String),
+}
+
+impl TermSource {
+    /// How the source is written in a policy, for error messages.
+    pub fn describe(&self) -> String {
+        match self {
+            TermSource::Path(name) => format!("path capture `{name}`"),
+            TermSource::Body(path) => format!("body `{path}`"),
+            TermSource::Query(name) => format!("query parameter `{name}`"),
+            TermSource::Header(name) => format!("header `{name}`"),
+            TermSource::Value(_) => "constant value".to_owned(),
+            TermSource::Argument(path) => format!("tool argument `{path}`"),
+        }
+    }
+
+    pub fn needs_body(&self) -> bool {
+        matches!(self, TermSource::Body(_))
+    }
+}
+
+/// Extracted terms, ordered by name.
+pub type Terms = BTreeMap<String, Value>;
+
+/// What the policy reads a request from.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestParts<'a> {
+    pub captures: &'a Captures,
+    /// The raw query string, without `?`.
+    pub query: Option<&'a str>,
+    pub headers: &'a http::HeaderMap,
+    /// The body parsed as JSON, when a term needs it (`None` if no term does).
+    pub body: Option<&'a Value>,
+    /// MCP tool arguments, for `argument` terms.
+    pub arguments: Option<&'a Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TermError {
+    #[error("term `{term}` is missing from the request (it comes from {from})")]
+    Missing { term: String, from: String },
+    #[error("term `{term}`: header `{header}` is not valid UTF-8 text")]
+    HeaderNotText { term: String, header: String },
+}
+
+impl TermError {
+    pub fn term(&self) -> &str {
+        match self {
+            TermError::Missing { term, .. } | TermError::HeaderNotText { term, .. } => term,
+        }
+    }
+}
+
+/// Extract every term. A `null` JSON value counts as missing.
+pub fn extract(
+    terms: &[(String, TermSource)],
+    request: &RequestParts<'_>,
+) -> Result<Terms, TermError> {
+    let mut out = Terms::new();
+    for (name, source) in terms {
+        let missing = || TermError::Missing {
+            term: name.clone(),
+            from: source.describe(),
+        };
+        let value = match source {
+            TermSource::Path(capture) => request
+                .captures
+                .iter()
+                .find(|(n, _)| n == capture)
+                .map(|(_, v)| Value::from(v.as_str())),
+            TermSource::Body(path) => request.body.and_then(|body| query_json(body, path)),
+            TermSource::Argument(path) => request.arguments.and_then(|args| query_json(args, path)),
+            TermSource::Query(param) => query_param(request.query, param).map(Value::from),
+            TermSource::Header(header) => match request.headers.get(header.as_str()) {
+                None => None,
+                Some(value) => Some(Value::from(value.to_str().map_err(|_| {
+                    TermError::HeaderNotText {
+                        term: name.clone(),
+                        header: header.clone(),
+                    }
+                })?)),
+            },
+            TermSource::Value(value) => Some(value.clone()),
+        };
+        match value {
+            Some(Value::Null) | None => return Err(missing()),
+            Some(value) => {
+                out.insert(name.clone(), value);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One match is the value; several are an array of them; none is `None`.
+fn query_json(value: &Value, path: &str) -> Option<Value> {
+    let found = value.query(path).ok()?;
+    match found.as_slice() {
+        [] => None,
+        [one] => Some((*one).clone()),
+        many => Some(Value::Array(many.iter().map(|v| (*v).clone()).collect())),
+    }
+}
+
+/// Whether a JSONPath expression parses.
+pub fn is_valid_json_path(path: &str) -> Result<(), String> {
+    Value::Null
+        .query(path)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// The first value of a query parameter, form-decoded (`+` is a space).
+fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+    query?.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let decode = |s: &str| super::route::percent_decode(&s.replace('+', " "));
+        (decode(key) == name).then(|| decode(value))
+    })
+}
+
+/// JSON with object keys sorted at every level and no insignificant white space, so equal
+/// values always give equal bytes (revisions and operation IDs are MACs over it).
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, value)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::from(key.as_str()).to_string());
+                out.push(':');
+                write_canonical(value, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parts<'a>(
+        captures: &'a Captures,
+        headers: &'a http::HeaderMap,
+        body: Option<&'a Value>,
+        query: Option<&'a str>,
+    ) -> RequestParts<'a> {
+        RequestParts {
+            captures,
+            query,
+            headers,
+            body,
+            arguments: None,
+        }
+    }
+
+    #[test]
+    fn extracts_from_every_source() {
+        let captures = vec![("order_id".to_owned(), "o1".to_owned())];
+        let mut headers = http::HeaderMap::new();
+        headers.insert("x-store", "north".parse().unwrap());
+        let body = json!({"item": {"id": "i1"}, "qty": 2});
+        let terms = vec![
+            ("order_id".to_owned(), TermSource::Path("order_id".into())),
+            ("item_id".to_owned(), TermSource::Body("$.item.id".into())),
+            ("qty".to_owned(), TermSource::Body("$.qty".into())),
+            ("store".to_owned(), TermSource::Header("x-store".into())),
+            ("reason".to_owned(), TermSource::Query("reason".into())),
+            ("currency".to_owned(), TermSource::Value(json!("USD"))),
+        ];
+        let got = extract(
+            &terms,
+            &parts(
+                &captures,
+                &headers,
+                Some(&body),
+                Some("a=1&reason=too+small%21"),
+            ),
+        )
+        .unwrap();
+        assert_eq!(got["order_id"], "o1");
+        assert_eq!(got["item_id"], "i1");
+        assert_eq!(got["qty"], 2);
+        assert_eq!(got["store"], "north");
+        assert_eq!(got["reason"], "too small!");
+        assert_eq!(got["currency"], "USD");
+    }
+
+    #[test]
+    fn missing_and_null_terms_are_named() {
+        let captures = vec![];
+        let headers = http::HeaderMap::new();
+        let body = json!({"item_id": null});
+        let terms = vec![("item_id".to_owned(), TermSource::Body("$.item_id".into()))];
+        let err = extract(&terms, &parts(&captures, &headers, Some(&body), None)).unwrap_err();
+        assert_eq!(err.term(), "item_id");
+        assert!(err.to_string().contains("$.item_id"));
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let a = json!({"b": 1, "a": {"d": [1, {"z": 1, "y": 2}], "c": "x"}});
+        assert_eq!(
+            canonical_json(&a),
+            r#"{"a":{"c":"x","d":[1,{"y":2,"z":1}]},"b":1}"#
+        );
+        let b: Value =
+            serde_json::from_str(r#"{ "a": {"c":"x", "d":[1,{"y":2,"z":1}]}, "b":1 }"#).unwrap();
+        assert_eq!(canonical_json(&a), canonical_json(&b));
+    }
+
+    #[test]
+    fn json_path_validation() {
+        assert!(is_valid_json_path("$.item_id").is_ok());
+        assert!(is_valid_json_path("$.[[").is_err());
+    }
+}

@@ -1,0 +1,76 @@
+//! The JSON bodies the gateway answers with.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// An operation as the Personal Agent receives it (spec section 3).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Operation {
+    pub operation_id: String,
+    pub revision: String,
+    pub summary: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terms: Option<Value>,
+    /// RFC 3339.
+    pub expires_at: String,
+}
+
+/// An error body: `{"error": "...", "detail": "...", ...extra members}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorBody {
+    members: Map<String, Value>,
+}
+
+impl ErrorBody {
+    pub fn new(error: &str, detail: impl Into<String>) -> ErrorBody {
+        let mut members = Map::new();
+        members.insert("error".into(), Value::from(error));
+        members.insert("detail".into(), Value::from(detail.into()));
+        ErrorBody { members }
+    }
+
+    /// `403 approval_required` (spec section 4, APIs).
+    pub fn approval_required(operation: &Operation, detail: impl Into<String>) -> ErrorBody {
+        let operation = serde_json::to_value(operation).unwrap_or(Value::Null);
+        ErrorBody::new("approval_required", detail).with("operation", operation)
+    }
+
+    /// Add a member, such as `term` or `extension`.
+    pub fn with(mut self, name: &str, value: impl Into<Value>) -> ErrorBody {
+        self.members.insert(name.to_owned(), value.into());
+        self
+    }
+
+    pub fn error(&self) -> &str {
+        self.members
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // Serializing a Map of JSON values cannot fail.
+        serde_json::to_vec(&self.members).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_required_has_the_spec_shape() {
+        let op = Operation {
+            operation_id: "exc_1".into(),
+            revision: "1-a".into(),
+            summary: "Do it.".into(),
+            terms: None,
+            expires_at: "2026-10-08T19:20:00Z".into(),
+        };
+        let body: Value =
+            serde_json::from_slice(&ErrorBody::approval_required(&op, "x").to_bytes()).unwrap();
+        assert_eq!(body["error"], "approval_required");
+        assert_eq!(body["operation"]["operation_id"], "exc_1");
+        assert!(body["operation"].get("terms").is_none());
+    }
+}

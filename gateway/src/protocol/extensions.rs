@@ -1,0 +1,92 @@
+//! `Poppy-Extensions`: the extensions a Personal Agent declares (an RFC 9651 List).
+
+use sfv::{BareItem, List, ListEntry, Parser};
+
+/// The header is not a valid structured-field List.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Poppy-Extensions is not an RFC 9651 List: {0}")]
+pub struct ExtensionsError(String);
+
+/// Whether the request declares `"operations";v="2"`. Several header lines are combined as
+/// RFC 9651 says (joined with commas). Other extensions and other versions may be listed
+/// beside it; a different major version does not count.
+pub fn declares_operations_v2<'a>(
+    lines: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<bool, ExtensionsError> {
+    let mut joined = Vec::new();
+    for line in lines {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b", ");
+        }
+        joined.extend_from_slice(line);
+    }
+    if joined.is_empty() {
+        return Ok(false);
+    }
+    let list: List = Parser::new(&joined)
+        .parse()
+        .map_err(|e| ExtensionsError(e.to_string()))?;
+    Ok(list.iter().any(|entry| match entry {
+        ListEntry::Item(item) => {
+            names_operations(&item.bare_item)
+                && item
+                    .params
+                    .iter()
+                    .any(|(key, value)| key.as_str() == "v" && is_major_two(value))
+        }
+        ListEntry::InnerList(_) => false,
+    }))
+}
+
+fn names_operations(item: &BareItem) -> bool {
+    // The spec writes it as a String; a Token of the same name is accepted too.
+    item.as_string().map(|s| s.as_str()) == Some("operations")
+        || item.as_token().map(|t| t.as_str()) == Some("operations")
+}
+
+fn is_major_two(value: &BareItem) -> bool {
+    match value.as_string() {
+        Some(version) => version.as_str().split('.').next() == Some("2"),
+        None => value.as_integer().map(i64::from) == Some(2),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn declares(value: &str) -> Result<bool, ExtensionsError> {
+        declares_operations_v2([value.as_bytes()])
+    }
+
+    #[test]
+    fn accepts_v2_alone_or_among_others() {
+        assert_eq!(declares(r#""operations";v="2""#), Ok(true));
+        assert_eq!(declares(r#""other";v="1", "operations";v="2""#), Ok(true));
+        assert_eq!(declares(r#"operations;v="2""#), Ok(true));
+        assert_eq!(declares(r#""operations";v="2.1""#), Ok(true));
+    }
+
+    #[test]
+    fn other_versions_and_names_do_not_count() {
+        assert_eq!(declares(r#""operations";v="1""#), Ok(false));
+        assert_eq!(declares(r#""operations";v="20""#), Ok(false));
+        assert_eq!(declares(r#""operations""#), Ok(false));
+        assert_eq!(declares(r#""other";v="2""#), Ok(false));
+        assert_eq!(declares(r#"("operations");v="2""#), Ok(false));
+        assert_eq!(declares_operations_v2(std::iter::empty()), Ok(false));
+    }
+
+    #[test]
+    fn several_lines_combine() {
+        let lines: [&[u8]; 2] = [br#""other";v="1""#, br#""operations";v="2""#];
+        assert_eq!(declares_operations_v2(lines), Ok(true));
+    }
+
+    #[test]
+    fn malformed_is_an_error() {
+        for bad in [r#""operations";v="#, "((", r#""unterminated"#, "a,,b", "é"] {
+            assert!(declares(bad).is_err(), "{bad}");
+        }
+    }
+}

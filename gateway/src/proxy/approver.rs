@@ -1,0 +1,197 @@
+//! Who may approve (spec 3, "Who can approve it"), from the `Poppy-Session` JWT claims and
+//! the bearer token. The gateway reads claims; it does not verify signatures: the upstream
+//! still makes its own Session and token checks on every request it receives.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::config::SessionClaims;
+use crate::protocol::ScopeKind;
+
+/// The approver scope of a request: operations are bound to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approver {
+    pub kind: ScopeKind,
+    /// `s:<session>` or `a:<agent>:<user>:<account>`, each part length-prefixed.
+    pub scope: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApproverError {
+    #[error("Poppy-Session is not a JWT (three base64url parts with a JSON object payload)")]
+    NotAJwt,
+    #[error("Poppy-Session has no string claim `{0}`")]
+    MissingClaim(String),
+}
+
+impl Approver {
+    /// `authorization` is the raw `Authorization` header, if any: a bearer token means the
+    /// Session is signed in.
+    pub fn from_headers(
+        session: &[u8],
+        authorization: Option<&[u8]>,
+        claims: &SessionClaims,
+    ) -> Result<Approver, ApproverError> {
+        let payload = jwt_payload(session).ok_or(ApproverError::NotAJwt)?;
+        let claim = |name: &str| payload.get(name).and_then(Value::as_str).map(str::to_owned);
+        let session_id = claim(&claims.session_claim)
+            .ok_or_else(|| ApproverError::MissingClaim(claims.session_claim.clone()))?;
+        let bearer = authorization.and_then(bearer_token);
+        match bearer {
+            None => Ok(Approver {
+                kind: ScopeKind::Session,
+                scope: frame("s", &[&session_id]),
+            }),
+            Some(token) => {
+                let agent = claim(&claims.agent_claim).unwrap_or_default();
+                let user = claim(&claims.user_claim).unwrap_or_default();
+                let account = account_of(token, &claims.account_claim);
+                Ok(Approver {
+                    kind: ScopeKind::Account,
+                    scope: frame("a", &[&agent, &user, &account]),
+                })
+            }
+        }
+    }
+}
+
+/// The account a bearer token is for: its `account_claim` when it is a JWT, else a hash of the
+/// opaque token (so only requests with that same token share the account).
+fn account_of(token: &[u8], account_claim: &str) -> String {
+    if let Some(sub) = jwt_payload(token).and_then(|p| {
+        p.get(account_claim)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    }) {
+        return format!("claim:{sub}");
+    }
+    let digest = Sha256::digest(token);
+    format!("token:{}", URL_SAFE_NO_PAD.encode(digest))
+}
+
+fn bearer_token(header: &[u8]) -> Option<&[u8]> {
+    let text = std::str::from_utf8(header).ok()?.trim();
+    let (scheme, token) = text.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty())
+        .then(|| token.trim().as_bytes())
+}
+
+/// Decode a JWT's payload (no signature check). `None` unless it is three dot-separated
+/// base64url parts with a JSON object in the middle.
+fn jwt_payload(token: &[u8]) -> Option<serde_json::Map<String, Value>> {
+    let text = std::str::from_utf8(token).ok()?.trim();
+    let mut parts = text.split('.');
+    let (_header, payload, _signature) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let bytes = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    match serde_json::from_slice(&bytes).ok()? {
+        Value::Object(map) => Some(map),
+        _ => None,
+    }
+}
+
+/// Length-prefixed parts, so no two different claim sets give the same scope.
+fn frame(kind: &str, parts: &[&str]) -> String {
+    let mut out = kind.to_owned();
+    for part in parts {
+        out.push_str(&format!(":{}:{part}", part.len()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims() -> SessionClaims {
+        SessionClaims {
+            session_claim: "sid".into(),
+            agent_claim: "iss".into(),
+            user_claim: "sub".into(),
+            account_claim: "sub".into(),
+        }
+    }
+
+    fn jwt(payload: &str) -> String {
+        format!(
+            "{}.{}.sig",
+            URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#),
+            URL_SAFE_NO_PAD.encode(payload)
+        )
+    }
+
+    #[test]
+    fn signed_out_is_bound_to_the_session() {
+        let a = Approver::from_headers(
+            jwt(r#"{"sid":"s1","iss":"agent"}"#).as_bytes(),
+            None,
+            &claims(),
+        )
+        .unwrap();
+        let b = Approver::from_headers(
+            jwt(r#"{"sid":"s2","iss":"agent"}"#).as_bytes(),
+            None,
+            &claims(),
+        )
+        .unwrap();
+        assert_eq!(a.kind, ScopeKind::Session);
+        assert_ne!(a.scope, b.scope);
+    }
+
+    #[test]
+    fn signed_in_is_bound_to_agent_user_and_account() {
+        let token = format!("Bearer {}", jwt(r#"{"sub":"acct_1"}"#));
+        let a = Approver::from_headers(
+            jwt(r#"{"sid":"s1","iss":"agent","sub":"u"}"#).as_bytes(),
+            Some(token.as_bytes()),
+            &claims(),
+        )
+        .unwrap();
+        let b = Approver::from_headers(
+            jwt(r#"{"sid":"s2","iss":"agent","sub":"u"}"#).as_bytes(),
+            Some(token.as_bytes()),
+            &claims(),
+        )
+        .unwrap();
+        let other_agent = Approver::from_headers(
+            jwt(r#"{"sid":"s2","iss":"other","sub":"u"}"#).as_bytes(),
+            Some(token.as_bytes()),
+            &claims(),
+        )
+        .unwrap();
+        assert_eq!(a.kind, ScopeKind::Account);
+        assert_eq!(a, b);
+        assert_ne!(a, other_agent);
+        let opaque = Approver::from_headers(
+            jwt(r#"{"sid":"s1","iss":"agent","sub":"u"}"#).as_bytes(),
+            Some(b"Bearer opaque"),
+            &claims(),
+        )
+        .unwrap();
+        assert_ne!(a, opaque);
+    }
+
+    #[test]
+    fn malformed_sessions() {
+        assert_eq!(
+            Approver::from_headers(b"nope", None, &claims()),
+            Err(ApproverError::NotAJwt)
+        );
+        assert_eq!(
+            Approver::from_headers(jwt("[1]").as_bytes(), None, &claims()),
+            Err(ApproverError::NotAJwt)
+        );
+        assert_eq!(
+            Approver::from_headers(jwt(r#"{"iss":"a"}"#).as_bytes(), None, &claims()),
+            Err(ApproverError::MissingClaim("sid".into()))
+        );
+        assert_eq!(
+            Approver::from_headers(jwt(r#"{"sid":5}"#).as_bytes(), None, &claims()),
+            Err(ApproverError::MissingClaim("sid".into()))
+        );
+    }
+}

@@ -1,0 +1,14 @@
+//! The pingora glue: the HTTP service, the operation flow and the gateway's own upstream client.
+
+mod approver;
+mod flow;
+mod reply;
+mod service;
+mod upstream;
+mod well_known;
+
+pub use approver::{Approver, ApproverError};
+pub use flow::OperationFlow;
+pub use reply::Reply;
+pub use service::GatewayProxy;
+pub use upstream::{ForwardError, ForwardRequest, UpstreamClient};

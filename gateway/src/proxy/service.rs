@@ -1,0 +1,243 @@
+//! The pingora service: classify each request, then either let it through pingora's proxy path
+//! untouched, or run the operation flow and answer it ourselves.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use pingora::http::RequestHeader;
+use pingora::prelude::HttpPeer;
+use pingora::proxy::{ProxyHttp, Session};
+
+use super::approver::{Approver, ApproverError};
+use super::flow::{OperationFlow, OperationRequest};
+use super::reply::Reply;
+use super::upstream::UpstreamClient;
+use super::well_known;
+use crate::config::SessionClaims;
+use crate::metrics::{Metrics, Outcome};
+use crate::policy::{Captures, Policy, PolicySet, has_ambiguous_segments};
+use crate::protocol::{ApprovalHeader, ErrorBody, declares_operations_v2};
+
+/// What a request step decided.
+enum Step {
+    /// Let pingora proxy the request as it is.
+    Continue,
+    /// Answer with this, without proxying.
+    Respond(Reply),
+}
+
+/// The gateway's HTTP service.
+pub struct GatewayProxy {
+    pub policies: PolicySet,
+    pub flow: Arc<OperationFlow>,
+    pub upstream: Arc<UpstreamClient>,
+    pub session_claims: SessionClaims,
+    pub max_body_bytes: usize,
+    pub well_known: Option<serde_json::Value>,
+    pub metrics: Arc<Metrics>,
+}
+
+#[async_trait]
+impl ProxyHttp for GatewayProxy {
+    type CTX = ();
+
+    /// No per-request state: a request is either answered in `request_filter` or proxied as is.
+    fn new_ctx(&self) -> Self::CTX {}
+
+    /// Classify the request; operations are answered here and never reach the proxy path.
+    async fn request_filter(
+        &self,
+        session: &mut Session,
+        _ctx: &mut Self::CTX,
+    ) -> pingora::Result<bool> {
+        match self.classify(session).await {
+            Step::Continue => Ok(false),
+            Step::Respond(reply) => {
+                reply.write(session).await?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Passthrough goes to the one configured upstream.
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        _ctx: &mut Self::CTX,
+    ) -> pingora::Result<Box<HttpPeer>> {
+        Ok(Box::new(self.upstream.peer().clone()))
+    }
+
+    /// An approval is the gateway's business only: it never reaches the upstream.
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        _ctx: &mut Self::CTX,
+    ) -> pingora::Result<()> {
+        upstream_request.remove_header("poppy-approval");
+        Ok(())
+    }
+}
+
+impl GatewayProxy {
+    async fn classify(&self, session: &mut Session) -> Step {
+        let header = session.req_header();
+        let path = header.uri.path().to_owned();
+        if path == well_known::PATH
+            && (header.method == http::Method::GET || header.method == http::Method::HEAD)
+        {
+            let doc =
+                well_known::document(&self.upstream, &header.headers, self.well_known.as_ref())
+                    .await;
+            return Step::Respond(Reply::json(200, &doc));
+        }
+        // Only Personal Agent requests (they carry Poppy-Session) can be operations.
+        if !header.headers.contains_key("poppy-session") {
+            return Step::Continue;
+        }
+        if has_ambiguous_segments(&path) {
+            return Step::Respond(Reply::error(
+                400,
+                &ErrorBody::new(
+                    "invalid_path",
+                    "the path has `.`, `..` or encoded slash segments; send it in its plain form",
+                ),
+            ));
+        }
+        let Some((policy, captures)) = self.policies.find_route(header.method.as_str(), &path)
+        else {
+            return Step::Continue;
+        };
+        match self.operation_request(session, &policy, captures).await {
+            Ok(request) => Step::Respond(self.flow.handle(request).await),
+            Err((reply, outcome)) => {
+                self.metrics.operation(&policy.name, outcome);
+                Step::Respond(reply)
+            }
+        }
+    }
+
+    /// The checks that come before the flow: negotiation, Session, approval syntax, body size.
+    async fn operation_request(
+        &self,
+        session: &mut Session,
+        policy: &Arc<Policy>,
+        captures: Captures,
+    ) -> Result<OperationRequest, (Reply, Outcome)> {
+        let bad = |status: u16, body: ErrorBody| (Reply::error(status, &body), Outcome::BadRequest);
+        let header = session.req_header();
+        let headers = &header.headers;
+
+        let declared = declares_operations_v2(
+            headers
+                .get_all("poppy-extensions")
+                .iter()
+                .map(|v| v.as_bytes()),
+        )
+        .map_err(|e| {
+            bad(
+                400,
+                ErrorBody::new("invalid_header", e.to_string()).with("header", "Poppy-Extensions"),
+            )
+        })?;
+        if !declared {
+            return Err((
+                Reply::error(400, &ErrorBody::new("extension_required", "this action needs the user's approval: declare Poppy-Extensions: \"operations\";v=\"2\"").with("extension", "operations")),
+                Outcome::ExtensionRequired,
+            ));
+        }
+
+        let approver = Approver::from_headers(
+            headers
+                .get("poppy-session")
+                .map(|v| v.as_bytes())
+                .unwrap_or_default(),
+            headers
+                .get(http::header::AUTHORIZATION)
+                .map(|v| v.as_bytes()),
+            &self.session_claims,
+        )
+        .map_err(|e: ApproverError| bad(401, ErrorBody::new("invalid_session", e.to_string())))?;
+
+        let approval = if headers.contains_key("poppy-approval") {
+            Some(
+                ApprovalHeader::parse(
+                    headers
+                        .get_all("poppy-approval")
+                        .iter()
+                        .map(|v| v.as_bytes()),
+                )
+                .map_err(|e| {
+                    bad(
+                        400,
+                        ErrorBody::new("invalid_header", e.to_string())
+                            .with("header", "Poppy-Approval"),
+                    )
+                })?,
+            )
+        } else {
+            None
+        };
+
+        let too_large = || {
+            bad(
+                413,
+                ErrorBody::new(
+                    "body_too_large",
+                    format!(
+                        "the request body is larger than this gateway's limit of {} bytes",
+                        self.max_body_bytes
+                    ),
+                ),
+            )
+        };
+        let declared_length = headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if declared_length.is_some_and(|len| len > self.max_body_bytes as u64) {
+            return Err(too_large());
+        }
+
+        let method = header.method.clone();
+        let path = header.uri.path().to_owned();
+        let query = header.uri.query().map(str::to_owned);
+        let headers = headers.clone();
+
+        let mut body = BytesMut::new();
+        loop {
+            match session.read_request_body().await {
+                Ok(Some(chunk)) => {
+                    if body.len() + chunk.len() > self.max_body_bytes {
+                        return Err(too_large());
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    return Err(bad(
+                        400,
+                        ErrorBody::new(
+                            "invalid_body",
+                            format!("the request body could not be read: {e}"),
+                        ),
+                    ));
+                }
+            }
+        }
+
+        Ok(OperationRequest {
+            policy: Arc::clone(policy),
+            captures,
+            approver,
+            approval,
+            method,
+            path,
+            query,
+            headers,
+            body: Bytes::from(body),
+        })
+    }
+}

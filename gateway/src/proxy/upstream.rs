@@ -1,0 +1,185 @@
+//! The gateway's own upstream client, for approved executions and poppy.json.
+//!
+//! Approved requests are never sent on a pooled connection: a stale pooled connection fails in a
+//! way that can't tell "never received" from "performed", and that difference decides between
+//! releasing a claim and leaving the outcome unknown. A fresh connection that fails to connect
+//! provably sent nothing.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use pingora::connectors::http::Connector;
+use pingora::http::RequestHeader;
+use pingora::upstreams::peer::HttpPeer;
+
+use crate::config::Upstream;
+use crate::store::RecordedResponse;
+
+/// The largest upstream answer the gateway records for replay.
+pub const MAX_RECORDED_BODY: usize = 16 * 1024 * 1024;
+
+/// Headers that describe one connection, not the message: never forwarded or recorded.
+pub const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// A request to send upstream, complete with its body.
+#[derive(Debug, Clone)]
+pub struct ForwardRequest {
+    pub method: http::Method,
+    /// Path and query, as the Personal Agent sent them.
+    pub path_and_query: String,
+    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    pub body: Bytes,
+}
+
+/// Why a forward produced no answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ForwardError {
+    /// Nothing reached the upstream (no connection could be made).
+    #[error("request not sent: {0}")]
+    NotSent(String),
+    /// The request may have reached the upstream; whether it took effect is unknown.
+    #[error("outcome unknown: {0}")]
+    Unknown(String),
+}
+
+pub struct UpstreamClient {
+    connector: Connector,
+    peer: HttpPeer,
+    timeout: Duration,
+}
+
+impl UpstreamClient {
+    pub fn new(upstream: &Upstream) -> UpstreamClient {
+        let mut peer = HttpPeer::new(
+            upstream.address.as_str(),
+            upstream.tls,
+            upstream.host.clone(),
+        );
+        peer.options.connection_timeout = Some(upstream.connect_timeout);
+        peer.options.total_connection_timeout = Some(upstream.connect_timeout);
+        UpstreamClient {
+            connector: Connector::new(None),
+            peer,
+            timeout: upstream.timeout,
+        }
+    }
+
+    /// The peer passthrough traffic goes to.
+    pub fn peer(&self) -> &HttpPeer {
+        &self.peer
+    }
+
+    /// Send a request on a fresh connection and read the whole answer.
+    pub async fn send(&self, request: ForwardRequest) -> Result<RecordedResponse, ForwardError> {
+        let (mut session, _reused) = self
+            .connector
+            .get_http_session(&self.peer)
+            .await
+            .map_err(|e| ForwardError::NotSent(e.to_string()))?;
+        let exchange = async {
+            let mut header = RequestHeader::build(
+                request.method.clone(),
+                request.path_and_query.as_bytes(),
+                Some(request.headers.len() + 1),
+            )
+            .map_err(|e| e.to_string())?;
+            for (name, value) in &request.headers {
+                header
+                    .append_header(name.clone(), value.clone())
+                    .map_err(|e| e.to_string())?;
+            }
+            header
+                .insert_header(http::header::CONTENT_LENGTH, request.body.len().to_string())
+                .map_err(|e| e.to_string())?;
+            session
+                .write_request_header(Box::new(header))
+                .await
+                .map_err(|e| e.to_string())?;
+            if !request.body.is_empty() {
+                session
+                    .write_request_body(request.body.clone(), true)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            session
+                .finish_request_body()
+                .await
+                .map_err(|e| e.to_string())?;
+            session
+                .read_response_header()
+                .await
+                .map_err(|e| e.to_string())?;
+            let (status, headers) = {
+                let response = session.response_header().ok_or("no response header")?;
+                let headers: Vec<(String, Vec<u8>)> = response
+                    .headers
+                    .iter()
+                    .filter(|(name, _)| {
+                        !HOP_BY_HOP.contains(&name.as_str())
+                            && *name != http::header::CONTENT_LENGTH
+                    })
+                    .map(|(name, value)| (name.as_str().to_owned(), value.as_bytes().to_vec()))
+                    .collect();
+                (response.status.as_u16(), headers)
+            };
+            let mut body = BytesMut::new();
+            let mut too_large = false;
+            while let Some(chunk) = session
+                .read_response_body()
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                if body.len() + chunk.len() > MAX_RECORDED_BODY {
+                    too_large = true;
+                } else {
+                    body.extend_from_slice(&chunk);
+                }
+            }
+            Ok::<_, String>(if too_large {
+                oversized_answer(status)
+            } else {
+                RecordedResponse {
+                    status,
+                    headers,
+                    body: body.freeze(),
+                }
+            })
+        };
+        let outcome = tokio::time::timeout(self.timeout, exchange).await;
+        // Approved executions never go back to a pool (see the module comment).
+        session.shutdown().await;
+        match outcome {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) => Err(ForwardError::Unknown(e)),
+            Err(_) => Err(ForwardError::Unknown(format!(
+                "no complete answer within {:?}",
+                self.timeout
+            ))),
+        }
+    }
+}
+
+/// What is recorded (and replayed) when the upstream's answer is too large to keep: the action
+/// was performed, and every retry must hear the same.
+fn oversized_answer(status: u16) -> RecordedResponse {
+    let body = serde_json::json!({
+        "error": "upstream_answer_too_large",
+        "detail": format!("the operation was performed (upstream status {status}), but its answer exceeded {MAX_RECORDED_BODY} bytes and was not kept"),
+        "upstream_status": status,
+    });
+    RecordedResponse {
+        status: 502,
+        headers: vec![("content-type".into(), b"application/json".to_vec())],
+        body: Bytes::from(body.to_string()),
+    }
+}

@@ -1,0 +1,72 @@
+//! `GET /.well-known/poppy.json`: the upstream's document with operations v2 merged in.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::upstream::{ForwardRequest, UpstreamClient};
+
+pub const PATH: &str = "/.well-known/poppy.json";
+
+/// Fetch the upstream's document (or use the configured one) and list `operations` v2 in
+/// its `extensions`, keeping every other member.
+pub async fn document(
+    upstream: &UpstreamClient,
+    headers: &http::HeaderMap,
+    fallback: Option<&Value>,
+) -> Value {
+    let forwarded = headers
+        .iter()
+        .filter(|(name, _)| matches!(name.as_str(), "host" | "accept" | "accept-language"))
+        .map(|(n, v)| (n.clone(), v.clone()))
+        .collect();
+    let request = ForwardRequest {
+        method: http::Method::GET,
+        path_and_query: PATH.to_owned(),
+        headers: forwarded,
+        body: Bytes::new(),
+    };
+    let from_upstream = match upstream.send(request).await {
+        Ok(response) if response.status == 200 => serde_json::from_slice::<Value>(&response.body)
+            .ok()
+            .filter(Value::is_object),
+        Ok(_) | Err(_) => None,
+    };
+    merge(
+        from_upstream
+            .or_else(|| fallback.cloned())
+            .unwrap_or_else(|| json!({})),
+    )
+}
+
+/// Set `extensions.operations` to `[{"version": "2"}]`, keeping other extensions.
+pub fn merge(mut document: Value) -> Value {
+    if let Some(root) = document.as_object_mut() {
+        let extensions = root.entry("extensions").or_insert_with(|| json!({}));
+        if !extensions.is_object() {
+            *extensions = json!({});
+        }
+        if let Some(map) = extensions.as_object_mut() {
+            map.insert("operations".into(), json!([{ "version": "2" }]));
+        }
+    }
+    document
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_and_keeps_other_members() {
+        let doc = merge(
+            json!({"name": "Shop", "extensions": {"other": [{"version": "1"}], "operations": [{"version": "1"}]}}),
+        );
+        assert_eq!(doc["name"], "Shop");
+        assert_eq!(doc["extensions"]["other"][0]["version"], "1");
+        assert_eq!(doc["extensions"]["operations"], json!([{"version": "2"}]));
+        assert_eq!(
+            merge(json!({}))["extensions"]["operations"],
+            json!([{"version": "2"}])
+        );
+    }
+}

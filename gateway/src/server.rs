@@ -1,0 +1,114 @@
+//! Build the pingora server from a validated config, and run it.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use pingora::server::Server;
+use pingora::server::configuration::{Opt, ServerConf};
+use pingora::services::listening::Service;
+
+use crate::admin::AdminApp;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::protocol::{Keys, SigningKey};
+use crate::proxy::{GatewayProxy, OperationFlow, UpstreamClient};
+use crate::store;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Keys(String),
+    #[error("store: {0}")]
+    Store(String),
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+}
+
+/// The signing keys from `POPPY_GATEWAY_KEYS`. With `memory://` and no keys, a random key is
+/// made (revisions then die with the process, as the records do); Redis needs keys, since
+/// every replica and every restart must verify the same revisions.
+pub fn signing_keys(env_value: Option<&str>, store_url: &str) -> Result<Keys, StartError> {
+    match env_value.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(value) => Keys::from_env_value(value).map_err(StartError::Keys),
+        None if store_url == "memory://" => {
+            tracing::warn!("POPPY_GATEWAY_KEYS is not set: using a random key; approvals will not survive a restart");
+            Keys::new(vec![SigningKey::random()]).ok_or_else(|| StartError::Keys("no key".into()))
+        }
+        None => Err(StartError::Keys(
+            "POPPY_GATEWAY_KEYS is not set: with a shared store every gateway needs the same keys (comma-separated, 16+ bytes each; the first signs, all verify)".into(),
+        )),
+    }
+}
+
+/// Start listening and serve until a signal stops the process.
+pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
+    let metrics = Arc::new(Metrics::new()?);
+    let store = store::open_with_namespace(&config.store.url, &config.store.namespace)
+        .map_err(|e| StartError::Store(e.to_string()))?;
+    let upstream = Arc::new(UpstreamClient::new(&config.upstream));
+
+    let mut conf = ServerConf::default();
+    conf.threads = config.server.threads;
+    let grace = config.server.shutdown_grace.as_secs();
+    conf.grace_period_seconds = Some(grace);
+    conf.graceful_shutdown_timeout_seconds = Some(grace.max(1));
+    let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
+    server.bootstrap();
+
+    let instance: String = format!("{:08x}", rand::random::<u32>());
+    let flow = Arc::new(OperationFlow {
+        keys,
+        store: Arc::clone(&store),
+        upstream: Arc::clone(&upstream),
+        upstream_settings: config.upstream.clone(),
+        remember_grace: config.store.remember_grace,
+        metrics: Arc::clone(&metrics),
+        instance,
+        claims_made: AtomicU64::new(0),
+    });
+    let gateway = GatewayProxy {
+        policies: config.policies.clone(),
+        flow,
+        upstream,
+        session_claims: config.session.clone(),
+        max_body_bytes: config.server.max_body_bytes,
+        well_known: config.well_known.clone(),
+        metrics: Arc::clone(&metrics),
+    };
+    let mut proxy = pingora::proxy::http_proxy_service_with_name(
+        &server.configuration,
+        gateway,
+        "poppy-gateway",
+    );
+    proxy.add_tcp(&config.server.listen);
+    server.add_service(proxy);
+
+    if let Some(listen) = &config.admin_listen {
+        let mut admin = Service::new(
+            "poppy-gateway admin".to_owned(),
+            AdminApp { metrics, store },
+        );
+        admin.add_tcp(listen);
+        server.add_service(admin);
+    }
+
+    tracing::info!(
+        listen = %config.server.listen,
+        admin = config.admin_listen.as_deref().unwrap_or("off"),
+        upstream = %config.upstream.url,
+        store = %redact(&config.store.url),
+        policies = config.policies.iter().count(),
+        "poppy-gateway starting"
+    );
+    server.run_forever()
+}
+
+/// A store URL without its password, for logs.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
