@@ -47,11 +47,13 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         .map_err(|e| StartError::Store(e.to_string()))?;
     let upstream = Arc::new(UpstreamClient::new(&config.upstream));
 
-    let mut conf = ServerConf::default();
-    conf.threads = config.server.threads;
     let grace = config.server.shutdown_grace.as_secs();
-    conf.grace_period_seconds = Some(grace);
-    conf.graceful_shutdown_timeout_seconds = Some(grace.max(1));
+    let conf = ServerConf {
+        threads: config.server.threads,
+        grace_period_seconds: Some(grace),
+        graceful_shutdown_timeout_seconds: Some(grace.max(1)),
+        ..ServerConf::default()
+    };
     let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
     server.bootstrap();
 

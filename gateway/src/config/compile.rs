@@ -482,37 +482,8 @@ fn compile_operation(
         }
         match term_source(term.get_ref()) {
             Ok(source) => {
-                match &source {
-                    TermSource::Path(capture) => {
-                        if let Some(t) = &template
-                            && !t.capture_names().any(|c| c == capture)
-                        {
-                            errors.push(at(
-                                term.span(),
-                                format!(
-                                    "terms.{tn}: path `{{{capture}}}` is not a capture of `{}`",
-                                    op.path.get_ref()
-                                ),
-                            ));
-                        }
-                    }
-                    TermSource::Body(p) => {
-                        if let Err(e) = is_valid_json_path(p) {
-                            errors.push(at(
-                                term.span(),
-                                format!("terms.{tn}: body `{p}` is not a JSONPath: {e}"),
-                            ));
-                        }
-                    }
-                    TermSource::Header(h) => {
-                        if http::HeaderName::from_bytes(h.as_bytes()).is_err() {
-                            errors.push(at(
-                                term.span(),
-                                format!("terms.{tn}: `{h}` is not a header name"),
-                            ));
-                        }
-                    }
-                    _ => {}
+                if let Some(problem) = source_problem(&source, template.as_ref()) {
+                    errors.push(at(term.span(), format!("terms.{tn}: {problem}")));
                 }
                 terms.push((tn.clone(), source));
             }
@@ -578,6 +549,22 @@ fn compile_operation(
         terms,
         source: format!("{}:{line}:{column}", path.display()),
     })
+}
+
+/// What is wrong with a term's source, if anything.
+fn source_problem(source: &TermSource, template: Option<&PathTemplate>) -> Option<String> {
+    match source {
+        TermSource::Path(capture) => template
+            .filter(|t| !t.capture_names().any(|c| c == capture))
+            .map(|t| format!("path `{{{capture}}}` is not a capture of `{t}`")),
+        TermSource::Body(path) => is_valid_json_path(path)
+            .err()
+            .map(|e| format!("body `{path}` is not a JSONPath: {e}")),
+        TermSource::Header(name) => http::HeaderName::from_bytes(name.as_bytes())
+            .is_err()
+            .then(|| format!("`{name}` is not a header name")),
+        TermSource::Query(_) | TermSource::Value(_) | TermSource::Argument(_) => None,
+    }
 }
 
 fn term_source(term: &TermFile) -> Result<TermSource, String> {
