@@ -1,0 +1,235 @@
+//! Loading gateway.toml and policy files: defaults, and errors that name file, line, column
+//! and key.
+
+use std::path::{Path, PathBuf};
+
+use poppy_gateway::config::{self, ConfigErrors};
+
+const GATEWAY: &str = r#"policies = ["policies/*.toml"]
+
+[server]
+listen = "127.0.0.1:8080"
+
+[upstream]
+url = "http://127.0.0.1:9000"
+"#;
+
+const POLICY: &str = r#"[[operation]]
+name = "exchange"
+method = "POST"
+path = "/orders/{order_id}/exchanges"
+id_prefix = "exc"
+expires_in = "15m"
+same_action = ["order_id", "item_id"]
+summary = "Exchange item **{item_id}** on order {order_id} for {replacement_sku}."
+
+[operation.terms]
+order_id = { path = "order_id" }
+item_id = { body = "$.item_id" }
+replacement_sku = { body = "$.replacement_sku" }
+"#;
+
+struct Files {
+    dir: tempfile::TempDir,
+}
+
+impl Files {
+    fn new(gateway: &str, policy: &str) -> Files {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("policies")).unwrap();
+        std::fs::write(dir.path().join("gateway.toml"), gateway).unwrap();
+        std::fs::write(dir.path().join("policies/shop.toml"), policy).unwrap();
+        Files { dir }
+    }
+
+    fn gateway(&self) -> PathBuf {
+        self.dir.path().join("gateway.toml")
+    }
+
+    fn policy(&self) -> PathBuf {
+        self.dir.path().join("policies/shop.toml")
+    }
+
+    fn load(&self) -> Result<config::Config, ConfigErrors> {
+        config::load(&self.gateway())
+    }
+
+    fn errors(&self) -> Vec<String> {
+        match self.load() {
+            Ok(_) => panic!("expected the config to be refused"),
+            Err(errors) => errors.0.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
+fn assert_error_at(errors: &[String], file: &Path, line: usize, needles: &[&str]) {
+    let prefix = format!("{}:{line}:", file.display());
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with(&prefix) && needles.iter().all(|n| e.contains(n))),
+        "no error at {prefix} containing {needles:?} in {errors:#?}"
+    );
+}
+
+#[test]
+fn a_minimal_config_gets_documented_defaults() {
+    let files = Files::new(GATEWAY, POLICY);
+    let config = files.load().unwrap();
+    assert_eq!(config.server.threads, 2);
+    assert_eq!(config.server.max_body_bytes, 1024 * 1024);
+    assert_eq!(config.store.url, "memory://");
+    assert_eq!(config.store.namespace, "poppy");
+    assert_eq!(config.upstream.release_statuses, vec![401, 429]);
+    assert_eq!(config.session.session_claim, "sid");
+    assert_eq!(config.admin_listen, None);
+    let policy = config.policies.iter().next().unwrap();
+    assert_eq!(policy.name, "exchange");
+    assert!(
+        config
+            .policies
+            .find_route("POST", "/orders/o1/exchanges")
+            .is_some()
+    );
+    assert!(
+        config
+            .policies
+            .find_route("GET", "/orders/o1/exchanges")
+            .is_none()
+    );
+}
+
+#[test]
+fn the_example_shop_config_loads() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/shop/gateway.toml");
+    let config = config::load(&example).unwrap();
+    assert!(config.policies.iter().count() >= 2);
+}
+
+#[test]
+fn unknown_keys_are_errors_with_their_place() {
+    let files = Files::new(
+        &GATEWAY.replace("[upstream]", "[upstream]\nretries = 3"),
+        POLICY,
+    );
+    assert_error_at(&files.errors(), &files.gateway(), 7, &["retries"]);
+
+    let files = Files::new(GATEWAY, &POLICY.replace("expires_in", "expire_in"));
+    assert_error_at(&files.errors(), &files.policy(), 6, &["expire_in"]);
+}
+
+#[test]
+fn toml_syntax_errors_have_line_and_column() {
+    let files = Files::new(
+        &GATEWAY.replace("listen = \"127.0.0.1:8080\"", "listen = \"127.0.0.1:8080"),
+        POLICY,
+    );
+    assert_error_at(&files.errors(), &files.gateway(), 4, &[]);
+}
+
+#[test]
+fn summaries_must_mention_every_term_and_only_terms() {
+    let files = Files::new(GATEWAY, &POLICY.replace(" for {replacement_sku}", ""));
+    assert_error_at(
+        &files.errors(),
+        &files.policy(),
+        8,
+        &["summary leaves out term `replacement_sku`"],
+    );
+
+    let files = Files::new(
+        GATEWAY,
+        &POLICY.replace("{order_id} for", "{order_id} ({price}) for"),
+    );
+    assert_error_at(
+        &files.errors(),
+        &files.policy(),
+        8,
+        &["`{price}` names no term"],
+    );
+}
+
+#[test]
+fn same_action_must_name_terms() {
+    let files = Files::new(
+        GATEWAY,
+        &POLICY.replace(r#"["order_id", "item_id"]"#, r#"["order_id", "line"]"#),
+    );
+    assert_error_at(
+        &files.errors(),
+        &files.policy(),
+        7,
+        &["same_action", "`line`"],
+    );
+}
+
+#[test]
+fn a_term_has_exactly_one_valid_source() {
+    let files = Files::new(
+        GATEWAY,
+        &POLICY.replace(
+            r#"{ path = "order_id" }"#,
+            r#"{ path = "order_id", query = "o" }"#,
+        ),
+    );
+    assert_error_at(
+        &files.errors(),
+        &files.policy(),
+        11,
+        &["terms.order_id", "exactly one source"],
+    );
+
+    let files = Files::new(
+        GATEWAY,
+        &POLICY.replace(r#"{ path = "order_id" }"#, r#"{ path = "order" }"#),
+    );
+    assert_error_at(&files.errors(), &files.policy(), 11, &["not a capture"]);
+
+    let files = Files::new(GATEWAY, &POLICY.replace(r#""$.item_id""#, r#""$.[[""#));
+    assert_error_at(&files.errors(), &files.policy(), 12, &["not a JSONPath"]);
+}
+
+#[test]
+fn policy_globs_must_match_and_urls_must_parse() {
+    let files = Files::new(
+        &GATEWAY.replace("policies/*.toml", "nowhere/*.toml"),
+        POLICY,
+    );
+    assert_error_at(&files.errors(), &files.gateway(), 1, &["matches no file"]);
+
+    let files = Files::new(
+        &GATEWAY.replace("http://127.0.0.1:9000", "http://127.0.0.1:9000/api"),
+        POLICY,
+    );
+    assert_error_at(&files.errors(), &files.gateway(), 7, &["upstream.url"]);
+
+    let files = Files::new(
+        &format!("{GATEWAY}\n[store]\nurl = \"postgres://x\"\n"),
+        POLICY,
+    );
+    assert_error_at(&files.errors(), &files.gateway(), 10, &["store.url"]);
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let broken = POLICY
+        .replace(" for {replacement_sku}", "")
+        .replace("15m", "15 minutes")
+        .replace("\"exc\"", "\"e-c\"");
+    let files = Files::new(GATEWAY, &broken);
+    let errors = files.errors();
+    assert!(errors.len() >= 3, "{errors:#?}");
+}
+
+#[test]
+fn duplicate_policy_names_are_refused() {
+    let files = Files::new(
+        GATEWAY,
+        &format!("{POLICY}\n{}", POLICY.replace("/exchanges", "/swaps")),
+    );
+    let errors = files.errors();
+    assert!(
+        errors.iter().any(|e| e.contains("used twice")),
+        "{errors:#?}"
+    );
+}
