@@ -1,1 +1,237 @@
 //! The embedded store (`memory://`): one process, nothing survives a restart.
+//!
+//! Each operation is one critical section under a `std::sync::Mutex`, which is what makes a
+//! claim atomic here. Nothing in this file awaits, so the lock is never held across an await.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+
+use super::{
+    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordState, RecordedResponse, StoreError,
+};
+use crate::protocol::OperationId;
+
+/// Writes between sweeps of expired entries, at the least; with more live entries the sweep
+/// waits for as many writes as there are entries, so its cost stays O(1) per write.
+const SWEEP_MIN_WRITES: usize = 1024;
+
+/// The embedded, single-process operation store.
+#[derive(Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Sizes only: the records hold whole response bodies.
+        let inner = self.lock();
+        f.debug_struct("MemoryStore")
+            .field("records", &inner.records.len())
+            .field("generations", &inner.generations.len())
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Keyed by the whole operation_id (action tag + generation tag).
+    records: HashMap<String, Expiring<OperationRecord>>,
+    /// Keyed by the action tag.
+    generations: HashMap<String, Expiring<u64>>,
+    writes_since_sweep: usize,
+}
+
+struct Expiring<T> {
+    value: T,
+    /// Wall-clock ms; the entry is absent from then on (as a Redis key after PEXPIREAT).
+    expires_at_ms: i64,
+}
+
+impl<T> Expiring<T> {
+    fn live(&self, now_ms: i64) -> bool {
+        self.expires_at_ms > now_ms
+    }
+}
+
+impl MemoryStore {
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every critical section is a handful of single-step map updates that cannot leave a
+        // half-written entry, so the data behind a poisoned lock is still consistent.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Inner {
+    fn live_record(&self, key: &str, now: i64) -> Option<&OperationRecord> {
+        self.records
+            .get(key)
+            .filter(|entry| entry.live(now))
+            .map(|entry| &entry.value)
+    }
+
+    /// Count a write and, now and then, drop expired entries so memory stays bounded by the
+    /// live ones.
+    fn wrote(&mut self, now: i64) {
+        self.writes_since_sweep += 1;
+        let threshold =
+            SWEEP_MIN_WRITES.max(self.records.len().saturating_add(self.generations.len()));
+        if self.writes_since_sweep >= threshold {
+            self.records.retain(|_, entry| entry.live(now));
+            self.generations.retain(|_, entry| entry.live(now));
+            self.writes_since_sweep = 0;
+        }
+    }
+}
+
+#[async_trait]
+impl OperationStore for MemoryStore {
+    async fn generation(&self, action_tag: &str) -> Result<u64, StoreError> {
+        let now = now_ms();
+        let inner = self.lock();
+        Ok(inner
+            .generations
+            .get(action_tag)
+            .filter(|entry| entry.live(now))
+            .map_or(0, |entry| entry.value))
+    }
+
+    async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError> {
+        let now = now_ms();
+        let inner = self.lock();
+        Ok(inner.live_record(id.as_str(), now).cloned())
+    }
+
+    async fn claim(&self, id: &OperationId, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        let now = now_ms();
+        let mut inner = self.lock();
+        if let Some(existing) = inner.live_record(id.as_str(), now) {
+            return Ok(ClaimOutcome::Exists(existing.clone()));
+        }
+        let record = OperationRecord {
+            scope: claim.scope.clone(),
+            policy: claim.policy.clone(),
+            revision: claim.revision.clone(),
+            created_at_ms: claim.now_ms,
+            state: RecordState::InFlight {
+                owner: claim.owner.clone(),
+                lease_until_ms: claim.lease_until_ms,
+            },
+        };
+        inner.records.insert(
+            id.as_str().to_owned(),
+            Expiring {
+                value: record,
+                expires_at_ms: claim.remember_until_ms,
+            },
+        );
+        inner.wrote(now);
+        Ok(ClaimOutcome::Claimed)
+    }
+
+    async fn complete(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        response: &RecordedResponse,
+        remember_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let mut inner = self.lock();
+        let Some(entry) = inner
+            .records
+            .get_mut(id.as_str())
+            .filter(|entry| entry.live(now))
+        else {
+            return Ok(false);
+        };
+        if !matches!(&entry.value.state, RecordState::InFlight { owner: o, .. } if o == owner) {
+            return Ok(false);
+        }
+        entry.value.state = RecordState::Done(response.clone());
+        entry.expires_at_ms = entry.expires_at_ms.max(remember_until_ms);
+
+        let generation = inner
+            .generations
+            .entry(id.action_tag().to_owned())
+            .or_insert(Expiring {
+                value: 0,
+                expires_at_ms: remember_until_ms,
+            });
+        if !generation.live(now) {
+            // An expired counter is forgotten, exactly like a Redis key past its expiry.
+            generation.value = 0;
+            generation.expires_at_ms = remember_until_ms;
+        }
+        generation.value = generation.value.saturating_add(1);
+        generation.expires_at_ms = generation.expires_at_ms.max(remember_until_ms);
+        inner.wrote(now);
+        Ok(true)
+    }
+
+    async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let mut inner = self.lock();
+        let owned = matches!(
+            inner.live_record(id.as_str(), now),
+            Some(OperationRecord { state: RecordState::InFlight { owner: o, .. }, .. }) if o == owner
+        );
+        if owned {
+            inner.records.remove(id.as_str());
+            inner.wrote(now);
+        }
+        Ok(owned)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{ScopeKind, SigningKey};
+
+    #[tokio::test]
+    async fn expired_entries_are_swept() {
+        let key = SigningKey::new(b"memory store sweep test key material".to_vec());
+        let store = MemoryStore::new();
+        let now = now_ms();
+        for i in 0..3 * SWEEP_MIN_WRITES {
+            let material = i.to_be_bytes();
+            let id = OperationId::derive(&key, "exc", ScopeKind::Session, &[&material], 0);
+            let claim = Claim {
+                scope: "s".into(),
+                policy: "p".into(),
+                revision: "r".into(),
+                owner: "o".into(),
+                now_ms: now,
+                lease_until_ms: now,
+                // Already past: forgotten as soon as it is written.
+                remember_until_ms: now - 1,
+            };
+            assert_eq!(
+                store.claim(&id, &claim).await.unwrap(),
+                ClaimOutcome::Claimed
+            );
+            assert_eq!(store.lookup(&id).await.unwrap(), None);
+        }
+        assert!(store.lock().records.len() <= SWEEP_MIN_WRITES);
+    }
+}

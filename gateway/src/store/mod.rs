@@ -13,8 +13,13 @@
 mod memory;
 mod redis;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use bytes::Bytes;
+
+pub use memory::MemoryStore;
+pub use redis::{DEFAULT_NAMESPACE, RedisStore};
 
 use crate::protocol::OperationId;
 
@@ -110,4 +115,23 @@ pub trait OperationStore: Send + Sync + 'static {
 
     /// A cheap round trip, for `/readyz`.
     async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// The store a `[store] url` names: `memory://`, or `redis://…` (or `valkey://`, `unix://`, as
+/// the redis client reads them) with the default key namespace. `rediss://` is refused with a
+/// clear error until the redis crate's TLS feature is enabled. Never connects: a Redis store
+/// connects on first use.
+pub fn open(url: &str) -> Result<Arc<dyn OperationStore>, StoreError> {
+    open_with_namespace(url, DEFAULT_NAMESPACE)
+}
+
+/// [`open`] with a key namespace for the Redis store (ignored by `memory://`).
+pub fn open_with_namespace(
+    url: &str,
+    namespace: &str,
+) -> Result<Arc<dyn OperationStore>, StoreError> {
+    if url == "memory://" {
+        return Ok(Arc::new(MemoryStore::new()));
+    }
+    Ok(Arc::new(RedisStore::new(url, namespace)?))
 }

@@ -1,0 +1,792 @@
+//! The operation store: one behavioural suite run against the memory store and against a
+//! private `redis-server`, plus Redis-only tests (outages, corruption, key layout).
+
+// Test code: a failed unwrap is a failed test (clippy only exempts `#[test]` bodies).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use poppy_gateway::protocol::{OperationId, ScopeKind, SigningKey};
+use poppy_gateway::store::{
+    self, Claim, ClaimOutcome, MemoryStore, OperationStore, RecordState, RecordedResponse,
+    RedisStore, StoreError,
+};
+use redis::Value;
+use support::RedisServer;
+
+/// The most any store call may take while Redis is down.
+const UNAVAILABLE_BOUND: Duration = Duration::from_secs(5);
+/// How long expiry and reconnection may take to show.
+const EVENTUALLY: Duration = Duration::from_secs(10);
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn key() -> SigningKey {
+    SigningKey::new(b"store tests key material, long enough".to_vec())
+}
+
+/// Material for a fresh action, never used by another test.
+fn fresh_action() -> Vec<u8> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}-{}",
+        std::process::id(),
+        now_ms(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+    .into_bytes()
+}
+
+fn id_of(action: &[u8], generation: u64) -> OperationId {
+    OperationId::derive(&key(), "exc", ScopeKind::Session, &[action], generation)
+}
+
+fn fresh_id() -> OperationId {
+    id_of(&fresh_action(), 0)
+}
+
+fn claim_by(owner: &str, remember_for_ms: i64) -> Claim {
+    let now = now_ms();
+    Claim {
+        scope: "session:abc".into(),
+        policy: "exchange".into(),
+        revision: "rev_xyz".into(),
+        owner: owner.into(),
+        now_ms: now,
+        lease_until_ms: now + 30_000,
+        remember_until_ms: now + remember_for_ms,
+    }
+}
+
+fn response() -> RecordedResponse {
+    let mut body = vec![0u8, 0xff, 0xfe, 0x80, b'{', 0xc3, 0x28, 0x00];
+    body.extend((0..70_000u32).map(|i| (i % 251) as u8));
+    RecordedResponse {
+        status: 201,
+        headers: vec![
+            ("content-type".into(), b"application/json".to_vec()),
+            ("set-cookie".into(), b"a=1".to_vec()),
+            ("set-cookie".into(), b"b=2; Path=/".to_vec()),
+            ("x-binary".into(), vec![0xff, 0x00, 0x7f, 0x80]),
+            ("x-empty".into(), Vec::new()),
+        ],
+        body: Bytes::from(body),
+    }
+}
+
+/// Poll `check` until it holds, failing after `EVENTUALLY`.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + EVENTUALLY;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The behavioural suite: every store must pass it unchanged.
+mod suite {
+    use super::*;
+
+    pub async fn claim_then_lookup(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        assert_eq!(store.lookup(&id).await.unwrap(), None);
+        let claim = claim_by("owner-1", 60_000);
+        assert_eq!(
+            store.claim(&id, &claim).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+        let record = store
+            .lookup(&id)
+            .await
+            .unwrap()
+            .expect("record after claim");
+        assert_eq!(record.scope, claim.scope);
+        assert_eq!(record.policy, claim.policy);
+        assert_eq!(record.revision, claim.revision);
+        assert_eq!(record.created_at_ms, claim.now_ms);
+        assert_eq!(
+            record.state,
+            RecordState::InFlight {
+                owner: "owner-1".into(),
+                lease_until_ms: claim.lease_until_ms
+            }
+        );
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 0);
+    }
+
+    pub async fn second_claim_returns_the_existing_record(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        let first = claim_by("owner-1", 60_000);
+        assert_eq!(
+            store.claim(&id, &first).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+        let mut second = claim_by("owner-2", 60_000);
+        second.revision = "rev_other".into();
+        let ClaimOutcome::Exists(record) = store.claim(&id, &second).await.unwrap() else {
+            panic!("second claim must not succeed")
+        };
+        assert_eq!(record.revision, "rev_xyz");
+        assert!(
+            matches!(record.state, RecordState::InFlight { ref owner, .. } if owner == "owner-1")
+        );
+        // The losing claim changed nothing.
+        assert_eq!(store.lookup(&id).await.unwrap(), Some(record));
+    }
+
+    pub async fn concurrent_claims_have_one_winner(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        let tasks: Vec<_> = (0..100)
+            .map(|i| {
+                let store = store.clone();
+                let id = id.clone();
+                tokio::spawn(async move {
+                    let outcome = store
+                        .claim(&id, &claim_by(&format!("owner-{i}"), 60_000))
+                        .await
+                        .unwrap();
+                    (i, outcome)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for task in tasks {
+            let (i, outcome) = task.await.unwrap();
+            match outcome {
+                ClaimOutcome::Claimed => winners.push(i),
+                ClaimOutcome::Exists(record) => {
+                    assert!(matches!(record.state, RecordState::InFlight { .. }));
+                }
+            }
+        }
+        assert_eq!(winners.len(), 1, "winners: {winners:?}");
+        let record = store.lookup(&id).await.unwrap().unwrap();
+        let expected = format!("owner-{}", winners[0]);
+        assert!(
+            matches!(record.state, RecordState::InFlight { ref owner, .. } if *owner == expected)
+        );
+    }
+
+    pub async fn complete_checks_the_owner_and_moves_the_generation(
+        store: Arc<dyn OperationStore>,
+    ) {
+        let action = fresh_action();
+        let id = id_of(&action, 0);
+        let claim = claim_by("owner-1", 60_000);
+        store.claim(&id, &claim).await.unwrap();
+        let answer = response();
+        let remember = now_ms() + 60_000;
+
+        assert!(
+            !store
+                .complete(&id, "owner-2", &answer, remember)
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 0);
+        assert!(matches!(
+            store.lookup(&id).await.unwrap().unwrap().state,
+            RecordState::InFlight { .. }
+        ));
+
+        assert!(
+            store
+                .complete(&id, "owner-1", &answer, remember)
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
+        let record = store.lookup(&id).await.unwrap().unwrap();
+        assert_eq!(record.state, RecordState::Done(answer.clone()));
+        assert_eq!(record.scope, claim.scope);
+        assert_eq!(record.policy, claim.policy);
+        assert_eq!(record.revision, claim.revision);
+        assert_eq!(record.created_at_ms, claim.now_ms);
+
+        // A claim of a performed operation sees the answer.
+        assert_eq!(
+            store
+                .claim(&id, &claim_by("owner-3", 60_000))
+                .await
+                .unwrap(),
+            ClaimOutcome::Exists(record.clone())
+        );
+
+        // Completing twice changes nothing, whoever tries.
+        let other = RecordedResponse {
+            status: 500,
+            headers: Vec::new(),
+            body: Bytes::from_static(b"second"),
+        };
+        assert!(
+            !store
+                .complete(&id, "owner-1", &other, remember)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .complete(&id, "owner-2", &other, remember)
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
+        assert_eq!(store.lookup(&id).await.unwrap(), Some(record));
+
+        // The next generation of the same action is a new operation.
+        let next = id_of(&action, 1);
+        assert_eq!(next.action_tag(), id.action_tag());
+        assert_eq!(store.lookup(&next).await.unwrap(), None);
+        store
+            .claim(&next, &claim_by("owner-4", 60_000))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .complete(&next, "owner-4", &other, remember)
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 2);
+    }
+
+    pub async fn complete_without_a_claim_is_refused(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        assert!(
+            !store
+                .complete(&id, "owner-1", &response(), now_ms() + 60_000)
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.lookup(&id).await.unwrap(), None);
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 0);
+    }
+
+    pub async fn release_only_by_the_owner(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        store
+            .claim(&id, &claim_by("owner-1", 60_000))
+            .await
+            .unwrap();
+
+        assert!(!store.release(&id, "owner-2").await.unwrap());
+        assert!(store.lookup(&id).await.unwrap().is_some());
+
+        assert!(store.release(&id, "owner-1").await.unwrap());
+        assert_eq!(store.lookup(&id).await.unwrap(), None);
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 0);
+        assert!(!store.release(&id, "owner-1").await.unwrap());
+
+        // The same approval can be claimed again, and a performed one is never released.
+        assert_eq!(
+            store
+                .claim(&id, &claim_by("owner-2", 60_000))
+                .await
+                .unwrap(),
+            ClaimOutcome::Claimed
+        );
+        assert!(
+            store
+                .complete(&id, "owner-2", &response(), now_ms() + 60_000)
+                .await
+                .unwrap()
+        );
+        assert!(!store.release(&id, "owner-2").await.unwrap());
+        assert!(matches!(
+            store.lookup(&id).await.unwrap().unwrap().state,
+            RecordState::Done(_)
+        ));
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
+    }
+
+    pub async fn records_vanish_after_remember_until(store: Arc<dyn OperationStore>) {
+        let claimed = fresh_id();
+        let done = fresh_id();
+        store
+            .claim(&claimed, &claim_by("owner-1", 300))
+            .await
+            .unwrap();
+        store.claim(&done, &claim_by("owner-1", 300)).await.unwrap();
+        assert!(
+            store
+                .complete(&done, "owner-1", &response(), now_ms() + 300)
+                .await
+                .unwrap()
+        );
+        assert!(store.lookup(&claimed).await.unwrap().is_some());
+        assert_eq!(store.generation(done.action_tag()).await.unwrap(), 1);
+
+        eventually("records and generation expire", || async {
+            store.lookup(&claimed).await.unwrap().is_none()
+                && store.lookup(&done).await.unwrap().is_none()
+                && store.generation(done.action_tag()).await.unwrap() == 0
+        })
+        .await;
+        // Forgotten means absent: the id can be claimed again.
+        assert_eq!(
+            store
+                .claim(&claimed, &claim_by("owner-2", 60_000))
+                .await
+                .unwrap(),
+            ClaimOutcome::Claimed
+        );
+    }
+
+    pub async fn complete_never_shortens_an_expiry(store: Arc<dyn OperationStore>) {
+        // Claimed for long, completed with a short remember_until: the record stays.
+        let long_claim = fresh_id();
+        store
+            .claim(&long_claim, &claim_by("o", 60_000))
+            .await
+            .unwrap();
+        // Claimed for short, completed with a long remember_until: the record stays too.
+        let short_claim = fresh_id();
+        store
+            .claim(&short_claim, &claim_by("o", 300))
+            .await
+            .unwrap();
+        // The generation counter, first kept long, then completed again with a short one.
+        let action = fresh_action();
+        let (g0, g1) = (id_of(&action, 0), id_of(&action, 1));
+        store.claim(&g0, &claim_by("o", 60_000)).await.unwrap();
+        store.claim(&g1, &claim_by("o", 60_000)).await.unwrap();
+        // Made last with 300 ms: once it is gone, every other 300 ms deadline has passed.
+        let sentinel = fresh_id();
+
+        let now = now_ms();
+        assert!(
+            store
+                .complete(&long_claim, "o", &response(), now + 300)
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .complete(&short_claim, "o", &response(), now + 60_000)
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .complete(&g0, "o", &response(), now + 60_000)
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .complete(&g1, "o", &response(), now + 300)
+                .await
+                .unwrap()
+        );
+        store.claim(&sentinel, &claim_by("o", 300)).await.unwrap();
+
+        eventually("the sentinel expires", || async {
+            store.lookup(&sentinel).await.unwrap().is_none()
+        })
+        .await;
+        assert!(store.lookup(&long_claim).await.unwrap().is_some());
+        assert!(store.lookup(&short_claim).await.unwrap().is_some());
+        assert_eq!(store.generation(g0.action_tag()).await.unwrap(), 2);
+        // The short-lived counter of long_claim's action is gone with its deadline.
+        assert_eq!(store.generation(long_claim.action_tag()).await.unwrap(), 0);
+    }
+
+    pub async fn ping_answers(store: Arc<dyn OperationStore>) {
+        store.ping().await.unwrap();
+    }
+}
+
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod memory_store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::suite::$name(std::sync::Arc::new(super::MemoryStore::new())).await;
+                }
+            )*
+        }
+        mod redis_store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let server = super::RedisServer::start();
+                    let store = super::RedisStore::new(&server.url(), "test").unwrap();
+                    super::suite::$name(std::sync::Arc::new(store)).await;
+                }
+            )*
+        }
+    };
+}
+
+both_stores!(
+    claim_then_lookup,
+    second_claim_returns_the_existing_record,
+    concurrent_claims_have_one_winner,
+    complete_checks_the_owner_and_moves_the_generation,
+    complete_without_a_claim_is_refused,
+    release_only_by_the_owner,
+    records_vanish_after_remember_until,
+    complete_never_shortens_an_expiry,
+    ping_answers,
+);
+
+type Call<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + 'a>>;
+
+/// Every kind of call, each of which must fail with `Unavailable` within the bound.
+async fn assert_all_unavailable(store: &dyn OperationStore) {
+    let id = fresh_id();
+    let checks: Vec<(&str, Call<'_>)> = vec![
+        ("ping", Box::pin(store.ping())),
+        (
+            "generation",
+            Box::pin(async { store.generation(id.action_tag()).await.map(drop) }),
+        ),
+        (
+            "lookup",
+            Box::pin(async { store.lookup(&id).await.map(drop) }),
+        ),
+        (
+            "claim",
+            Box::pin(async { store.claim(&id, &claim_by("o", 60_000)).await.map(drop) }),
+        ),
+        (
+            "complete",
+            Box::pin(async {
+                store
+                    .complete(&id, "o", &response(), now_ms() + 60_000)
+                    .await
+                    .map(drop)
+            }),
+        ),
+        (
+            "release",
+            Box::pin(async { store.release(&id, "o").await.map(drop) }),
+        ),
+    ];
+    for (name, call) in checks {
+        let started = Instant::now();
+        let result = call.await;
+        let took = started.elapsed();
+        assert!(
+            matches!(result, Err(StoreError::Unavailable(_))),
+            "{name}: {result:?}"
+        );
+        assert!(took < UNAVAILABLE_BOUND, "{name} took {took:?}");
+    }
+}
+
+async fn ping_eventually(store: &dyn OperationStore) {
+    eventually("the store reconnects", || async {
+        store.ping().await.is_ok()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_outage_fails_fast_and_recovers_by_itself() {
+    let mut server = RedisServer::start();
+    let store = RedisStore::new(&server.url(), "test").unwrap();
+    let before = fresh_id();
+    assert_eq!(
+        store.claim(&before, &claim_by("o", 60_000)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+
+    server.stop();
+    assert_all_unavailable(&store).await;
+    // Still failing promptly on a second round (no call got stuck on a dead connection).
+    assert_all_unavailable(&store).await;
+
+    server.restart();
+    ping_eventually(&store).await;
+    let after = fresh_id();
+    assert_eq!(
+        store.claim(&after, &claim_by("o", 60_000)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert!(store.lookup(&after).await.unwrap().is_some());
+    // The server kept nothing across the restart (no persistence): that is Redis' business.
+    assert_eq!(store.lookup(&before).await.unwrap(), None);
+}
+
+/// A server that accepts but never answers (frozen, or a silent network) must not hang calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stalled_server_times_out_and_recovers() {
+    let server = RedisServer::start();
+    let store = RedisStore::new(&server.url(), "test").unwrap();
+    // Connected, and the claim script cached by Redis.
+    let warm = fresh_id();
+    store.claim(&warm, &claim_by("o", 60_000)).await.unwrap();
+
+    server.pause();
+    let id = fresh_id();
+    for attempt in 0..2 {
+        let started = Instant::now();
+        let result = store.claim(&id, &claim_by("o", 60_000)).await;
+        let took = started.elapsed();
+        assert!(
+            matches!(result, Err(StoreError::Unavailable(_))),
+            "{attempt}: {result:?}"
+        );
+        assert!(took < UNAVAILABLE_BOUND, "{attempt} took {took:?}");
+    }
+
+    server.resume();
+    ping_eventually(&store).await;
+    // Unavailable did not mean "not written": the claim sent into the stall ran once Redis
+    // woke up. That is why the gateway fails closed on it and never re-forwards.
+    let record = store
+        .lookup(&id)
+        .await
+        .unwrap()
+        .expect("the stalled claim ran");
+    assert!(matches!(record.state, RecordState::InFlight { .. }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_at_startup_then_up() {
+    let port = RedisServer::reserve_port();
+    let mut server = RedisServer::stopped_on(port);
+    let store = RedisStore::new(&server.url(), "test").unwrap();
+    assert_all_unavailable(&store).await;
+
+    server.restart();
+    assert_eq!(server.port(), port);
+    ping_eventually(&store).await;
+    let id = fresh_id();
+    assert_eq!(
+        store.claim(&id, &claim_by("o", 60_000)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+}
+
+#[test]
+fn redis_store_rejects_bad_configuration() {
+    for url in ["not a url", "", "http://127.0.0.1:1/", "redis://"] {
+        assert!(RedisStore::new(url, "poppy").is_err(), "{url:?}");
+        assert!(store::open(url).is_err(), "{url:?}");
+    }
+    assert!(RedisStore::new("redis://127.0.0.1:1/", "").is_err());
+    assert!(RedisStore::new("redis://127.0.0.1:1/", "po{ppy").is_err());
+}
+
+/// Made at startup, before any runtime; used later from runtimes that come and go.
+#[test]
+fn redis_store_made_outside_a_runtime() {
+    let server = RedisServer::start();
+    let store = Arc::new(RedisStore::new(&server.url(), "test").unwrap());
+    let id = fresh_id();
+
+    let first = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    first.block_on(async {
+        assert_eq!(
+            store.claim(&id, &claim_by("o", 60_000)).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+    });
+    drop(first);
+
+    // A connection belongs to the runtime that opened it; a new runtime must not depend on a
+    // dead one, and two live ones work side by side.
+    let second = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let third = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    second.block_on(async {
+        assert!(store.lookup(&id).await.unwrap().is_some());
+    });
+    let on_third = {
+        let (store, id) = (store.clone(), id.clone());
+        std::thread::spawn(move || third.block_on(async { store.release(&id, "o").await.unwrap() }))
+    };
+    assert!(on_third.join().unwrap());
+    second.block_on(async {
+        assert_eq!(store.lookup(&id).await.unwrap(), None);
+    });
+    assert!(started.elapsed() < UNAVAILABLE_BOUND);
+}
+
+#[test]
+fn redis_store_outside_a_runtime_errors_instead_of_panicking() {
+    let store = RedisStore::new("redis://127.0.0.1:1/", "test").unwrap();
+    let result = futures_lite_block_on(store.ping());
+    assert!(
+        matches!(result, Err(StoreError::Unavailable(_))),
+        "{result:?}"
+    );
+}
+
+/// Poll a future to completion on this thread, with no Tokio runtime around it.
+fn futures_lite_block_on<F: Future>(future: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut context = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+        std::thread::park();
+    }
+}
+
+async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+async fn raw_cmd(con: &mut redis::aio::MultiplexedConnection, args: &[&str]) -> Value {
+    let mut cmd = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query_async(con).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_keys_share_a_hash_tag_and_expire() {
+    let server = RedisServer::start();
+    let store = store::open(&server.url()).unwrap();
+    let id = fresh_id();
+    store.claim(&id, &claim_by("o", 60_000)).await.unwrap();
+    assert!(
+        store
+            .complete(&id, "o", &response(), now_ms() + 120_000)
+            .await
+            .unwrap()
+    );
+
+    let mut con = raw(&server).await;
+    let record = format!("poppy:op:{{{}}}:{}", id.action_tag(), id.generation_tag());
+    let generation = format!("poppy:gen:{{{}}}", id.action_tag());
+    for (key, at_least) in [(&record, 100_000), (&generation, 100_000)] {
+        let Value::Int(ttl) = raw_cmd(&mut con, &["PTTL", key]).await else {
+            panic!("PTTL")
+        };
+        assert!(ttl > at_least && ttl <= 120_000, "{key}: {ttl}");
+    }
+    assert_eq!(
+        raw_cmd(&mut con, &["GET", &generation]).await,
+        Value::BulkString(b"1".to_vec())
+    );
+    let Value::BulkString(body) = raw_cmd(&mut con, &["HGET", &record, "body"]).await else {
+        panic!("body")
+    };
+    assert_eq!(body, response().body.to_vec(), "the body is stored raw");
+
+    // Another namespace on the same server is another store.
+    let other = RedisStore::new(&server.url(), "other").unwrap();
+    assert_eq!(other.lookup(&id).await.unwrap(), None);
+    assert_eq!(other.generation(id.action_tag()).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_malformed_entries_are_corrupt_and_fail_closed() {
+    let server = RedisServer::start();
+    let store = RedisStore::new(&server.url(), "test").unwrap();
+    let mut con = raw(&server).await;
+    let record_key =
+        |id: &OperationId| format!("test:op:{{{}}}:{}", id.action_tag(), id.generation_tag());
+
+    // A hash that is not a record: lookup and claim both refuse it.
+    let id = fresh_id();
+    raw_cmd(
+        &mut con,
+        &["HSET", &record_key(&id), "v", "1", "state", "weird"],
+    )
+    .await;
+    assert!(matches!(
+        store.lookup(&id).await,
+        Err(StoreError::Corrupt(_))
+    ));
+    assert!(matches!(
+        store.claim(&id, &claim_by("o", 60_000)).await,
+        Err(StoreError::Corrupt(_))
+    ));
+
+    // Something else under the key.
+    let id = fresh_id();
+    raw_cmd(&mut con, &["SET", &record_key(&id), "x"]).await;
+    assert!(matches!(
+        store.lookup(&id).await,
+        Err(StoreError::Corrupt(_))
+    ));
+    assert!(matches!(
+        store.claim(&id, &claim_by("o", 60_000)).await,
+        Err(StoreError::Corrupt(_))
+    ));
+
+    // A broken generation counter: complete refuses before writing anything.
+    let id = fresh_id();
+    store.claim(&id, &claim_by("o", 60_000)).await.unwrap();
+    let generation = format!("test:gen:{{{}}}", id.action_tag());
+    raw_cmd(&mut con, &["SET", &generation, "abc"]).await;
+    assert!(matches!(
+        store.generation(id.action_tag()).await,
+        Err(StoreError::Corrupt(_))
+    ));
+    assert!(matches!(
+        store
+            .complete(&id, "o", &response(), now_ms() + 60_000)
+            .await,
+        Err(StoreError::Corrupt(_))
+    ));
+    assert!(matches!(
+        store.lookup(&id).await.unwrap().unwrap().state,
+        RecordState::InFlight { .. }
+    ));
+
+    // Corruption is not an outage: the connection stays usable.
+    store.ping().await.unwrap();
+}
+
+#[tokio::test]
+async fn open_picks_the_store_from_the_url() {
+    let memory = store::open("memory://").unwrap();
+    let id = fresh_id();
+    assert_eq!(
+        memory.claim(&id, &claim_by("o", 60_000)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    // A Redis URL opens without connecting, even with nothing listening.
+    let port = RedisServer::reserve_port();
+    let redis = store::open(&format!("redis://127.0.0.1:{port}/0")).unwrap();
+    assert!(matches!(
+        redis.ping().await,
+        Err(StoreError::Unavailable(_))
+    ));
+}
