@@ -24,14 +24,20 @@ pub enum StartError {
     Metrics(#[from] prometheus::Error),
 }
 
-/// The signing keys from `POPPY_GATEWAY_KEYS`. With `memory://` and no keys, a random key is
-/// made (revisions then die with the process, as the records do); Redis needs keys, since
-/// every replica and every restart must verify the same revisions.
+/// The signing keys from `POPPY_GATEWAY_KEYS`. Redis needs them, since every replica and every
+/// restart must verify the same revisions. `memory://` forgets performed operations when the
+/// process ends, so its keys are always bound to the process: a revision minted before a
+/// restart is refused after it, never performed a second time.
 pub fn signing_keys(env_value: Option<&str>, store_url: &str) -> Result<Keys, StartError> {
-    match env_value.map(str::trim).filter(|v| !v.is_empty()) {
-        Some(value) => Keys::from_env_value(value).map_err(StartError::Keys),
+    let configured = match env_value.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(value) => Some(Keys::from_env_value(value).map_err(StartError::Keys)?),
+        None => None,
+    };
+    match configured {
+        Some(keys) if store_url == "memory://" => Ok(keys.for_this_process()),
+        Some(keys) => Ok(keys),
         None if store_url == "memory://" => {
-            tracing::warn!("POPPY_GATEWAY_KEYS is not set: using a random key; approvals will not survive a restart");
+            tracing::warn!("POPPY_GATEWAY_KEYS is not set: using a random key (fine with memory://, whose approvals end with the process)");
             Keys::new(vec![SigningKey::random()]).ok_or_else(|| StartError::Keys("no key".into()))
         }
         None => Err(StartError::Keys(

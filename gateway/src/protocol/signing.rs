@@ -30,6 +30,13 @@ impl SigningKey {
         SigningKey::new(secret.to_vec())
     }
 
+    /// A key bound to this process: `memory://` forgets performed operations on restart, so
+    /// revisions minted before a restart must not verify after it (they could be performed
+    /// again). Mixing a random per-process nonce into every key guarantees that.
+    pub fn for_this_process(&self, nonce: &[u8; 32]) -> SigningKey {
+        SigningKey::new(self.mac(b"poppy-process-key-v1", &[nonce]).to_vec())
+    }
+
     /// HMAC over a domain label and length-prefixed parts, so that no two different part lists
     /// ever feed the MAC the same bytes.
     pub fn mac(&self, domain: &[u8], parts: &[&[u8]]) -> [u8; 32] {
@@ -90,6 +97,18 @@ impl Keys {
         Keys::new(keys).ok_or_else(|| "POPPY_GATEWAY_KEYS is empty".to_owned())
     }
 
+    /// Every key bound to this process (see [`SigningKey::for_this_process`]).
+    pub fn for_this_process(&self) -> Keys {
+        let nonce: [u8; 32] = rand::random();
+        Keys {
+            keys: self
+                .keys
+                .iter()
+                .map(|k| k.for_this_process(&nonce))
+                .collect(),
+        }
+    }
+
     /// The key that signs new revisions and operation IDs.
     pub fn current(&self) -> &SigningKey {
         &self.keys[0]
@@ -111,6 +130,21 @@ mod tests {
         assert_eq!(keys.all().len(), 2);
         assert!(Keys::from_env_value("short").is_err());
         assert!(Keys::from_env_value("").is_err());
+    }
+
+    #[test]
+    fn process_bound_keys_differ_per_process() {
+        let keys = Keys::from_env_value("aaaaaaaaaaaaaaaa").unwrap();
+        let one = keys.for_this_process();
+        let two = keys.for_this_process();
+        assert_ne!(
+            one.current().mac(b"d", &[b"x"]),
+            two.current().mac(b"d", &[b"x"])
+        );
+        assert_ne!(
+            one.current().mac(b"d", &[b"x"]),
+            keys.current().mac(b"d", &[b"x"])
+        );
     }
 
     #[test]
