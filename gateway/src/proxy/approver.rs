@@ -16,6 +16,8 @@ pub struct Approver {
     pub kind: ScopeKind,
     /// `s:<session>` or `a:<agent>:<user>:<account>`, each part length-prefixed.
     pub scope: String,
+    /// The Session's own scope, signed in or not.
+    pub session_scope: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,11 +40,13 @@ impl Approver {
         let claim = |name: &str| payload.get(name).and_then(Value::as_str).map(str::to_owned);
         let session_id = claim(&claims.session_claim)
             .ok_or_else(|| ApproverError::MissingClaim(claims.session_claim.clone()))?;
+        let session_scope = frame("s", &[&session_id]);
         let bearer = authorization.and_then(bearer_token);
         match bearer {
             None => Ok(Approver {
                 kind: ScopeKind::Session,
-                scope: frame("s", &[&session_id]),
+                scope: session_scope.clone(),
+                session_scope,
             }),
             Some(token) => {
                 let agent = claim(&claims.agent_claim).unwrap_or_default();
@@ -51,8 +55,19 @@ impl Approver {
                 Ok(Approver {
                     kind: ScopeKind::Account,
                     scope: frame("a", &[&agent, &user, &account]),
+                    session_scope,
                 })
             }
+        }
+    }
+
+    /// The Session on its own: an operation returned while it was signed out can be approved
+    /// only in that Session, even once it has signed in.
+    pub fn session_only(&self) -> Approver {
+        Approver {
+            kind: ScopeKind::Session,
+            scope: self.session_scope.clone(),
+            session_scope: self.session_scope.clone(),
         }
     }
 }
@@ -173,6 +188,13 @@ mod tests {
         )
         .unwrap();
         assert_ne!(a, opaque);
+        let signed_out = Approver::from_headers(
+            jwt(r#"{"sid":"s1","iss":"agent","sub":"u"}"#).as_bytes(),
+            None,
+            &claims(),
+        )
+        .unwrap();
+        assert_eq!(a.session_only(), signed_out);
     }
 
     #[test]

@@ -62,8 +62,17 @@ struct Prepared {
 }
 
 impl OperationFlow {
-    pub async fn handle(&self, request: OperationRequest) -> Reply {
+    pub async fn handle(&self, mut request: OperationRequest) -> Reply {
         let policy = Arc::clone(&request.policy);
+        let names_session_operation = request
+            .approval
+            .as_ref()
+            .and_then(|a| OperationId::parse(&a.operation_id))
+            .is_some_and(|id| id.kind() == ScopeKind::Session);
+        if names_session_operation && request.approver.kind == ScopeKind::Account {
+            // Returned while this Session was signed out: it stays the Session's to approve.
+            request.approver = request.approver.session_only();
+        }
         let (reply, outcome) = match self.prepare(&request) {
             Err(reply) => (reply, Outcome::BadRequest),
             Ok(prepared) => match self.decide(&request, &prepared).await {
