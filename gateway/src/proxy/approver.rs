@@ -179,15 +179,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(a.kind, ScopeKind::Account);
-        assert_eq!(a, b);
-        assert_ne!(a, other_agent);
+        assert_eq!(a.scope, b.scope);
+        assert_ne!(a.scope, other_agent.scope);
         let opaque = Approver::from_headers(
             jwt(r#"{"sid":"s1","iss":"agent","sub":"u"}"#).as_bytes(),
             Some(b"Bearer opaque"),
             &claims(),
         )
         .unwrap();
-        assert_ne!(a, opaque);
+        assert_ne!(a.scope, opaque.scope);
         let signed_out = Approver::from_headers(
             jwt(r#"{"sid":"s1","iss":"agent","sub":"u"}"#).as_bytes(),
             None,
