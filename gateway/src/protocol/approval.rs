@@ -31,13 +31,7 @@ impl ApprovalHeader {
     /// Parse the header's lines (combined with commas, as RFC 9651 says). Members this
     /// version doesn't know are ignored, as the spec requires.
     pub fn parse<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Result<Self, ApprovalError> {
-        let mut joined = Vec::new();
-        for line in lines {
-            if !joined.is_empty() {
-                joined.extend_from_slice(b", ");
-            }
-            joined.extend_from_slice(line);
-        }
+        let joined = super::combine_lines(lines);
         let dictionary: Dictionary = Parser::new(&joined)
             .parse()
             .map_err(|e| ApprovalError::Syntax(e.to_string()))?;

@@ -13,13 +13,7 @@ pub struct ExtensionsError(String);
 pub fn declares_operations_v2<'a>(
     lines: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<bool, ExtensionsError> {
-    let mut joined = Vec::new();
-    for line in lines {
-        if !joined.is_empty() {
-            joined.extend_from_slice(b", ");
-        }
-        joined.extend_from_slice(line);
-    }
+    let joined = super::combine_lines(lines);
     if joined.is_empty() {
         return Ok(false);
     }

@@ -27,3 +27,15 @@ pub fn is_id_byte(b: u8) -> bool {
 pub fn is_id(text: &str) -> bool {
     !text.is_empty() && text.len() <= MAX_ID_LEN && text.bytes().all(is_id_byte)
 }
+
+/// Several lines of one structured field, combined as RFC 9651 says: joined with commas.
+fn combine_lines<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut joined = Vec::new();
+    for line in lines {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b", ");
+        }
+        joined.extend_from_slice(line);
+    }
+    joined
+}
