@@ -19,6 +19,13 @@ use crate::metrics::{Metrics, Outcome};
 use crate::policy::{Captures, Policy, PolicySet, has_ambiguous_segments};
 use crate::protocol::{ApprovalHeader, ErrorBody, declares_operations_v2};
 
+/// Headers some frameworks read to run a handler for another method than the request's.
+const METHOD_OVERRIDES: [&str; 3] = [
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
 /// What a request step decided.
 enum Step {
     /// Let pingora proxy the request as it is.
@@ -96,6 +103,21 @@ impl GatewayProxy {
         // Only Personal Agent requests (they carry Poppy-Session) can be operations.
         if !header.headers.contains_key("poppy-session") {
             return Step::Continue;
+        }
+        // An upstream that honours a method override would run another route's handler than
+        // the one the gateway matched.
+        if let Some(name) = METHOD_OVERRIDES
+            .iter()
+            .find(|name| header.headers.contains_key(**name))
+        {
+            return Step::Respond(Reply::error(
+                400,
+                &ErrorBody::new(
+                    "invalid_header",
+                    format!("{name} is not accepted from a Personal Agent: send the real method"),
+                )
+                .with("header", *name),
+            ));
         }
         if has_ambiguous_segments(&path) {
             return Step::Respond(Reply::error(
