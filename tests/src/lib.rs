@@ -1,1 +1,53 @@
+//! End-to-end harness of poppy-gateway: the real binary, a counting upstream and a private
+//! `redis-server`, each on free loopback ports, all stopped when the test ends.
+//!
+//! A test harness fails tests by panicking, so `unwrap`/`expect` are fine here.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod agent;
+pub mod answer;
+pub mod binaries;
+pub mod gateway;
+pub mod markdown;
+pub mod metrics;
+pub mod policies;
+pub mod ports;
+pub mod rawhttp;
+pub mod redis;
+pub mod rfc3339;
+pub mod stack;
+pub mod upstream;
+pub mod wait;
+
+pub use agent::{OPERATIONS_V2, Request, Session, approval_header};
+pub use answer::{Answer, Operation, tamper};
+pub use gateway::{Client, Gateway, GatewayBuilder, TEST_KEYS};
+pub use redis::RedisServer;
+pub use stack::{Stack, Store};
+pub use upstream::Upstream;
+
+/// Run each named `async fn NAME(store: Store)` once per store, as the tests
+/// `NAME::memory` and `NAME::redis`.
+///
+/// ```text
+/// async fn replays(store: Store) { /* … */ }
+/// poppy_e2e::store_tests!(replays);
+/// ```
+#[macro_export]
+macro_rules! store_tests {
+    ($($name:ident),+ $(,)?) => {
+        $(
+            mod $name {
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn memory() {
+                    super::$name($crate::Store::Memory).await
+                }
+
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn redis() {
+                    super::$name($crate::Store::Redis).await
+                }
+            }
+        )+
+    };
+}

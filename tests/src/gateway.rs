@@ -1,0 +1,491 @@
+//! The real `poppy-gateway` binary as a child process, on free ports, with a config and
+//! policies written to a temporary folder.
+
+use std::fs::File;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::agent::Request;
+use crate::answer::Answer;
+use crate::metrics::Metrics;
+use crate::ports::free_port;
+use crate::{binaries, policies, rawhttp};
+
+/// `POPPY_GATEWAY_KEYS` of every test gateway unless a test says otherwise, so two gateways,
+/// or one restarted, verify each other's revisions.
+pub const TEST_KEYS: &str = "poppy-e2e-test-signing-key-0123456789";
+
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// Timeout of every HTTP call a test makes.
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Lines of the gateway's log printed when a test fails.
+const LOG_TAIL_LINES: usize = 400;
+
+/// Builds the config folder and starts the gateway.
+#[derive(Debug, Clone)]
+pub struct GatewayBuilder {
+    upstream_url: String,
+    store_url: String,
+    policies: Vec<(String, String)>,
+    keys: Option<String>,
+    max_body_bytes: u64,
+    upstream_timeout: String,
+    extra_config: String,
+    env: Vec<(String, String)>,
+    binary: Option<PathBuf>,
+}
+
+/// A written config folder (kept while this value lives).
+pub struct ConfigDir {
+    pub dir: TempDir,
+    pub config: PathBuf,
+    pub listen_port: u16,
+    pub admin_port: u16,
+}
+
+impl GatewayBuilder {
+    /// In front of `upstream_url`, with `memory://`, the default policies and [`TEST_KEYS`].
+    pub fn new(upstream_url: &str) -> GatewayBuilder {
+        GatewayBuilder {
+            upstream_url: upstream_url.to_owned(),
+            store_url: "memory://".to_owned(),
+            policies: Vec::new(),
+            keys: Some(TEST_KEYS.to_owned()),
+            max_body_bytes: 1024 * 1024,
+            upstream_timeout: "30s".to_owned(),
+            extra_config: String::new(),
+            env: Vec::new(),
+            binary: None,
+        }
+    }
+
+    /// `[store] url`: `memory://` or `redis://127.0.0.1:P/0`.
+    pub fn store_url(mut self, url: &str) -> GatewayBuilder {
+        self.store_url = url.to_owned();
+        self
+    }
+
+    /// Add a policy file `policies/<file_name>`. Once any is added, the default policies are
+    /// not written.
+    pub fn policy(mut self, file_name: &str, text: &str) -> GatewayBuilder {
+        self.policies.push((file_name.to_owned(), text.to_owned()));
+        self
+    }
+
+    /// `POPPY_GATEWAY_KEYS`, or `None` to run without it.
+    pub fn keys(mut self, keys: Option<&str>) -> GatewayBuilder {
+        self.keys = keys.map(str::to_owned);
+        self
+    }
+
+    /// `[server] max_body_bytes`.
+    pub fn max_body_bytes(mut self, bytes: u64) -> GatewayBuilder {
+        self.max_body_bytes = bytes;
+        self
+    }
+
+    /// `[upstream] timeout`, e.g. `"1s"`.
+    pub fn upstream_timeout(mut self, timeout: &str) -> GatewayBuilder {
+        self.upstream_timeout = timeout.to_owned();
+        self
+    }
+
+    /// TOML appended to gateway.toml (whole tables, e.g. `[session]`).
+    pub fn extra_config(mut self, toml: &str) -> GatewayBuilder {
+        self.extra_config.push('\n');
+        self.extra_config.push_str(toml);
+        self.extra_config.push('\n');
+        self
+    }
+
+    /// An extra environment variable for the gateway process.
+    pub fn env(mut self, name: &str, value: &str) -> GatewayBuilder {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Run another binary than [`binaries::gateway`] (the harness self-test runs a fake).
+    pub fn binary(mut self, path: &Path) -> GatewayBuilder {
+        self.binary = Some(path.to_owned());
+        self
+    }
+
+    /// The gateway.toml text for these ports.
+    pub fn render(&self, listen_port: u16, admin_port: u16) -> String {
+        format!(
+            r#"policies = ["policies/*.toml"]
+
+[server]
+listen = "127.0.0.1:{listen_port}"
+max_body_bytes = {max_body}
+
+[upstream]
+url = "{upstream}"
+timeout = "{timeout}"
+
+[admin]
+listen = "127.0.0.1:{admin_port}"
+
+[store]
+url = "{store}"
+{extra}"#,
+            max_body = self.max_body_bytes,
+            upstream = self.upstream_url,
+            timeout = self.upstream_timeout,
+            store = self.store_url,
+            extra = self.extra_config,
+        )
+    }
+
+    /// Write gateway.toml and the policies to a new temporary folder, with free ports.
+    pub fn write(&self) -> ConfigDir {
+        let dir = tempfile::Builder::new()
+            .prefix("poppy-e2e-gateway-")
+            .tempdir()
+            .expect("temporary folder for the gateway config");
+        let policies_dir = dir.path().join("policies");
+        std::fs::create_dir_all(&policies_dir).expect("create policies/");
+        if self.policies.is_empty() {
+            write_file(
+                &policies_dir.join(policies::DEFAULT_FILE),
+                policies::DEFAULT,
+            );
+        }
+        for (name, text) in &self.policies {
+            write_file(&policies_dir.join(name), text);
+        }
+        let (listen_port, admin_port) = two_ports();
+        let config = dir.path().join("gateway.toml");
+        write_file(&config, &self.render(listen_port, admin_port));
+        ConfigDir {
+            dir,
+            config,
+            listen_port,
+            admin_port,
+        }
+    }
+
+    /// Write the config, start the gateway, and wait until `/healthz` answers 200 and the
+    /// proxy port accepts connections.
+    pub fn start(self) -> Gateway {
+        let ConfigDir {
+            dir,
+            config: _,
+            listen_port,
+            admin_port,
+        } = self.write();
+        let mut gateway = Gateway {
+            builder: self,
+            dir,
+            listen_port,
+            admin_port,
+            child: None,
+            http: http_client(HTTP_TIMEOUT),
+            starts: 0,
+        };
+        gateway.boot();
+        gateway
+    }
+}
+
+fn write_file(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+}
+
+fn two_ports() -> (u16, u16) {
+    let listen = free_port();
+    loop {
+        let admin = free_port();
+        if admin != listen {
+            return (listen, admin);
+        }
+    }
+}
+
+/// A reqwest client that never uses a proxy, with a timeout on every call.
+pub fn http_client(timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(Duration::from_secs(5))
+        .no_proxy()
+        .build()
+        .expect("build the HTTP client")
+}
+
+enum StartError {
+    Exited(ExitStatus),
+    NotReady,
+}
+
+/// A running `poppy-gateway`; killed on drop (its log is printed if the test is failing).
+pub struct Gateway {
+    builder: GatewayBuilder,
+    dir: TempDir,
+    listen_port: u16,
+    admin_port: u16,
+    child: Option<Child>,
+    http: reqwest::Client,
+    starts: usize,
+}
+
+impl Gateway {
+    /// `http://127.0.0.1:LISTEN`
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.listen_port)
+    }
+
+    /// `http://127.0.0.1:ADMIN`
+    pub fn admin_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.admin_port)
+    }
+
+    pub fn listen_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.listen_port))
+    }
+
+    pub fn admin_addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.admin_port))
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("gateway.toml")
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("gateway.log")
+    }
+
+    /// Everything the gateway printed (stdout and stderr, every start).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// SIGKILL: no shutdown of any kind.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kill it and start it again with the same config (and ports, when they are still free).
+    pub fn restart(&mut self) {
+        self.kill();
+        // Connections pooled to the old process are dead.
+        self.http = http_client(HTTP_TIMEOUT);
+        self.boot();
+    }
+
+    /// A cloneable client of this gateway's proxy port (for concurrent tasks). Take a new one
+    /// after [`Gateway::restart`].
+    pub fn client(&self) -> Client {
+        Client {
+            http: self.http.clone(),
+            base: self.base_url(),
+        }
+    }
+
+    /// Send `request` to the proxy port.
+    pub async fn send(&self, request: &Request) -> Answer {
+        self.client().send(request).await
+    }
+
+    /// `GET path` on the admin port.
+    pub async fn admin_get(&self, path: &str) -> Answer {
+        Client {
+            http: self.http.clone(),
+            base: self.admin_url(),
+        }
+        .send(&Request::plain("GET", path))
+        .await
+    }
+
+    /// `GET /metrics`, parsed.
+    pub async fn metrics(&self) -> Metrics {
+        let answer = self.admin_get("/metrics").await;
+        answer.assert_status(200, "GET /metrics");
+        Metrics::parse(&answer.text())
+    }
+
+    fn boot(&mut self) {
+        match self.spawn_and_wait() {
+            Ok(()) => {}
+            Err(StartError::Exited(_)) => {
+                // Most likely a port taken between choosing and binding it: once more, on
+                // new ports.
+                let (listen, admin) = two_ports();
+                self.listen_port = listen;
+                self.admin_port = admin;
+                write_file(&self.config_path(), &self.builder.render(listen, admin));
+                match self.spawn_and_wait() {
+                    Ok(()) => {}
+                    Err(StartError::Exited(status)) => panic!(
+                        "poppy-gateway exited during startup ({status}), twice. Its output:\n{}",
+                        self.log()
+                    ),
+                    Err(StartError::NotReady) => self.not_ready(),
+                }
+            }
+            Err(StartError::NotReady) => self.not_ready(),
+        }
+    }
+
+    fn not_ready(&mut self) -> ! {
+        self.kill();
+        panic!(
+            "poppy-gateway did not become ready within {READY_TIMEOUT:?} (GET {}/healthz → 200 \
+             and the proxy port accepting). Its output:\n{}",
+            self.admin_url(),
+            self.log()
+        );
+    }
+
+    fn spawn_and_wait(&mut self) -> Result<(), StartError> {
+        self.starts += 1;
+        let mut log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("open the gateway log");
+        let _ = writeln!(
+            log,
+            "===== poppy-e2e: start #{} (listen {}, admin {}) =====",
+            self.starts, self.listen_port, self.admin_port
+        );
+        let log_err = log.try_clone().expect("clone the gateway log handle");
+        let binary = match &self.builder.binary {
+            Some(binary) => binary.clone(),
+            None => binaries::gateway(),
+        };
+        let mut command = Command::new(&binary);
+        command
+            .arg("--config")
+            .arg(self.config_path())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err);
+        match &self.builder.keys {
+            Some(keys) => command.env("POPPY_GATEWAY_KEYS", keys),
+            None => command.env_remove("POPPY_GATEWAY_KEYS"),
+        };
+        for (name, value) in &self.builder.env {
+            command.env(name, value);
+        }
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", binary.display()));
+        self.child = Some(child);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.child = None;
+                return Err(StartError::Exited(status));
+            }
+            let probe = Duration::from_millis(500);
+            let healthy = rawhttp::get_status(self.admin_addr(), "/healthz", probe) == Ok(200);
+            if healthy && TcpStream::connect_timeout(&self.listen_addr(), probe).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(StartError::NotReady);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let from = lines.len().saturating_sub(LOG_TAIL_LINES);
+            eprintln!(
+                "----- poppy-gateway log ({}; last {} lines) -----\n{}\n----- end of log -----",
+                self.base_url(),
+                lines.len() - from,
+                lines[from..].join("\n")
+            );
+        }
+    }
+}
+
+/// A cloneable HTTP client of one base URL.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    pub fn new(base: &str) -> Client {
+        Client {
+            http: http_client(HTTP_TIMEOUT),
+            base: base.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// Send `request`; panics on a transport error (the gateway must always answer).
+    pub async fn send(&self, request: &Request) -> Answer {
+        self.try_send(request)
+            .await
+            .unwrap_or_else(|e| panic!("{} to {}: no answer: {e}", request.describe(), self.base))
+    }
+
+    pub async fn try_send(&self, request: &Request) -> Result<Answer, String> {
+        let method = reqwest::Method::from_bytes(request.method.as_bytes())
+            .map_err(|e| format!("bad method {:?}: {e}", request.method))?;
+        let mut builder = self
+            .http
+            .request(method, format!("{}{}", self.base, request.path));
+        for (name, value) in &request.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        if !request.body.is_empty() {
+            builder = builder.body(request.body.clone());
+        }
+        let response = builder.send().await.map_err(|e| format!("{e:?}"))?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.as_str().to_owned(),
+                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| format!("reading the body: {e:?}"))?
+            .to_vec();
+        Ok(Answer {
+            request: request.describe(),
+            status,
+            headers,
+            body,
+        })
+    }
+}

@@ -1,0 +1,55 @@
+//! Checks on summaries: request data must not become Markdown structure.
+
+/// Remove CommonMark backslash escapes (a backslash before ASCII punctuation).
+pub fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && chars.peek().is_some_and(|next| next.is_ascii_punctuation()) {
+            if let Some(next) = chars.next() {
+                out.push(next);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether `needle` occurs in `text` at a position whose first character is not
+/// backslash-escaped (an odd number of backslashes before it).
+pub fn has_unescaped(text: &str, needle: &str) -> bool {
+    let bytes = text.as_bytes();
+    text.match_indices(needle).any(|(at, _)| {
+        let backslashes = bytes[..at]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count();
+        backslashes % 2 == 0
+    })
+}
+
+/// Bidirectional formatting characters that can reorder what a user reads.
+pub const BIDI: &[char] = &[
+    '\u{061C}', '\u{200E}', '\u{200F}', '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}', '\u{202E}',
+    '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}',
+];
+
+/// Panic unless `summary` is safe to show: no link or image syntax, no raw HTML, no control
+/// or bidi characters.
+pub fn assert_safe_summary(summary: &str) {
+    for needle in ["](", "<"] {
+        assert!(
+            !has_unescaped(summary, needle),
+            "summary has unescaped {needle:?}, so request data can make a link, image or HTML: \
+             {summary:?}"
+        );
+    }
+    if let Some(c) = summary.chars().find(|c| c.is_control()) {
+        panic!("summary has control character {c:?}: {summary:?}");
+    }
+    if let Some(c) = summary.chars().find(|c| BIDI.contains(c)) {
+        panic!("summary has bidi character {c:?}: {summary:?}");
+    }
+}

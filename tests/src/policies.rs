@@ -1,0 +1,52 @@
+//! The policies the tests run with unless they bring their own.
+
+/// `exchange` (15 min, the spec's example), `cancel` (another route, for approvals sent to the
+/// wrong one) and `refund` (expires in 2 s, for expiry).
+pub const DEFAULT: &str = r#"
+[[operation]]
+name = "exchange"
+method = "POST"
+path = "/orders/{order_id}/exchanges"
+id_prefix = "exc"
+expires_in = "15m"
+same_action = ["order_id", "item_id"]
+summary = "Exchange item **{item_id}** on order {order_id} for {replacement_sku}."
+
+[operation.terms]
+order_id = { path = "order_id" }
+item_id = { body = "$.item_id" }
+replacement_sku = { body = "$.replacement_sku" }
+
+[[operation]]
+name = "cancel"
+method = "POST"
+path = "/orders/{order_id}/cancel"
+id_prefix = "can"
+expires_in = "15m"
+same_action = ["order_id"]
+summary = "Cancel order {order_id}."
+
+[operation.terms]
+order_id = { path = "order_id" }
+
+[[operation]]
+name = "refund"
+method = "POST"
+path = "/orders/{order_id}/refunds"
+id_prefix = "ref"
+expires_in = "2s"
+same_action = ["order_id"]
+summary = "Refund {amount} on order {order_id}."
+
+[operation.terms]
+order_id = { path = "order_id" }
+amount = { body = "$.amount" }
+"#;
+
+/// The file name the default policies are written to.
+pub const DEFAULT_FILE: &str = "shop.toml";
+
+/// Expected `summary` of the default `exchange` policy (before escaping).
+pub fn exchange_summary(order: &str, item: &str, sku: &str) -> String {
+    format!("Exchange item **{item}** on order {order} for {sku}.")
+}

@@ -1,0 +1,239 @@
+//! A private `redis-server` child process on a free port, killed on drop.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::ports::free_port;
+
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+const IO_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A `redis-server --save "" --appendonly no` of this test alone.
+pub struct RedisServer {
+    port: u16,
+    dir: TempDir,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Start a server on a free port and wait (at most 10 s) until it answers PING.
+    pub fn start() -> RedisServer {
+        let dir = tempfile::Builder::new()
+            .prefix("poppy-e2e-redis-")
+            .tempdir()
+            .expect("temporary directory for redis-server");
+        let mut last_error = String::new();
+        for _attempt in 0..2 {
+            let port = free_port();
+            match spawn(port, &dir) {
+                Ok(child) => {
+                    return RedisServer {
+                        port,
+                        dir,
+                        child: Some(child),
+                    };
+                }
+                Err(error) => last_error = error,
+            }
+        }
+        panic!("redis-server did not start: {last_error}");
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// `redis://127.0.0.1:PORT/0`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/0", self.port)
+    }
+
+    /// Kill the server (SIGKILL). Its data is gone: it never saves.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stop it if it runs, then start it again on the same port (empty).
+    pub fn restart(&mut self) {
+        self.stop();
+        match spawn(self.port, &self.dir) {
+            Ok(child) => self.child = Some(child),
+            Err(error) => panic!(
+                "redis-server did not restart on port {}: {error}",
+                self.port
+            ),
+        }
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Whether it answers PING now.
+    pub fn ping(&self) -> bool {
+        ping(self.port).is_ok()
+    }
+
+    /// Send one command and return its reply: `+OK` → `OK`, `:3` → `3`, `$…` → the bulk
+    /// string, `$-1` → `(nil)`, `-ERR …` → `Err`.
+    pub fn command(&self, args: &[&str]) -> Result<String, String> {
+        command(self.port, args)
+    }
+
+    /// What the server printed.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(log_path(&self.dir)).unwrap_or_default()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "----- redis-server log (port {}) -----\n{}\n-----",
+                self.port,
+                self.log()
+            );
+        }
+        self.stop();
+    }
+}
+
+fn log_path(dir: &TempDir) -> PathBuf {
+    dir.path().join("redis.log")
+}
+
+fn spawn(port: u16, dir: &TempDir) -> Result<Child, String> {
+    let log = File::options()
+        .create(true)
+        .append(true)
+        .open(log_path(dir))
+        .map_err(|e| format!("open redis log: {e}"))?;
+    let log_err = log.try_clone().map_err(|e| format!("clone log: {e}"))?;
+    let mut child = Command::new("redis-server")
+        .arg("--port")
+        .arg(port.to_string())
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                panic!("redis-server is not installed (apt-get install redis-server)")
+            }
+            format!("spawn redis-server: {e}")
+        })?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            let log = std::fs::read_to_string(log_path(dir)).unwrap_or_default();
+            return Err(format!(
+                "redis-server on port {port} exited with {status}:\n{log}"
+            ));
+        }
+        if ping(port).is_ok() {
+            return Ok(child);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "redis-server on port {port} did not answer PING within {START_TIMEOUT:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn ping(port: u16) -> Result<(), String> {
+    let reply = command(port, &["PING"])?;
+    if reply == "PONG" {
+        Ok(())
+    } else {
+        Err(format!("PING answered {reply:?}"))
+    }
+}
+
+fn command(port: u16, args: &[&str]) -> Result<String, String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    stream
+        .set_write_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let mut request = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        request.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        request.extend_from_slice(arg.as_bytes());
+        request.extend_from_slice(b"\r\n");
+    }
+    stream.write_all(&request).map_err(|e| e.to_string())?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(parsed) = parse_reply(&reply)? {
+            return Ok(parsed);
+        }
+        let n = stream.read(&mut buf).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err(format!(
+                "connection closed mid-reply: {:?}",
+                String::from_utf8_lossy(&reply)
+            ));
+        }
+        reply.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// A complete simple, error, integer or bulk reply, or `None` if more bytes are needed.
+fn parse_reply(bytes: &[u8]) -> Result<Option<String>, String> {
+    let Some(line_end) = bytes.windows(2).position(|w| w == b"\r\n") else {
+        return Ok(None);
+    };
+    let line = String::from_utf8_lossy(&bytes[1..line_end]).into_owned();
+    match bytes.first() {
+        Some(b'+') | Some(b':') => Ok(Some(line)),
+        Some(b'-') => Err(line),
+        Some(b'$') => {
+            let len: i64 = line
+                .parse()
+                .map_err(|_| format!("bad bulk length {line:?}"))?;
+            if len < 0 {
+                return Ok(Some("(nil)".to_owned()));
+            }
+            let start = line_end + 2;
+            let end = start + len as usize;
+            if bytes.len() < end + 2 {
+                return Ok(None);
+            }
+            Ok(Some(
+                String::from_utf8_lossy(&bytes[start..end]).into_owned(),
+            ))
+        }
+        _ => Err(format!(
+            "unsupported reply {:?}",
+            String::from_utf8_lossy(bytes)
+        )),
+    }
+}

@@ -1,0 +1,305 @@
+//! A real HTTP upstream that counts what it executes: the "legacy API" behind the gateway.
+//!
+//! Every request except `GET /.well-known/poppy.json` is an execution: it is recorded and
+//! numbered (1-based, in arrival order) *before* the response is produced, so a request held at
+//! the gate already counts. Responses are JSON `{"execution": N, "method": M, "path": P}`,
+//! status 201 for POST and 200 otherwise (or `CODE` for a path `/status/CODE`), with header
+//! `x-upstream: counting`.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::{oneshot, watch};
+
+/// How long the gate holds a request at most, so a forgotten `release` cannot hang a run.
+const MAX_HOLD: Duration = Duration::from_secs(60);
+
+/// One request the upstream executed.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    /// 1-based execution number.
+    pub execution: usize,
+    pub method: String,
+    pub path: String,
+    /// Path and query, as received.
+    pub path_and_query: String,
+    /// Header names in lower case, in the order received.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RecordedRequest {
+    /// The first value of a header (name case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn body_json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "upstream request body is not JSON ({e}): {:?}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+}
+
+struct Shared {
+    requests: Mutex<Vec<RecordedRequest>>,
+    count: watch::Sender<usize>,
+    /// `true` = open.
+    gate: watch::Sender<bool>,
+    delay: Mutex<Duration>,
+    well_known_hits: AtomicUsize,
+}
+
+impl Shared {
+    fn requests(&self) -> MutexGuard<'_, Vec<RecordedRequest>> {
+        self.requests
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+/// The counting upstream; stops on drop.
+pub struct Upstream {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The document served at `/.well-known/poppy.json`.
+pub fn well_known_document() -> Value {
+    json!({
+        "name": "Counting Co",
+        "version": "0.4",
+        "extensions": { "other": [ { "version": "1" } ] }
+    })
+}
+
+impl Upstream {
+    /// Start on a free port, in a thread of its own (its own tokio runtime), so it serves
+    /// whatever the test's runtime is doing.
+    pub fn start() -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the upstream on 127.0.0.1:0");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking upstream listener");
+        let addr = listener.local_addr().expect("upstream address");
+        let shared = Arc::new(Shared {
+            requests: Mutex::new(Vec::new()),
+            count: watch::Sender::new(0),
+            gate: watch::Sender::new(true),
+            delay: Mutex::new(Duration::ZERO),
+            well_known_hits: AtomicUsize::new(0),
+        });
+        let app = Router::new()
+            .fallback(handle)
+            .with_state(Arc::clone(&shared))
+            .layer(DefaultBodyLimit::disable());
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(format!("upstream-{}", addr.port()))
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("upstream tokio runtime");
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener)
+                        .expect("tokio listener for the upstream");
+                    tokio::select! {
+                        result = axum::serve(listener, app) => {
+                            if let Err(error) = result {
+                                eprintln!("counting upstream stopped: {error}");
+                            }
+                        }
+                        _ = stopped => {}
+                    }
+                });
+                runtime.shutdown_timeout(Duration::from_millis(500));
+            })
+            .expect("spawn the upstream thread");
+        Upstream {
+            addr,
+            shared,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Executions so far (every request but `/.well-known/poppy.json`).
+    pub fn count(&self) -> usize {
+        self.shared.requests().len()
+    }
+
+    /// Executions of `method` on `path` (compared with the path alone, or with path and query
+    /// when `path` has a `?`).
+    pub fn count_for(&self, method: &str, path: &str) -> usize {
+        self.shared
+            .requests()
+            .iter()
+            .filter(|r| {
+                r.method.eq_ignore_ascii_case(method)
+                    && if path.contains('?') {
+                        r.path_and_query == path
+                    } else {
+                        r.path == path
+                    }
+            })
+            .count()
+    }
+
+    /// Every execution so far, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.requests().clone()
+    }
+
+    /// How often `/.well-known/poppy.json` was fetched.
+    pub fn well_known_hits(&self) -> usize {
+        self.shared.well_known_hits.load(Ordering::SeqCst)
+    }
+
+    /// Close the gate: from now on, requests are recorded (and counted) on arrival, then wait
+    /// until [`Upstream::release`] (at most 60 s) before they are answered.
+    pub fn hold(&self) {
+        self.shared.gate.send_replace(false);
+    }
+
+    /// Open the gate: every held request is answered, and new ones are not held.
+    pub fn release(&self) {
+        self.shared.gate.send_replace(true);
+    }
+
+    /// Delay every answer by `delay` (after the gate).
+    pub fn set_delay(&self, delay: Duration) {
+        *self
+            .shared
+            .delay
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = delay;
+    }
+
+    /// Wait until at least `n` executions have arrived; panics after `timeout`.
+    pub async fn wait_for_count(&self, n: usize, timeout: Duration) {
+        let mut count = self.shared.count.subscribe();
+        let reached = tokio::time::timeout(timeout, count.wait_for(|c| *c >= n)).await;
+        if !matches!(reached, Ok(Ok(_))) {
+            panic!(
+                "the upstream saw {} executions, expected at least {n} within {timeout:?}",
+                self.count()
+            );
+        }
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.release();
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if uri.path() == "/.well-known/poppy.json" {
+        shared.well_known_hits.fetch_add(1, Ordering::SeqCst);
+        let mut response = axum::Json(well_known_document()).into_response();
+        response
+            .headers_mut()
+            .insert("x-upstream", HeaderValue::from_static("counting"));
+        return response;
+    }
+    let execution = {
+        let mut requests = shared.requests();
+        let execution = requests.len() + 1;
+        requests.push(RecordedRequest {
+            execution,
+            method: method.to_string(),
+            path: uri.path().to_owned(),
+            path_and_query: uri
+                .path_and_query()
+                .map(|pq| pq.as_str().to_owned())
+                .unwrap_or_else(|| uri.path().to_owned()),
+            headers: headers
+                .iter()
+                .map(|(name, value)| {
+                    (
+                        name.as_str().to_owned(),
+                        String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: body.to_vec(),
+        });
+        // Under the lock, so the published count never goes backwards.
+        shared.count.send_replace(execution);
+        execution
+    };
+
+    let mut gate = shared.gate.subscribe();
+    let _ = tokio::time::timeout(MAX_HOLD, gate.wait_for(|open| *open)).await;
+    let delay = *shared
+        .delay
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner());
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+
+    let status = uri
+        .path()
+        .strip_prefix("/status/")
+        .and_then(|code| code.parse::<u16>().ok())
+        .and_then(|code| StatusCode::from_u16(code).ok())
+        .unwrap_or(if method == Method::POST {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        });
+    let body = json!({
+        "execution": execution,
+        "method": method.as_str(),
+        "path": uri.path(),
+    });
+    let mut response = (status, body.to_string()).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert("x-upstream", HeaderValue::from_static("counting"));
+    response
+}
