@@ -1,7 +1,9 @@
 //! Loading gateway.toml and policy files: defaults, and errors that name file, line, column
 //! and key.
-#![allow(clippy::unwrap_used, reason = "test helpers fail the test on setup errors")]
-
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test on setup errors"
+)]
 
 use std::path::{Path, PathBuf};
 

@@ -14,7 +14,7 @@ use crate::protocol::ScopeKind;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Approver {
     pub kind: ScopeKind,
-    /// `s:<session>` or `a:<agent>:<user>:<account>`, each part length-prefixed.
+    /// `s:<agent>:<session>` or `a:<agent>:<user>:<account>`, each part length-prefixed.
     pub scope: String,
     /// The Session's own scope, signed in or not.
     pub session_scope: String,
@@ -40,7 +40,9 @@ impl Approver {
         let claim = |name: &str| payload.get(name).and_then(Value::as_str).map(str::to_owned);
         let session_id = claim(&claims.session_claim)
             .ok_or_else(|| ApproverError::MissingClaim(claims.session_claim.clone()))?;
-        let session_scope = frame("s", &[&session_id]);
+        let agent = claim(&claims.agent_claim).unwrap_or_default();
+        // Session IDs are the agent's own: another agent's Session with the same ID is another.
+        let session_scope = frame("s", &[&agent, &session_id]);
         let bearer = authorization.and_then(bearer_token);
         match bearer {
             None => Ok(Approver {
@@ -49,7 +51,6 @@ impl Approver {
                 session_scope,
             }),
             Some(token) => {
-                let agent = claim(&claims.agent_claim).unwrap_or_default();
                 let user = claim(&claims.user_claim).unwrap_or_default();
                 let account = account_of(token, &claims.account_claim);
                 Ok(Approver {
@@ -153,8 +154,15 @@ mod tests {
             &claims(),
         )
         .unwrap();
+        let other_agent = Approver::from_headers(
+            jwt(r#"{"sid":"s1","iss":"other"}"#).as_bytes(),
+            None,
+            &claims(),
+        )
+        .unwrap();
         assert_eq!(a.kind, ScopeKind::Session);
         assert_ne!(a.scope, b.scope);
+        assert_ne!(a.scope, other_agent.scope);
     }
 
     #[test]

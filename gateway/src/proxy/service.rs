@@ -183,26 +183,6 @@ impl GatewayProxy {
         )
         .map_err(|e: ApproverError| bad(401, ErrorBody::new("invalid_session", e.to_string())))?;
 
-        let approval = if headers.contains_key("poppy-approval") {
-            Some(
-                ApprovalHeader::parse(
-                    headers
-                        .get_all("poppy-approval")
-                        .iter()
-                        .map(|v| v.as_bytes()),
-                )
-                .map_err(|e| {
-                    bad(
-                        400,
-                        ErrorBody::new("invalid_header", e.to_string())
-                            .with("header", "Poppy-Approval"),
-                    )
-                })?,
-            )
-        } else {
-            None
-        };
-
         let too_large = || {
             bad(
                 413,
@@ -249,6 +229,27 @@ impl GatewayProxy {
                 }
             }
         }
+
+        // After the body: a request too large is refused as that, whatever else is wrong.
+        let approval = if headers.contains_key("poppy-approval") {
+            Some(
+                ApprovalHeader::parse(
+                    headers
+                        .get_all("poppy-approval")
+                        .iter()
+                        .map(|v| v.as_bytes()),
+                )
+                .map_err(|e| {
+                    bad(
+                        400,
+                        ErrorBody::new("invalid_header", e.to_string())
+                            .with("header", "Poppy-Approval"),
+                    )
+                })?,
+            )
+        } else {
+            None
+        };
 
         Ok(OperationRequest {
             policy: Arc::clone(policy),
