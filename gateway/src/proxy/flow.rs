@@ -1,7 +1,9 @@
 //! The operation flow: mint, check an approval, claim, forward once, record, replay.
 //!
-//! It runs after the service has read the whole request; it answers every request itself and
-//! never falls through to the proxy path. The spec's checks, in its order (section 6):
+//! Interface-neutral: the HTTP API service (and the MCP one) prepare an [`OperationRequest`]
+//! and render the [`Decision`]. Nothing here falls through to the proxy path.
+//!
+//! The spec's checks, in its order (section 6):
 //! 1. the Session can approve the operation, else handle as if there were no approval;
 //! 2. the operation hasn't been performed, else replay (or 503 while it is in flight);
 //! 3. the revision is one minted for exactly this request and hasn't expired, else answer
@@ -11,32 +13,78 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use serde_json::Value;
 
 use super::approver::Approver;
-use super::reply::Reply;
-use super::upstream::{ForwardError, ForwardRequest, HOP_BY_HOP, UpstreamClient};
+use super::upstream::{ForwardError, ForwardRequest, UpstreamClient};
 use crate::config::Upstream;
 use crate::metrics::{Metrics, Outcome};
-use crate::policy::{Captures, Policy, RequestParts, Terms, canonical_json, extract};
+use crate::policy::{Policy, Terms, canonical_json};
 use crate::protocol::{
-    ActionTag, ApprovalHeader, ErrorBody, Keys, Operation, OperationId, Revision, RevisionInput,
-    ScopeKind,
+    ActionTag, ApprovalHeader, Keys, Operation, OperationId, Revision, RevisionInput, ScopeKind,
 };
-use crate::store::{Claim, ClaimOutcome, OperationRecord, OperationStore, RecordState, StoreError};
+use crate::store::{
+    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordState, RecordedResponse, StoreError,
+};
 
-/// A Personal Agent request to a policy route, read whole.
+/// A request for an operation, prepared by its interface (HTTP API or MCP).
 pub struct OperationRequest {
     pub policy: Arc<Policy>,
-    pub captures: Captures,
     pub approver: Approver,
     pub approval: Option<ApprovalHeader>,
-    pub method: http::Method,
-    pub path: String,
-    pub query: Option<String>,
-    pub headers: http::HeaderMap,
-    pub body: Bytes,
+    /// The terms the policy extracted.
+    pub terms: Terms,
+    /// A canonical fingerprint of the request itself, covered by the revision: an approval
+    /// only ever approves the request that returned the operation.
+    pub fingerprint: Vec<u8>,
+    /// What to send upstream once approved.
+    pub forward: ForwardRequest,
+}
+
+/// What the flow decided, for the interface to render.
+#[derive(Debug, Clone)]
+pub enum Decision {
+    /// The User's approval is needed (`403 approval_required`, or an MCP tool error).
+    /// `rejected`: the request carried an approval that failed check 1 or 3.
+    ApprovalRequired {
+        operation: Operation,
+        rejected: bool,
+    },
+    /// A signed-out Session named an account's operation.
+    SignInRequired,
+    /// Forwarded once; this is the upstream's answer, recorded.
+    Performed(RecordedResponse),
+    /// Forwarded; the upstream's answer proves nothing was performed, so the claim was
+    /// released and the same approval may be sent again.
+    Released(RecordedResponse),
+    /// Performed before; this is the recorded answer.
+    Replayed(RecordedResponse),
+    /// Being performed.
+    InProgress(OperationId),
+    /// Claimed, but whether it took effect is unknown: never forwarded again.
+    Unknown(OperationId),
+    /// The upstream could not be reached; nothing was sent and the claim was released.
+    UpstreamUnavailable,
+    /// The store could not be reached; nothing was forwarded.
+    StoreUnavailable,
+}
+
+impl Decision {
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Decision::ApprovalRequired {
+                rejected: false, ..
+            } => Outcome::Held,
+            Decision::ApprovalRequired { rejected: true, .. } => Outcome::Rejected,
+            Decision::SignInRequired => Outcome::Challenged,
+            Decision::Performed(_) => Outcome::Performed,
+            Decision::Released(_) | Decision::UpstreamUnavailable => Outcome::Released,
+            Decision::Replayed(_) => Outcome::Replayed,
+            Decision::InProgress(_) => Outcome::InProgress,
+            Decision::Unknown(_) => Outcome::Unknown,
+            Decision::StoreUnavailable => Outcome::StoreUnavailable,
+        }
+    }
 }
 
 /// Everything the flow needs, shared by all requests.
@@ -52,18 +100,16 @@ pub struct OperationFlow {
     pub claims_made: AtomicU64,
 }
 
-/// The request, prepared once: terms, summary and the fingerprints the MACs cover.
+/// What the MACs cover, computed once per request.
 struct Prepared {
-    terms: Terms,
     terms_json: String,
     summary: String,
-    fingerprint: Vec<u8>,
     action_material: Vec<Vec<u8>>,
 }
 
 impl OperationFlow {
-    pub async fn handle(&self, mut request: OperationRequest) -> Reply {
-        let policy = Arc::clone(&request.policy);
+    /// Decide a request: mint, replay, or claim and forward it once. Counts the outcome.
+    pub async fn decide(&self, mut request: OperationRequest) -> Decision {
         let names_session_operation = request
             .approval
             .as_ref()
@@ -73,104 +119,39 @@ impl OperationFlow {
             // Returned while this Session was signed out: it stays the Session's to approve.
             request.approver = request.approver.session_only();
         }
-        let (reply, outcome) = match self.prepare(&request) {
-            Err(reply) => (reply, Outcome::BadRequest),
-            Ok(prepared) => match self.decide(&request, &prepared).await {
-                Ok(done) => done,
-                Err(StoreFailure(e)) => {
-                    tracing::warn!(policy = %policy.name, error = %e, "store unavailable; nothing forwarded");
-                    (
-                        Reply::retry_later(
-                            1,
-                            &ErrorBody::new(
-                                "store_unavailable",
-                                "the gateway cannot reach its operation store; nothing was performed, try again",
-                            ),
-                        ),
-                        Outcome::StoreUnavailable,
-                    )
-                }
-            },
-        };
-        self.metrics.operation(&policy.name, outcome);
-        reply
-    }
-
-    /// Parse the body and extract the terms; a bad request is answered here.
-    fn prepare(&self, request: &OperationRequest) -> Result<Prepared, Reply> {
         let policy = &request.policy;
-        let parsed_body: Option<Value> = if request.body.is_empty() {
-            None
-        } else {
-            serde_json::from_slice(&request.body).ok()
-        };
-        if policy.needs_body() && parsed_body.is_none() {
-            let detail = if request.body.is_empty() {
-                "this action's terms come from a JSON request body, and the request has none"
-                    .to_owned()
-            } else {
-                "the request body is not valid JSON, and this action's terms come from it"
-                    .to_owned()
-            };
-            return Err(Reply::error(400, &ErrorBody::new("invalid_body", detail)));
-        }
-        let parts = RequestParts {
-            captures: &request.captures,
-            query: request.query.as_deref(),
-            headers: &request.headers,
-            body: parsed_body.as_ref(),
-            arguments: None,
-        };
-        let terms = extract(&policy.terms, &parts).map_err(|e| {
-            Reply::error(
-                400,
-                &ErrorBody::new("missing_term", e.to_string()).with("term", e.term()),
-            )
-        })?;
-        let terms_json = canonical_json(&Value::Object(terms.clone().into_iter().collect()));
-        let summary = policy.summary.render(&terms);
-        let mut fingerprint = Vec::with_capacity(request.path.len() + request.body.len() + 16);
-        for part in [
-            request.method.as_str().as_bytes(),
-            request.path.as_bytes(),
-            request.query.as_deref().unwrap_or("").as_bytes(),
-        ] {
-            fingerprint.extend_from_slice(&(part.len() as u64).to_be_bytes());
-            fingerprint.extend_from_slice(part);
-        }
-        // Equal JSON bodies are the same request however their keys are ordered.
-        match &parsed_body {
-            Some(json) => fingerprint.extend_from_slice(canonical_json(json).as_bytes()),
-            None => fingerprint.extend_from_slice(&request.body),
-        }
         let mut action_material = vec![
             policy.name.clone().into_bytes(),
             request.approver.scope.clone().into_bytes(),
         ];
-        action_material.extend(policy.action_material(&terms));
-        Ok(Prepared {
-            terms,
-            terms_json,
-            summary,
-            fingerprint,
+        action_material.extend(policy.action_material(&request.terms));
+        let prepared = Prepared {
+            terms_json: canonical_json(&Value::Object(request.terms.clone().into_iter().collect())),
+            summary: policy.summary.render(&request.terms),
             action_material,
-        })
+        };
+        let decision = match self.decide_checked(&request, &prepared).await {
+            Ok(decision) => decision,
+            Err(StoreFailure(e)) => {
+                tracing::warn!(policy = %policy.name, error = %e, "store unavailable; nothing forwarded");
+                Decision::StoreUnavailable
+            }
+        };
+        self.metrics.operation(&policy.name, decision.outcome());
+        decision
     }
 
-    async fn decide(
+    async fn decide_checked(
         &self,
         request: &OperationRequest,
         prepared: &Prepared,
-    ) -> Result<(Reply, Outcome), StoreFailure> {
+    ) -> Result<Decision, StoreFailure> {
         let Some(approval) = &request.approval else {
-            return Ok((
-                self.mint(request, prepared, None, None).await?,
-                Outcome::Held,
-            ));
+            return self.mint(request, prepared, None).await;
         };
         let Some(id) = OperationId::parse(&approval.operation_id) else {
             // Not of this gateway's shape, so not one it returned.
-            return self.reject(request, prepared, approval).await;
+            return self.mint(request, prepared, Some(approval)).await;
         };
 
         // Checks 1 and 2: an existing record decides (replay, in flight, or not yours).
@@ -193,31 +174,30 @@ impl OperationFlow {
             (action.as_str() == id.action_tag()).then_some((key, action))
         }) else {
             if id.kind() == ScopeKind::Account && request.approver.kind == ScopeKind::Session {
-                return Ok(self.challenge(request));
+                return Ok(Decision::SignInRequired);
             }
-            return self.reject(request, prepared, approval).await;
+            return self.mint(request, prepared, Some(approval)).await;
         };
         let generation = self.store.generation(action.as_str()).await?;
         if action.operation_id(key, generation) != id {
             // Performed and forgotten, or an ID of another generation: not approvable now.
-            return self.reject(request, prepared, approval).await;
+            return self.mint(request, prepared, Some(approval)).await;
         }
 
         // Check 3: the revision is one minted for exactly this request, and still open.
-        let input = self.revision_input(&id, request, prepared);
-        let expires_at =
-            match Revision::check(&self.keys, &approval.revision, &input, now_seconds()) {
-                Revision::Valid { expires_at } => expires_at,
-                Revision::Expired | Revision::Invalid => {
-                    return self.reject(request, prepared, approval).await;
-                }
-            };
-
-        self.perform(request, prepared, approval, &id, expires_at)
-            .await
+        let input = revision_input(&id, request, prepared);
+        match Revision::check(&self.keys, &approval.revision, &input, now_seconds()) {
+            Revision::Valid { expires_at } => {
+                self.perform(request, prepared, approval, &id, expires_at)
+                    .await
+            }
+            Revision::Expired | Revision::Invalid => {
+                self.mint(request, prepared, Some(approval)).await
+            }
+        }
     }
 
-    /// Claim the operation, forward it once, record the answer and deliver it.
+    /// Claim the operation, forward it once, and record the answer before it is delivered.
     async fn perform(
         &self,
         request: &OperationRequest,
@@ -225,13 +205,15 @@ impl OperationFlow {
         approval: &ApprovalHeader,
         id: &OperationId,
         expires_at: i64,
-    ) -> Result<(Reply, Outcome), StoreFailure> {
+    ) -> Result<Decision, StoreFailure> {
         let now_ms = now_millis();
         let upstream = &self.upstream_settings;
         let lease = upstream.connect_timeout + upstream.timeout + Duration::from_secs(5);
+        let lease_until_ms = now_ms.saturating_add(lease.as_millis() as i64);
         let remember_until_ms = expires_at
             .saturating_mul(1000)
-            .saturating_add(self.remember_grace.as_millis() as i64);
+            .saturating_add(self.remember_grace.as_millis() as i64)
+            .max(lease_until_ms);
         let owner = format!(
             "{}-{}",
             self.instance,
@@ -243,34 +225,32 @@ impl OperationFlow {
             revision: approval.revision.clone(),
             owner: owner.clone(),
             now_ms,
-            lease_until_ms: now_ms.saturating_add(lease.as_millis() as i64),
-            remember_until_ms: remember_until_ms
-                .max(now_ms.saturating_add(lease.as_millis() as i64)),
+            lease_until_ms,
+            remember_until_ms,
         };
-        match self.store.claim(id, &claim).await? {
-            ClaimOutcome::Exists(record) => {
-                return self
-                    .answer_existing(request, prepared, approval, id, record)
-                    .await;
-            }
-            ClaimOutcome::Claimed => {}
+        if let ClaimOutcome::Exists(record) = self.store.claim(id, &claim).await? {
+            return self
+                .answer_existing(request, prepared, approval, id, record)
+                .await;
         }
 
         let policy = &request.policy.name;
         tracing::info!(policy = %policy, operation_id = %id, "approved; forwarding once");
-        match self.upstream.send(forward_request(request)).await {
+        match self.upstream.send(request.forward.clone()).await {
             Ok(response) => {
                 if self.proves_nothing_performed(response.status, &response.headers) {
                     self.release(id, &owner).await;
                     tracing::info!(policy = %policy, operation_id = %id, status = response.status, "upstream performed nothing; claim released");
-                    return Ok((Reply::from(response), Outcome::Released));
+                    return Ok(Decision::Released(response));
                 }
                 match self
                     .store
                     .complete(id, &owner, &response, remember_until_ms)
                     .await
                 {
-                    Ok(true) => {}
+                    Ok(true) => {
+                        tracing::info!(policy = %policy, operation_id = %id, status = response.status, "performed; answer recorded")
+                    }
                     Ok(false) => {
                         tracing::error!(policy = %policy, operation_id = %id, "claim lost before the answer was recorded; retries will not replay it")
                     }
@@ -278,25 +258,16 @@ impl OperationFlow {
                         tracing::error!(policy = %policy, operation_id = %id, error = %e, "answer not recorded; retries will get 503 until it is resolved")
                     }
                 }
-                Ok((Reply::from(response), Outcome::Performed))
+                Ok(Decision::Performed(response))
             }
             Err(ForwardError::NotSent(e)) => {
                 self.release(id, &owner).await;
                 tracing::warn!(policy = %policy, operation_id = %id, error = %e, "upstream unreachable; nothing sent, claim released");
-                Ok((
-                    Reply::retry_later(
-                        1,
-                        &ErrorBody::new(
-                            "upstream_unavailable",
-                            "the API could not be reached; nothing was performed, send the same approval again",
-                        ),
-                    ),
-                    Outcome::Released,
-                ))
+                Ok(Decision::UpstreamUnavailable)
             }
             Err(ForwardError::Unknown(e)) => {
                 tracing::error!(policy = %policy, operation_id = %id, error = %e, "outcome unknown; the operation will not be forwarded again");
-                Ok((in_flight_reply(id, true), Outcome::Unknown))
+                Ok(Decision::Unknown(id.clone()))
             }
         }
     }
@@ -324,43 +295,30 @@ impl OperationFlow {
         approval: &ApprovalHeader,
         id: &OperationId,
         record: OperationRecord,
-    ) -> Result<(Reply, Outcome), StoreFailure> {
+    ) -> Result<Decision, StoreFailure> {
         if record.scope != request.approver.scope || record.policy != request.policy.name {
             if id.kind() == ScopeKind::Account && request.approver.kind == ScopeKind::Session {
-                return Ok(self.challenge(request));
+                return Ok(Decision::SignInRequired);
             }
-            return self.reject(request, prepared, approval).await;
+            return self.mint(request, prepared, Some(approval)).await;
         }
-        match record.state {
-            RecordState::Done(response) => Ok((Reply::from(response), Outcome::Replayed)),
-            RecordState::InFlight { lease_until_ms, .. } => {
-                if lease_until_ms < now_millis() {
-                    Ok((in_flight_reply(id, true), Outcome::Unknown))
-                } else {
-                    Ok((in_flight_reply(id, false), Outcome::InProgress))
-                }
+        Ok(match record.state {
+            RecordState::Done(response) => Decision::Replayed(response),
+            RecordState::InFlight { lease_until_ms, .. } if lease_until_ms < now_millis() => {
+                Decision::Unknown(id.clone())
             }
-        }
+            RecordState::InFlight { .. } => Decision::InProgress(id.clone()),
+        })
     }
 
-    /// A failed check: answer with the operation for what the request asks, never with the
-    /// revision the approval named.
-    async fn reject(
-        &self,
-        request: &OperationRequest,
-        prepared: &Prepared,
-        approval: &ApprovalHeader,
-    ) -> Result<(Reply, Outcome), StoreFailure> {
-        Ok((self.mint(request, prepared, Some(approval), Some("the approval does not match this request's current terms; ask the user to approve these")).await?, Outcome::Rejected))
-    }
-
+    /// The operation for what the request asks. Answering a failed approval, never with the
+    /// revision it named (the agent would retry it in a loop).
     async fn mint(
         &self,
         request: &OperationRequest,
         prepared: &Prepared,
         approval: Option<&ApprovalHeader>,
-        detail: Option<&str>,
-    ) -> Result<Reply, StoreFailure> {
+    ) -> Result<Decision, StoreFailure> {
         let key = self.keys.current();
         let material: Vec<&[u8]> = prepared.action_material.iter().map(Vec::as_slice).collect();
         let action = ActionTag::derive(
@@ -371,57 +329,38 @@ impl OperationFlow {
         );
         let generation = self.store.generation(action.as_str()).await?;
         let id = action.operation_id(key, generation);
-        let input = self.revision_input(&id, request, prepared);
+        let input = revision_input(&id, request, prepared);
         let mut expires_at =
             now_seconds().saturating_add(request.policy.expires_in.as_secs() as i64);
         let mut revision = Revision::mint(key, &input, expires_at);
         if approval.is_some_and(|a| a.revision == revision) {
-            // Never answer an approval with the revision it names (the agent would loop).
             expires_at += 1;
             revision = Revision::mint(key, &input, expires_at);
         }
-        let operation = Operation {
-            operation_id: id.to_string(),
-            revision,
-            summary: prepared.summary.clone(),
-            terms: Some(Value::Object(prepared.terms.clone().into_iter().collect())),
-            expires_at: rfc3339(expires_at),
-        };
-        let detail = detail.unwrap_or("this action needs the user's approval of these terms; retry the same request with a Poppy-Approval header");
-        Ok(Reply::error(
-            403,
-            &ErrorBody::approval_required(&operation, detail),
-        ))
+        Ok(Decision::ApprovalRequired {
+            operation: Operation {
+                operation_id: id.to_string(),
+                revision,
+                summary: prepared.summary.clone(),
+                terms: Some(Value::Object(request.terms.clone().into_iter().collect())),
+                expires_at: rfc3339(expires_at),
+            },
+            rejected: approval.is_some(),
+        })
     }
+}
 
-    fn challenge(&self, request: &OperationRequest) -> (Reply, Outcome) {
-        tracing::info!(policy = %request.policy.name, "signed-out Session named an account's operation; challenged");
-        (
-            Reply::error(
-                401,
-                &ErrorBody::new(
-                    "sign_in_required",
-                    "this operation belongs to an account: sign in to that account to approve it",
-                ),
-            )
-            .with_header("www-authenticate", "Bearer"),
-            Outcome::Challenged,
-        )
-    }
-
-    fn revision_input<'a>(
-        &self,
-        id: &'a OperationId,
-        request: &'a OperationRequest,
-        prepared: &'a Prepared,
-    ) -> RevisionInput<'a> {
-        RevisionInput {
-            operation_id: id.as_str(),
-            summary: &prepared.summary,
-            terms: &prepared.terms_json,
-            scope: &request.approver.scope,
-            request: &prepared.fingerprint,
-        }
+fn revision_input<'a>(
+    id: &'a OperationId,
+    request: &'a OperationRequest,
+    prepared: &'a Prepared,
+) -> RevisionInput<'a> {
+    RevisionInput {
+        operation_id: id.as_str(),
+        summary: &prepared.summary,
+        terms: &prepared.terms_json,
+        scope: &request.approver.scope,
+        request: &request.fingerprint,
     }
 }
 
@@ -431,50 +370,6 @@ struct StoreFailure(StoreError);
 impl From<StoreError> for StoreFailure {
     fn from(e: StoreError) -> Self {
         StoreFailure(e)
-    }
-}
-
-fn in_flight_reply(id: &OperationId, unknown: bool) -> Reply {
-    let (error, detail, retry) = if unknown {
-        (
-            "operation_outcome_unknown",
-            "the gateway does not know yet whether this operation took effect; it will not be performed again. Retry later, or ask the company",
-            30,
-        )
-    } else {
-        (
-            "operation_in_progress",
-            "this operation is being performed; send the same approval again to get its answer",
-            1,
-        )
-    };
-    Reply::retry_later(
-        retry,
-        &ErrorBody::new(error, detail).with("operation_id", id.as_str()),
-    )
-}
-
-/// The request to send upstream: the Personal Agent's own, without `Poppy-Approval` and
-/// hop-by-hop headers.
-fn forward_request(request: &OperationRequest) -> ForwardRequest {
-    let headers = request
-        .headers
-        .iter()
-        .filter(|(name, _)| {
-            let name = name.as_str();
-            name != "poppy-approval" && name != "content-length" && !HOP_BY_HOP.contains(&name)
-        })
-        .map(|(name, value)| (name.clone(), value.clone()))
-        .collect();
-    let path_and_query = match &request.query {
-        Some(query) => format!("{}?{query}", request.path),
-        None => request.path.clone(),
-    };
-    ForwardRequest {
-        method: request.method.clone(),
-        path_and_query,
-        headers,
-        body: request.body.clone(),
     }
 }
 

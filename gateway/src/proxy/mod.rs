@@ -2,13 +2,14 @@
 
 mod approver;
 mod flow;
+mod http_api;
 mod reply;
 mod service;
 mod upstream;
 mod well_known;
 
 pub use approver::{Approver, ApproverError};
-pub use flow::OperationFlow;
+pub use flow::{Decision, OperationFlow, OperationRequest};
 pub use reply::Reply;
 pub use service::GatewayProxy;
 pub use upstream::{ForwardError, ForwardRequest, UpstreamClient};

@@ -10,7 +10,8 @@ use pingora::prelude::HttpPeer;
 use pingora::proxy::{ProxyHttp, Session};
 
 use super::approver::{Approver, ApproverError};
-use super::flow::{OperationFlow, OperationRequest};
+use super::flow::OperationFlow;
+use super::http_api::{self, ApiRequest};
 use super::reply::Reply;
 use super::upstream::UpstreamClient;
 use super::well_known;
@@ -132,8 +133,12 @@ impl GatewayProxy {
         else {
             return Step::Continue;
         };
-        match self.operation_request(session, &policy, captures).await {
-            Ok(request) => Step::Respond(self.flow.handle(request).await),
+        match self
+            .operation_request(session, &policy, captures)
+            .await
+            .and_then(http_api::prepare)
+        {
+            Ok(request) => Step::Respond(http_api::render(self.flow.decide(request).await)),
             Err((reply, outcome)) => {
                 self.metrics.operation(&policy.name, outcome);
                 Step::Respond(reply)
@@ -147,7 +152,7 @@ impl GatewayProxy {
         session: &mut Session,
         policy: &Arc<Policy>,
         captures: Captures,
-    ) -> Result<OperationRequest, (Reply, Outcome)> {
+    ) -> Result<ApiRequest, (Reply, Outcome)> {
         let bad = |status: u16, body: ErrorBody| (Reply::error(status, &body), Outcome::BadRequest);
         let header = session.req_header();
         let headers = &header.headers;
@@ -251,7 +256,7 @@ impl GatewayProxy {
             None
         };
 
-        Ok(OperationRequest {
+        Ok(ApiRequest {
             policy: Arc::clone(policy),
             captures,
             approver,

@@ -1,0 +1,136 @@
+//! Operations on HTTP APIs (spec sections 4 and 6, "APIs"): prepare a read request for the
+//! flow, and render its decision as an HTTP response.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::approver::Approver;
+use super::flow::{Decision, OperationRequest};
+use super::reply::Reply;
+use super::upstream::{ForwardRequest, HOP_BY_HOP};
+use crate::metrics::Outcome;
+use crate::policy::{Captures, Policy, RequestParts, canonical_json, extract};
+use crate::protocol::{ApprovalHeader, ErrorBody};
+
+/// A Personal Agent request to a policy route, read whole.
+pub struct ApiRequest {
+    pub policy: Arc<Policy>,
+    pub captures: Captures,
+    pub approver: Approver,
+    pub approval: Option<ApprovalHeader>,
+    pub method: http::Method,
+    pub path: String,
+    pub query: Option<String>,
+    pub headers: http::HeaderMap,
+    pub body: Bytes,
+}
+
+/// Parse the body and extract the terms. A bad request is answered with its reply.
+pub fn prepare(request: ApiRequest) -> Result<OperationRequest, (Reply, Outcome)> {
+    let bad = |body: ErrorBody| (Reply::error(400, &body), Outcome::BadRequest);
+    let policy = &request.policy;
+    let parsed_body: Option<Value> = if request.body.is_empty() {
+        None
+    } else {
+        serde_json::from_slice(&request.body).ok()
+    };
+    if policy.needs_body() && parsed_body.is_none() {
+        let detail = if request.body.is_empty() {
+            "this action's terms come from a JSON request body, and the request has none"
+        } else {
+            "the request body is not valid JSON, and this action's terms come from it"
+        };
+        return Err(bad(ErrorBody::new("invalid_body", detail)));
+    }
+    let parts = RequestParts {
+        captures: &request.captures,
+        query: request.query.as_deref(),
+        headers: &request.headers,
+        body: parsed_body.as_ref(),
+        arguments: None,
+    };
+    let terms = extract(&policy.terms, &parts)
+        .map_err(|e| bad(ErrorBody::new("missing_term", e.to_string()).with("term", e.term())))?;
+
+    // The same method, URL and body (equal JSON however its keys are ordered) is the same request.
+    let mut fingerprint = Vec::with_capacity(request.path.len() + request.body.len() + 32);
+    for part in [
+        request.method.as_str().as_bytes(),
+        request.path.as_bytes(),
+        request.query.as_deref().unwrap_or("").as_bytes(),
+    ] {
+        fingerprint.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        fingerprint.extend_from_slice(part);
+    }
+    match &parsed_body {
+        Some(json) => fingerprint.extend_from_slice(canonical_json(json).as_bytes()),
+        None => fingerprint.extend_from_slice(&request.body),
+    }
+
+    let forward = forward_request(&request);
+    Ok(OperationRequest {
+        policy: Arc::clone(&request.policy),
+        approver: request.approver,
+        approval: request.approval,
+        terms,
+        fingerprint,
+        forward,
+    })
+}
+
+/// The request to send upstream: the Personal Agent's own, without `Poppy-Approval` and
+/// hop-by-hop headers.
+fn forward_request(request: &ApiRequest) -> ForwardRequest {
+    let headers = request
+        .headers
+        .iter()
+        .filter(|(name, _)| {
+            let name = name.as_str();
+            name != "poppy-approval" && name != "content-length" && !HOP_BY_HOP.contains(&name)
+        })
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    let path_and_query = match &request.query {
+        Some(query) => format!("{}?{query}", request.path),
+        None => request.path.clone(),
+    };
+    ForwardRequest {
+        method: request.method.clone(),
+        path_and_query,
+        headers,
+        body: request.body.clone(),
+    }
+}
+
+/// The HTTP answer to a decision.
+pub fn render(decision: Decision) -> Reply {
+    match decision {
+        Decision::ApprovalRequired { operation, rejected } => {
+            let detail = if rejected {
+                "the approval does not match this request's current terms (or has expired, or is not this Session's to give); ask the user to approve these"
+            } else {
+                "this action needs the user's approval of these terms; retry the same request with a Poppy-Approval header"
+            };
+            Reply::error(403, &ErrorBody::approval_required(&operation, detail))
+        }
+        Decision::SignInRequired => Reply::error(401, &ErrorBody::new("sign_in_required", "this operation belongs to an account: sign in to that account to approve it"))
+            .with_header("www-authenticate", "Bearer"),
+        Decision::Performed(response) | Decision::Released(response) | Decision::Replayed(response) => Reply::from(response),
+        Decision::InProgress(id) => Reply::retry_later(
+            1,
+            &ErrorBody::new("operation_in_progress", "this operation is being performed; send the same approval again to get its answer").with("operation_id", id.as_str()),
+        ),
+        Decision::Unknown(id) => Reply::retry_later(
+            30,
+            &ErrorBody::new(
+                "operation_outcome_unknown",
+                "the gateway does not know yet whether this operation took effect; it will not be performed again. Retry later, or ask the company",
+            )
+            .with("operation_id", id.as_str()),
+        ),
+        Decision::UpstreamUnavailable => Reply::retry_later(1, &ErrorBody::new("upstream_unavailable", "the API could not be reached; nothing was performed, send the same approval again")),
+        Decision::StoreUnavailable => Reply::retry_later(1, &ErrorBody::new("store_unavailable", "the gateway cannot reach its operation store; nothing was performed, try again")),
+    }
+}
