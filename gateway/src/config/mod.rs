@@ -7,7 +7,9 @@ mod compile;
 mod duration;
 mod error;
 mod file;
+mod policy_file;
 
 pub use compile::{Config, Server, SessionClaims, StoreSettings, Upstream, load};
 pub use duration::parse_duration;
 pub use error::{ConfigError, ConfigErrors};
+pub use policy_file::load_policy_file;

@@ -1,0 +1,218 @@
+//! Validate policy files into [`Policy`] values.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::duration::parse_duration;
+use super::error::{ConfigError, ConfigErrors, from_toml};
+use super::file::{OperationFile, PolicyFile, TermFile};
+use crate::policy::{PathTemplate, Policy, Route, SummaryTemplate, TermSource, is_valid_json_path};
+
+/// The longest approval window a policy may ask for: records are kept that long.
+const MAX_EXPIRES_IN: Duration = Duration::from_secs(30 * 86_400);
+
+/// Load one policy file.
+pub fn load_policy_file(path: &Path) -> Result<Vec<Policy>, ConfigErrors> {
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::whole_file(path, format!("cannot read: {e}")))?;
+    let file: PolicyFile = toml::from_str(&source).map_err(|e| from_toml(path, &source, &e))?;
+    let mut errors = Vec::new();
+    let mut policies = Vec::new();
+    for operation in &file.operation {
+        if let Some(policy) = compile_operation(path, &source, operation, &mut errors) {
+            policies.push(policy);
+        }
+    }
+    if file.operation.is_empty() {
+        errors.push(ConfigError::whole_file(
+            path,
+            "no [[operation]] table: a policy file names at least one action",
+        ));
+    }
+    if errors.is_empty() {
+        Ok(policies)
+    } else {
+        Err(ConfigErrors(errors))
+    }
+}
+
+fn compile_operation(
+    path: &Path,
+    source: &str,
+    op: &OperationFile,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Policy> {
+    let start = errors.len();
+    let name = op.name.get_ref();
+    let at = |span: std::ops::Range<usize>, message: String| {
+        ConfigError::at(
+            path,
+            source,
+            Some(span),
+            format!("operation `{name}`: {message}"),
+        )
+    };
+
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        errors.push(at(
+            op.name.span(),
+            "name: use A-Z a-z 0-9 _ - (it labels metrics)".into(),
+        ));
+    }
+    let method = op.method.get_ref().to_ascii_uppercase();
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+        errors.push(at(
+            op.method.span(),
+            format!("method: `{}` is not an HTTP method", op.method.get_ref()),
+        ));
+    }
+    let template = PathTemplate::parse(op.path.get_ref())
+        .map_err(|e| errors.push(at(op.path.span(), format!("path: {e}"))))
+        .ok();
+    let prefix = op.id_prefix.get_ref();
+    if prefix.is_empty() || prefix.len() > 16 || !prefix.bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        errors.push(at(
+            op.id_prefix.span(),
+            "id_prefix: 1 to 16 characters of A-Z a-z 0-9".into(),
+        ));
+    }
+    let expires_in = match parse_duration(op.expires_in.get_ref()) {
+        Ok(d) if d >= Duration::from_secs(1) && d <= MAX_EXPIRES_IN => d,
+        Ok(_) => {
+            errors.push(at(
+                op.expires_in.span(),
+                "expires_in: must be from 1s to 30d".into(),
+            ));
+            Duration::ZERO
+        }
+        Err(e) => {
+            errors.push(at(op.expires_in.span(), format!("expires_in: {e}")));
+            Duration::ZERO
+        }
+    };
+
+    let mut terms = Vec::new();
+    for (term_name, term) in &op.terms {
+        let tn = term_name.get_ref();
+        if tn.is_empty() || !tn.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            errors.push(at(
+                term_name.span(),
+                format!("terms.{tn}: a term name uses A-Z a-z 0-9 _"),
+            ));
+        }
+        match term_source(term.get_ref()) {
+            Ok(source) => {
+                if let Some(problem) = source_problem(&source, template.as_ref()) {
+                    errors.push(at(term.span(), format!("terms.{tn}: {problem}")));
+                }
+                terms.push((tn.clone(), source));
+            }
+            Err(e) => errors.push(at(term.span(), format!("terms.{tn}: {e}"))),
+        }
+    }
+    if terms.is_empty() {
+        errors.push(at(
+            op.name.span(),
+            "no [operation.terms]: the terms are what the User approves".into(),
+        ));
+    }
+
+    let summary = SummaryTemplate::parse(op.summary.get_ref())
+        .map_err(|e| errors.push(at(op.summary.span(), format!("summary: {e}"))))
+        .ok();
+    if let Some(summary) = &summary {
+        // The spec: everything that affects the action MUST be in the summary.
+        for (term_name, _) in &terms {
+            if !summary.placeholders().any(|p| p == term_name) {
+                errors.push(at(op.summary.span(), format!("summary leaves out term `{term_name}`: everything that affects the action must be in the summary (add {{{term_name}}})")));
+            }
+        }
+        for placeholder in summary.placeholders() {
+            if !terms.iter().any(|(n, _)| n == placeholder) {
+                errors.push(at(
+                    op.summary.span(),
+                    format!("summary placeholder `{{{placeholder}}}` names no term"),
+                ));
+            }
+        }
+    }
+    if op.same_action.get_ref().is_empty() {
+        errors.push(at(
+            op.same_action.span(),
+            "same_action: name the terms that identify the action (e.g. the order and item)".into(),
+        ));
+    }
+    for identifying in op.same_action.get_ref() {
+        if !terms.iter().any(|(n, _)| n == identifying) {
+            errors.push(at(
+                op.same_action.span(),
+                format!("same_action names `{identifying}`, which is not a term"),
+            ));
+        }
+    }
+
+    if errors.len() > start {
+        return None;
+    }
+    let (line, column) = {
+        let e = ConfigError::at(path, source, Some(op.name.span()), "");
+        (e.line, e.column)
+    };
+    Some(Policy {
+        name: name.clone(),
+        route: template.map(|path| Route { method, path }),
+        tool: None,
+        id_prefix: prefix.clone(),
+        expires_in,
+        same_action: op.same_action.get_ref().clone(),
+        summary: summary?,
+        terms,
+        source: format!("{}:{line}:{column}", path.display()),
+    })
+}
+
+/// What is wrong with a term's source, if anything.
+fn source_problem(source: &TermSource, template: Option<&PathTemplate>) -> Option<String> {
+    match source {
+        TermSource::Path(capture) => template
+            .filter(|t| !t.capture_names().any(|c| c == capture))
+            .map(|t| format!("path `{{{capture}}}` is not a capture of `{t}`")),
+        TermSource::Body(path) => is_valid_json_path(path)
+            .err()
+            .map(|e| format!("body `{path}` is not a JSONPath: {e}")),
+        TermSource::Header(name) => http::HeaderName::from_bytes(name.as_bytes())
+            .is_err()
+            .then(|| format!("`{name}` is not a header name")),
+        TermSource::Query(_) | TermSource::Value(_) | TermSource::Argument(_) => None,
+    }
+}
+
+fn term_source(term: &TermFile) -> Result<TermSource, String> {
+    let mut sources = Vec::new();
+    if let Some(p) = &term.path {
+        sources.push(TermSource::Path(p.clone()));
+    }
+    if let Some(p) = &term.body {
+        sources.push(TermSource::Body(p.clone()));
+    }
+    if let Some(q) = &term.query {
+        sources.push(TermSource::Query(q.clone()));
+    }
+    if let Some(h) = &term.header {
+        sources.push(TermSource::Header(h.to_ascii_lowercase()));
+    }
+    if let Some(v) = &term.value {
+        let json = serde_json::to_value(v).map_err(|e| format!("value cannot be JSON: {e}"))?;
+        sources.push(TermSource::Value(json));
+    }
+    match sources.len() {
+        1 => Ok(sources.remove(0)),
+        0 => Err("give exactly one source: path, body, query, header or value".into()),
+        _ => Err("give exactly one source, not several".into()),
+    }
+}
