@@ -28,6 +28,8 @@ pub enum Outcome {
     BadRequest,
     /// The store could not be reached: nothing was forwarded.
     StoreUnavailable,
+    /// The gateway was shutting down and started no new forward.
+    ShuttingDown,
 }
 
 impl Outcome {
@@ -44,6 +46,7 @@ impl Outcome {
             Outcome::ExtensionRequired => "extension_required",
             Outcome::BadRequest => "bad_request",
             Outcome::StoreUnavailable => "store_unavailable",
+            Outcome::ShuttingDown => "shutting_down",
         }
     }
 }

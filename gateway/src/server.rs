@@ -1,14 +1,17 @@
 //! Build the pingora server from a validated config, and run it.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use pingora::server::Server;
 use pingora::server::configuration::{Opt, ServerConf};
+use pingora::server::{RunArgs, Server};
 use pingora::services::listening::Service;
 
 use crate::admin::AdminApp;
 use crate::config::Config;
+use crate::drain::{Drain, DrainOnSignal};
 use crate::metrics::Metrics;
 use crate::protocol::{Keys, SigningKey};
 use crate::proxy::{GatewayProxy, OperationFlow, UpstreamClient};
@@ -16,6 +19,12 @@ use crate::store;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    #[error("{key} {address}: {error}")]
+    Listen {
+        key: &'static str,
+        address: String,
+        error: std::io::Error,
+    },
     #[error("{0}")]
     Keys(String),
     #[error("store: {0}")]
@@ -46,20 +55,40 @@ pub fn signing_keys(env_value: Option<&str>, store_url: &str) -> Result<Keys, St
     }
 }
 
+/// Refuse to start when a listen address is taken. pingora would keep retrying the bind for
+/// half a minute while the admin listener already reports healthy, so a second gateway on a
+/// taken port would look up and serve nothing.
+fn check_listen_addresses(config: &Config) -> Result<(), StartError> {
+    let addresses = std::iter::once(("server.listen", &config.server.listen))
+        .chain(config.admin_listen.as_ref().map(|a| ("admin.listen", a)));
+    for (key, address) in addresses {
+        std::net::TcpListener::bind(address.as_str()).map_err(|error| StartError::Listen {
+            key,
+            address: address.clone(),
+            error,
+        })?;
+    }
+    Ok(())
+}
+
 /// Start listening and serve until a signal stops the process.
 pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
+    check_listen_addresses(&config)?;
     let metrics = Arc::new(Metrics::new()?);
     let store = store::open_with_namespace(&config.store.url, &config.store.namespace)
         .map_err(|e| StartError::Store(e.to_string()))?;
     let upstream = Arc::new(UpstreamClient::new(&config.upstream));
 
+    // The drain (see drain.rs) waits for approved forwards before pingora's own shutdown
+    // starts; pingora's grace period is then only for writing the last responses.
     let grace = config.server.shutdown_grace.as_secs();
     let conf = ServerConf {
         threads: config.server.threads,
         grace_period_seconds: Some(grace),
-        graceful_shutdown_timeout_seconds: Some(grace.max(1)),
+        graceful_shutdown_timeout_seconds: Some(1),
         ..ServerConf::default()
     };
+    let drain = Arc::new(Drain::default());
     let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
     server.bootstrap();
 
@@ -73,6 +102,8 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         metrics: Arc::clone(&metrics),
         instance,
         claims_made: AtomicU64::new(0),
+        drain: Arc::clone(&drain),
+        unknown_logged: Mutex::new(HashSet::new()),
     });
     let gateway = GatewayProxy {
         policies: config.policies.clone(),
@@ -108,7 +139,11 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         policies = config.policies.iter().count(),
         "poppy-gateway starting"
     );
-    server.run_forever()
+    let limit = config.upstream.connect_timeout + config.upstream.timeout + Duration::from_secs(1);
+    server.run(RunArgs {
+        shutdown_signal: Box::new(DrainOnSignal { drain, limit }),
+    });
+    Ok(())
 }
 
 /// A store URL without its password, for logs.

@@ -124,7 +124,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     }
     let shutdown_grace = duration(
         &file.server.shutdown_grace,
-        Duration::from_secs(5),
+        Duration::from_secs(2),
         "server.shutdown_grace",
         &mut errors,
     );

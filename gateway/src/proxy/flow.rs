@@ -15,9 +15,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+
 use super::approver::Approver;
 use super::upstream::{ForwardError, ForwardRequest, UpstreamClient};
 use crate::config::Upstream;
+use crate::drain::{Drain, ForwardGuard};
 use crate::metrics::{Metrics, Outcome};
 use crate::policy::{Policy, Terms, canonical_json};
 use crate::protocol::{
@@ -67,6 +71,8 @@ pub enum Decision {
     UpstreamUnavailable,
     /// The store could not be reached; nothing was forwarded.
     StoreUnavailable,
+    /// The gateway is shutting down and starts no new forward; nothing was claimed.
+    ShuttingDown,
 }
 
 impl Decision {
@@ -83,6 +89,7 @@ impl Decision {
             Decision::InProgress(_) => Outcome::InProgress,
             Decision::Unknown(_) => Outcome::Unknown,
             Decision::StoreUnavailable => Outcome::StoreUnavailable,
+            Decision::ShuttingDown => Outcome::ShuttingDown,
         }
     }
 }
@@ -98,6 +105,10 @@ pub struct OperationFlow {
     /// Identifies this process in claims (`owner`), for operators reading records.
     pub instance: String,
     pub claims_made: AtomicU64,
+    /// Approved forwards in flight, for a graceful shutdown.
+    pub drain: Arc<Drain>,
+    /// Operations this process has already logged as unknown (each is logged once).
+    pub unknown_logged: Mutex<HashSet<String>>,
 }
 
 /// What the MACs cover, computed once per request.
@@ -228,47 +239,113 @@ impl OperationFlow {
             lease_until_ms,
             remember_until_ms,
         };
+        let Some(guard) = self.drain.start_forward() else {
+            return Ok(Decision::ShuttingDown);
+        };
         if let ClaimOutcome::Exists(record) = self.store.claim(id, &claim).await? {
             return self
                 .answer_existing(request, prepared, approval, id, record)
                 .await;
         }
 
-        let policy = &request.policy.name;
-        tracing::info!(policy = %policy, operation_id = %id, "approved; forwarding once");
+        let policy = request.policy.name.as_str();
+        tracing::info!(policy, operation_id = %id, "approved; forwarding once");
         match self.upstream.send(request.forward.clone()).await {
             Ok(response) => {
                 if self.proves_nothing_performed(response.status, &response.headers) {
                     self.release(id, &owner).await;
-                    tracing::info!(policy = %policy, operation_id = %id, status = response.status, "upstream performed nothing; claim released");
+                    tracing::info!(policy, operation_id = %id, status = response.status, outcome = "released", "upstream performed nothing; claim released");
                     return Ok(Decision::Released(response));
                 }
-                match self
-                    .store
-                    .complete(id, &owner, &response, remember_until_ms)
-                    .await
-                {
-                    Ok(true) => {
-                        tracing::info!(policy = %policy, operation_id = %id, status = response.status, "performed; answer recorded")
-                    }
-                    Ok(false) => {
-                        tracing::error!(policy = %policy, operation_id = %id, "claim lost before the answer was recorded; retries will not replay it")
-                    }
-                    Err(e) => {
-                        tracing::error!(policy = %policy, operation_id = %id, error = %e, "answer not recorded; retries will get 503 until it is resolved")
-                    }
-                }
+                self.record(
+                    policy,
+                    id,
+                    owner,
+                    response.clone(),
+                    remember_until_ms,
+                    guard,
+                )
+                .await;
                 Ok(Decision::Performed(response))
             }
             Err(ForwardError::NotSent(e)) => {
                 self.release(id, &owner).await;
-                tracing::warn!(policy = %policy, operation_id = %id, error = %e, "upstream unreachable; nothing sent, claim released");
+                tracing::warn!(policy, operation_id = %id, error = %e, outcome = "released", "upstream unreachable; nothing sent, claim released");
                 Ok(Decision::UpstreamUnavailable)
             }
             Err(ForwardError::Unknown(e)) => {
-                tracing::error!(policy = %policy, operation_id = %id, error = %e, "outcome unknown; the operation will not be forwarded again");
+                self.log_unknown(id, policy, &e);
                 Ok(Decision::Unknown(id.clone()))
             }
+        }
+    }
+
+    /// Record the answer. If the store fails now, the answer is still delivered, and recording
+    /// is retried in the background so that retries can replay it (they get 503 meanwhile).
+    async fn record(
+        &self,
+        policy: &str,
+        id: &OperationId,
+        owner: String,
+        response: RecordedResponse,
+        remember_until_ms: i64,
+        guard: ForwardGuard,
+    ) {
+        match self
+            .store
+            .complete(id, &owner, &response, remember_until_ms)
+            .await
+        {
+            Ok(true) => {
+                tracing::info!(policy, operation_id = %id, status = response.status, outcome = "performed", "performed; answer recorded")
+            }
+            Ok(false) => {
+                tracing::error!(policy, operation_id = %id, outcome = "performed", "claim lost before the answer was recorded; retries will not replay it")
+            }
+            Err(e) => {
+                tracing::warn!(policy, operation_id = %id, error = %e, outcome = "performed", "answer delivered but not recorded yet; retrying in the background");
+                let store = Arc::clone(&self.store);
+                let (id, policy) = (id.clone(), policy.to_owned());
+                tokio::spawn(async move {
+                    // Keeps a graceful shutdown waiting until the answer is recorded.
+                    let _guard = guard;
+                    let deadline = tokio::time::Instant::now() + RERECORD_FOR;
+                    let mut pause = Duration::from_millis(100);
+                    while tokio::time::Instant::now() < deadline {
+                        tokio::time::sleep(pause).await;
+                        match store
+                            .complete(&id, &owner, &response, remember_until_ms)
+                            .await
+                        {
+                            Ok(recorded) => {
+                                tracing::info!(policy, operation_id = %id, recorded, "answer recorded after a store failure");
+                                return;
+                            }
+                            Err(e) => {
+                                tracing::debug!(operation_id = %id, error = %e, "still cannot record the answer")
+                            }
+                        }
+                        pause = (pause * 2).min(Duration::from_secs(2));
+                    }
+                    tracing::error!(policy, operation_id = %id, outcome = "unknown", "answer never recorded; retries get 503 until an operator resolves the operation");
+                });
+            }
+        }
+    }
+
+    /// Log an unknown outcome once per operation in this process (every retry would repeat it).
+    fn log_unknown(&self, id: &OperationId, policy: &str, why: &str) {
+        let first = match self.unknown_logged.lock() {
+            Ok(mut seen) => {
+                if seen.len() >= 10_000 {
+                    seen.clear();
+                }
+                seen.insert(id.to_string())
+            }
+            Err(_) => true,
+        };
+        if first {
+            tracing::error!(policy, operation_id = %id, outcome = "unknown", why, "outcome unknown; the operation will not be forwarded again unless an operator resolves it as not performed");
         }
     }
 
@@ -305,6 +382,11 @@ impl OperationFlow {
         Ok(match record.state {
             RecordState::Done(response) => Decision::Replayed(response),
             RecordState::InFlight { lease_until_ms, .. } if lease_until_ms < now_millis() => {
+                self.log_unknown(
+                    id,
+                    &request.policy.name,
+                    "its lease ran out with no answer recorded",
+                );
                 Decision::Unknown(id.clone())
             }
             RecordState::InFlight { .. } => Decision::InProgress(id.clone()),
@@ -363,6 +445,9 @@ fn revision_input<'a>(
         request: &request.fingerprint,
     }
 }
+
+/// How long the gateway keeps trying to record an answer after the store failed.
+const RERECORD_FOR: Duration = Duration::from_secs(60);
 
 /// The store failed: fail closed.
 struct StoreFailure(StoreError);
