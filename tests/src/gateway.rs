@@ -280,6 +280,34 @@ impl Gateway {
         }
     }
 
+    /// SIGTERM: the gateway's graceful shutdown.
+    pub fn terminate(&mut self) {
+        if let Some(child) = self.child.as_ref() {
+            let status = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .expect("run kill -TERM");
+            assert!(status.success(), "kill -TERM {} failed", child.id());
+        }
+    }
+
+    /// Wait (at most `limit`) for the process to exit; its exit status, or `None` if it is
+    /// still running.
+    pub async fn wait_for_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let child = self.child.as_mut()?;
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Kill it and start it again with the same config (and ports, when they are still free).
     pub fn restart(&mut self) {
         self.kill();

@@ -94,7 +94,14 @@ impl Upstream {
     /// Start on a free port, in a thread of its own (its own tokio runtime), so it serves
     /// whatever the test's runtime is doing.
     pub fn start() -> Upstream {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the upstream on 127.0.0.1:0");
+        Upstream::start_on("127.0.0.1:0".parse().expect("an address"))
+    }
+
+    /// Start on a given address (e.g. one a gateway was configured with while nothing
+    /// listened there).
+    pub fn start_on(addr: SocketAddr) -> Upstream {
+        let listener =
+            TcpListener::bind(addr).unwrap_or_else(|e| panic!("bind the upstream on {addr}: {e}"));
         listener
             .set_nonblocking(true)
             .expect("non-blocking upstream listener");
