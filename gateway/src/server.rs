@@ -125,7 +125,14 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     if let Some(listen) = &config.admin_listen {
         let mut admin = Service::new(
             "poppy-gateway admin".to_owned(),
-            AdminApp { metrics, store },
+            AdminApp {
+                metrics,
+                store,
+                token: std::env::var("POPPY_GATEWAY_ADMIN_TOKEN")
+                    .ok()
+                    .filter(|t| !t.is_empty()),
+                remember_for: config.store.remember_grace.max(Duration::from_secs(86_400)),
+            },
         );
         admin.add_tcp(listen);
         server.add_service(admin);

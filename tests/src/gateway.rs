@@ -35,6 +35,7 @@ pub struct GatewayBuilder {
     keys: Option<String>,
     max_body_bytes: u64,
     upstream_timeout: String,
+    upstream_connect_timeout: String,
     extra_config: String,
     env: Vec<(String, String)>,
     binary: Option<PathBuf>,
@@ -58,6 +59,7 @@ impl GatewayBuilder {
             keys: Some(TEST_KEYS.to_owned()),
             max_body_bytes: 1024 * 1024,
             upstream_timeout: "30s".to_owned(),
+            upstream_connect_timeout: "2s".to_owned(),
             extra_config: String::new(),
             env: Vec::new(),
             binary: None,
@@ -90,6 +92,13 @@ impl GatewayBuilder {
     }
 
     /// `[upstream] timeout`, e.g. `"1s"`.
+    /// `[upstream] connect_timeout` (default 2s). With `timeout` it sets the lease of a claim:
+    /// connect_timeout + timeout + 1 s.
+    pub fn upstream_connect_timeout(mut self, timeout: &str) -> GatewayBuilder {
+        self.upstream_connect_timeout = timeout.to_owned();
+        self
+    }
+
     pub fn upstream_timeout(mut self, timeout: &str) -> GatewayBuilder {
         self.upstream_timeout = timeout.to_owned();
         self
@@ -127,6 +136,7 @@ max_body_bytes = {max_body}
 [upstream]
 url = "{upstream}"
 timeout = "{timeout}"
+connect_timeout = "{connect_timeout}"
 
 [admin]
 listen = "127.0.0.1:{admin_port}"
@@ -137,6 +147,7 @@ url = "{store}"
             max_body = self.max_body_bytes,
             upstream = self.upstream_url,
             timeout = self.upstream_timeout,
+            connect_timeout = self.upstream_connect_timeout,
             store = self.store_url,
             extra = self.extra_config,
         )

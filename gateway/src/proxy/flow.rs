@@ -219,7 +219,7 @@ impl OperationFlow {
     ) -> Result<Decision, StoreFailure> {
         let now_ms = now_millis();
         let upstream = &self.upstream_settings;
-        let lease = upstream.connect_timeout + upstream.timeout + Duration::from_secs(5);
+        let lease = upstream.connect_timeout + upstream.timeout + Duration::from_secs(1);
         let lease_until_ms = now_ms.saturating_add(lease.as_millis() as i64);
         let remember_until_ms = expires_at
             .saturating_mul(1000)

@@ -9,7 +9,7 @@ mod upstream;
 mod well_known;
 
 pub use approver::{Approver, ApproverError};
-pub use flow::{Decision, OperationFlow, OperationRequest};
+pub use flow::{Decision, OperationFlow, OperationRequest, now_millis};
 pub use reply::Reply;
 pub use service::GatewayProxy;
 pub use upstream::{ForwardError, ForwardRequest, UpstreamClient};

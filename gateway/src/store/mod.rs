@@ -78,6 +78,23 @@ pub struct Claim {
     pub remember_until_ms: i64,
 }
 
+/// What an operator says happened to an operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// It took effect; this is the answer to replay.
+    Performed(RecordedResponse),
+    /// It did not take effect: forget the claim so the same approval can be sent again.
+    NotPerformed,
+}
+
+/// The result of [`OperationStore::resolve`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolveOutcome {
+    Resolved,
+    NoRecord,
+    AlreadyDone,
+}
+
 /// The result of [`OperationStore::claim`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimOutcome {
@@ -115,6 +132,19 @@ pub trait OperationStore: Send + Sync + 'static {
 
     /// A cheap round trip, for `/readyz`.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// An operator's verdict on an operation (admin API), typically one whose outcome is
+    /// unknown. (Placeholder until the stores implement it.)
+    async fn resolve(
+        &self,
+        _id: &OperationId,
+        _resolution: &Resolution,
+        _remember_until_ms: i64,
+    ) -> Result<ResolveOutcome, StoreError> {
+        Err(StoreError::Unavailable(
+            "this store cannot resolve operations yet".into(),
+        ))
+    }
 }
 
 /// The store a `[store] url` names: `memory://`, or `redis://…` (or `valkey://`, `unix://`, as

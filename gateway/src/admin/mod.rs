@@ -1,0 +1,134 @@
+//! The admin listener: `/healthz`, `/readyz`, `/metrics`, and the operations API.
+
+mod operations;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use pingora::apps::http_app::ServeHttp;
+use pingora::protocols::http::ServerSession;
+use serde_json::json;
+
+use crate::metrics::Metrics;
+use crate::store::OperationStore;
+
+/// The largest request body the admin API reads (a resolve carries a recorded answer).
+const MAX_ADMIN_BODY: usize = 16 * 1024 * 1024;
+
+pub struct AdminApp {
+    pub metrics: Arc<Metrics>,
+    pub store: Arc<dyn OperationStore>,
+    /// `POPPY_GATEWAY_ADMIN_TOKEN`; the operations API is off without it.
+    pub token: Option<String>,
+    /// How long a resolved operation is remembered.
+    pub remember_for: Duration,
+}
+
+#[async_trait]
+impl ServeHttp for AdminApp {
+    /// Route the admin endpoints; everything else is 404.
+    async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
+        let header = session.req_header();
+        let path = header.uri.path().to_owned();
+        let method = header.method.clone();
+        let authorization = header
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .map(|v| v.as_bytes().to_vec());
+        match (method.as_str(), path.as_str()) {
+            (_, "/healthz") => text(200, "text/plain; charset=utf-8", b"ok\n".to_vec()),
+            (_, "/readyz") => match self.store.ping().await {
+                Ok(()) => text(200, "text/plain; charset=utf-8", b"ready\n".to_vec()),
+                Err(e) => text(
+                    503,
+                    "text/plain; charset=utf-8",
+                    format!("not ready: {e}\n").into_bytes(),
+                ),
+            },
+            (_, "/metrics") => text(200, "text/plain; version=0.0.4", self.metrics.render()),
+            (_, operation) if operation.starts_with("/operations/") => {
+                let (status, body) =
+                    match operations::authorized(self.token.as_deref(), authorization.as_deref()) {
+                        Err(answer) => answer,
+                        Ok(()) => {
+                            self.operations(session, &method, &path["/operations/".len()..])
+                                .await
+                        }
+                    };
+                let mut bytes = body.to_string().into_bytes();
+                bytes.push(b'\n');
+                text(status, "application/json", bytes)
+            }
+            _ => text(
+                404,
+                "text/plain; charset=utf-8",
+                b"not found: try /healthz, /readyz, /metrics or /operations/{id}\n".to_vec(),
+            ),
+        }
+    }
+}
+
+impl AdminApp {
+    async fn operations(
+        &self,
+        session: &mut ServerSession,
+        method: &http::Method,
+        rest: &str,
+    ) -> operations::Answer {
+        match (method.as_str(), rest.split_once('/')) {
+            ("GET", None) => operations::show(self.store.as_ref(), rest).await,
+            ("POST", Some((id, "resolve"))) => match read_body(session).await {
+                Ok(body) => {
+                    operations::resolve(self.store.as_ref(), id, &body, self.remember_for).await
+                }
+                Err(answer) => answer,
+            },
+            _ => (
+                405,
+                json!({"error": "method_not_allowed", "detail": "GET /operations/{id} or POST /operations/{id}/resolve"}),
+            ),
+        }
+    }
+}
+
+async fn read_body(session: &mut ServerSession) -> Result<Vec<u8>, operations::Answer> {
+    let mut body = Vec::new();
+    loop {
+        match session.read_request_body().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_ADMIN_BODY {
+                    return Err((
+                        413,
+                        json!({"error": "body_too_large", "detail": format!("at most {MAX_ADMIN_BODY} bytes")}),
+                    ));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body),
+            Err(e) => {
+                return Err((
+                    400,
+                    json!({"error": "bad_request", "detail": format!("cannot read the body: {e}")}),
+                ));
+            }
+        }
+    }
+}
+
+fn text(status: u16, content_type: &str, body: Vec<u8>) -> http::Response<Vec<u8>> {
+    let mut response = http::Response::new(body);
+    *response.status_mut() =
+        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(value) = http::HeaderValue::from_str(content_type) {
+        response
+            .headers_mut()
+            .insert(http::header::CONTENT_TYPE, value);
+    }
+    let length = response.body().len();
+    response.headers_mut().insert(
+        http::header::CONTENT_LENGTH,
+        http::HeaderValue::from(length),
+    );
+    response
+}

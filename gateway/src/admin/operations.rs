@@ -1,0 +1,196 @@
+//! The operator's API for single operations, on the admin listener:
+//! - `GET /operations/{id}`: what the gateway knows (state, owner, timestamps, recorded status);
+//! - `POST /operations/{id}/resolve`: settle an operation whose outcome is unknown, as
+//!   performed (with the answer to replay) or not performed (the same approval may be sent
+//!   again).
+//!
+//! Both need `Authorization: Bearer <POPPY_GATEWAY_ADMIN_TOKEN>`; without a configured token
+//! they are off.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::protocol::OperationId;
+use crate::proxy::now_millis;
+use crate::store::{OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome};
+
+/// An admin answer: status and JSON body.
+pub type Answer = (u16, Value);
+
+/// Whether the request carries the admin token (compared in constant time).
+pub fn authorized(token: Option<&str>, authorization: Option<&[u8]>) -> Result<(), Answer> {
+    let Some(token) = token else {
+        return Err((
+            403,
+            json!({"error": "admin_api_disabled", "detail": "set POPPY_GATEWAY_ADMIN_TOKEN to use the operations API"}),
+        ));
+    };
+    let expected = format!("Bearer {token}");
+    let given = authorization.unwrap_or_default();
+    let same = given.len() == expected.len()
+        && given
+            .iter()
+            .zip(expected.as_bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if same {
+        Ok(())
+    } else {
+        Err((
+            401,
+            json!({"error": "unauthorized", "detail": "send Authorization: Bearer <POPPY_GATEWAY_ADMIN_TOKEN>"}),
+        ))
+    }
+}
+
+fn parse_id(text: &str) -> Result<OperationId, Answer> {
+    OperationId::parse(text).ok_or_else(|| (404, json!({"error": "not_found", "detail": format!("`{text}` is not an operation_id of this gateway")})))
+}
+
+/// `GET /operations/{id}`.
+pub async fn show(store: &dyn OperationStore, id: &str) -> Answer {
+    let id = match parse_id(id) {
+        Ok(id) => id,
+        Err(answer) => return answer,
+    };
+    match store.lookup(&id).await {
+        Err(e) => (
+            503,
+            json!({"error": "store_unavailable", "detail": e.to_string()}),
+        ),
+        Ok(None) => (
+            404,
+            json!({"error": "not_found", "detail": "no record: never approved, released, or forgotten"}),
+        ),
+        Ok(Some(record)) => {
+            let mut body = json!({
+                "operation_id": id.as_str(),
+                "policy": record.policy,
+                "revision": record.revision,
+                "created_at_ms": record.created_at_ms,
+            });
+            match record.state {
+                RecordState::InFlight {
+                    owner,
+                    lease_until_ms,
+                } => {
+                    let state = if lease_until_ms < now_millis() {
+                        "unknown"
+                    } else {
+                        "in_flight"
+                    };
+                    body["state"] = state.into();
+                    body["owner"] = owner.into();
+                    body["lease_until_ms"] = lease_until_ms.into();
+                }
+                RecordState::Done(response) => {
+                    body["state"] = "performed".into();
+                    body["status"] = response.status.into();
+                }
+            }
+            (200, body)
+        }
+    }
+}
+
+/// The body of `POST /operations/{id}/resolve`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResolveBody {
+    performed: bool,
+    /// The answer retries will get, when performed.
+    response: Option<ResponseBody>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResponseBody {
+    status: u16,
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+    /// The body as text...
+    body: Option<String>,
+    /// ...or as base64, for binary answers.
+    body_base64: Option<String>,
+}
+
+/// `POST /operations/{id}/resolve`.
+pub async fn resolve(
+    store: &dyn OperationStore,
+    id: &str,
+    body: &[u8],
+    remember_for: Duration,
+) -> Answer {
+    let id = match parse_id(id) {
+        Ok(id) => id,
+        Err(answer) => return answer,
+    };
+    let bad = |detail: String| (400, json!({"error": "bad_request", "detail": detail}));
+    let request: ResolveBody = match serde_json::from_slice(body) {
+        Ok(request) => request,
+        Err(e) => {
+            return bad(format!(
+                "expected {{\"performed\": true, \"response\": {{\"status\": 201, \"headers\": [[\"content-type\", \"application/json\"]], \"body\": \"…\"}}}} or {{\"performed\": false}}: {e}"
+            ));
+        }
+    };
+    let resolution = match (request.performed, request.response) {
+        (false, None) => Resolution::NotPerformed,
+        (false, Some(_)) => return bad("a response only goes with \"performed\": true".into()),
+        (true, None) => {
+            return bad("\"performed\": true needs the \"response\" retries will get".into());
+        }
+        (true, Some(response)) => {
+            if !(100..=599).contains(&response.status) {
+                return bad(format!("status {} is not an HTTP status", response.status));
+            }
+            let body = match (response.body, response.body_base64) {
+                (Some(text), None) => Bytes::from(text),
+                (None, Some(encoded)) => match STANDARD.decode(encoded) {
+                    Ok(bytes) => Bytes::from(bytes),
+                    Err(e) => return bad(format!("body_base64: {e}")),
+                },
+                (None, None) => Bytes::new(),
+                (Some(_), Some(_)) => return bad("give body or body_base64, not both".into()),
+            };
+            let headers = response
+                .headers
+                .into_iter()
+                .map(|(name, value)| (name.to_ascii_lowercase(), value.into_bytes()))
+                .collect();
+            Resolution::Performed(RecordedResponse {
+                status: response.status,
+                headers,
+                body,
+            })
+        }
+    };
+    let remember_until_ms = now_millis().saturating_add(remember_for.as_millis() as i64);
+    match store.resolve(&id, &resolution, remember_until_ms).await {
+        Err(e) => (
+            503,
+            json!({"error": "store_unavailable", "detail": e.to_string()}),
+        ),
+        Ok(ResolveOutcome::NoRecord) => (
+            404,
+            json!({"error": "not_found", "detail": "no record to resolve"}),
+        ),
+        Ok(ResolveOutcome::AlreadyDone) => (
+            409,
+            json!({"error": "already_performed", "detail": "this operation has a recorded answer; it cannot be changed"}),
+        ),
+        Ok(ResolveOutcome::Resolved) => {
+            let performed = matches!(resolution, Resolution::Performed(_));
+            tracing::warn!(operation_id = %id, performed, outcome = "resolved", "operation resolved by an operator");
+            (
+                200,
+                json!({"operation_id": id.as_str(), "resolved": if performed { "performed" } else { "not_performed" }}),
+            )
+        }
+    }
+}
