@@ -12,4 +12,4 @@ mod policy_file;
 pub use compile::{Config, Server, SessionClaims, StoreSettings, Upstream, load};
 pub use duration::parse_duration;
 pub use error::{ConfigError, ConfigErrors};
-pub use policy_file::load_policy_file;
+pub use policy_file::{load_policy_file, parse_policy_file};

@@ -15,6 +15,12 @@ const MAX_EXPIRES_IN: Duration = Duration::from_secs(30 * 86_400);
 pub fn load_policy_file(path: &Path) -> Result<Vec<Policy>, ConfigErrors> {
     let source = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::whole_file(path, format!("cannot read: {e}")))?;
+    parse_policy_file(path, &source)
+}
+
+/// Validate a policy file's text; `path` names it in errors.
+pub fn parse_policy_file(path: &Path, source: &str) -> Result<Vec<Policy>, ConfigErrors> {
+    let source = source.to_owned();
     let file: PolicyFile = toml::from_str(&source).map_err(|e| from_toml(path, &source, &e))?;
     let mut errors = Vec::new();
     let mut policies = Vec::new();
