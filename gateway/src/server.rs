@@ -5,14 +5,17 @@ use std::sync::atomic::AtomicU64;
 
 use pingora::server::Server;
 use pingora::server::configuration::{Opt, ServerConf};
+use pingora::services::background::background_service;
 use pingora::services::listening::Service;
 
 use crate::admin::AdminApp;
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::policy::LivePolicies;
 use crate::protocol::{Keys, SigningKey};
 use crate::proxy::{GatewayProxy, OperationFlow, UpstreamClient};
-use crate::store;
+use crate::reload::PolicyReloader;
+use crate::store::{self, InstrumentedStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -51,6 +54,9 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let metrics = Arc::new(Metrics::new()?);
     let store = store::open_with_namespace(&config.store.url, &config.store.namespace)
         .map_err(|e| StartError::Store(e.to_string()))?;
+    let store = InstrumentedStore::wrap(store, Arc::clone(&metrics));
+    metrics.policies(config.policies.iter().map(|p| p.name.as_str()));
+    let policies = LivePolicies::new(config.policies.clone());
     let upstream = Arc::new(UpstreamClient::new(&config.upstream));
 
     let grace = config.server.shutdown_grace.as_secs();
@@ -75,7 +81,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         claims_made: AtomicU64::new(0),
     });
     let gateway = GatewayProxy {
-        policies: config.policies.clone(),
+        policies: policies.clone(),
         flow,
         upstream,
         session_claims: config.session.clone(),
@@ -91,13 +97,19 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     proxy.add_tcp(&config.server.listen);
     server.add_service(proxy);
 
+    // SIGHUP reloads the policies. The admin listener waits for the reloader, so once
+    // `/healthz` answers, a SIGHUP reloads instead of ending the process.
+    let reloader = server.add_service(background_service(
+        "policy reload",
+        PolicyReloader::new(&config, policies, Arc::clone(&metrics)).service(),
+    ));
     if let Some(listen) = &config.admin_listen {
         let mut admin = Service::new(
             "poppy-gateway admin".to_owned(),
             AdminApp { metrics, store },
         );
         admin.add_tcp(listen);
-        server.add_service(admin);
+        server.add_service(admin).add_dependency(&reloader);
     }
 
     tracing::info!(

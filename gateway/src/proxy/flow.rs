@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::approver::Approver;
 use super::upstream::{ForwardError, ForwardRequest, UpstreamClient};
 use crate::config::Upstream;
-use crate::metrics::{Metrics, Outcome};
+use crate::metrics::{Metrics, Outcome, Rejection};
 use crate::policy::{Policy, Terms, canonical_json};
 use crate::protocol::{
     ActionTag, ApprovalHeader, Keys, Operation, OperationId, Revision, RevisionInput, ScopeKind,
@@ -85,6 +85,15 @@ impl Decision {
             Decision::StoreUnavailable => Outcome::StoreUnavailable,
         }
     }
+
+    /// The operation a decision is about, for logs: the one returned, else the one named.
+    pub fn operation_id<'a>(&'a self, approval: Option<&'a ApprovalHeader>) -> &'a str {
+        match self {
+            Decision::ApprovalRequired { operation, .. } => &operation.operation_id,
+            Decision::InProgress(id) | Decision::Unknown(id) => id.as_str(),
+            _ => approval.map_or("", |a| a.operation_id.as_str()),
+        }
+    }
 }
 
 /// Everything the flow needs, shared by all requests.
@@ -138,6 +147,8 @@ impl OperationFlow {
             }
         };
         self.metrics.operation(&policy.name, decision.outcome());
+        let operation_id = decision.operation_id(request.approval.as_ref());
+        tracing::info!(policy = %policy.name, operation_id, outcome = decision.outcome().as_str(), "operation");
         decision
     }
 
@@ -151,6 +162,8 @@ impl OperationFlow {
         };
         let Some(id) = OperationId::parse(&approval.operation_id) else {
             // Not of this gateway's shape, so not one it returned.
+            self.metrics
+                .rejected(&request.policy.name, Rejection::NotOurs);
             return self.mint(request, prepared, Some(approval)).await;
         };
 
@@ -176,11 +189,15 @@ impl OperationFlow {
             if id.kind() == ScopeKind::Account && request.approver.kind == ScopeKind::Session {
                 return Ok(Decision::SignInRequired);
             }
+            self.metrics
+                .rejected(&request.policy.name, Rejection::NotThisApprover);
             return self.mint(request, prepared, Some(approval)).await;
         };
         let generation = self.store.generation(action.as_str()).await?;
         if action.operation_id(key, generation) != id {
             // Performed and forgotten, or an ID of another generation: not approvable now.
+            self.metrics
+                .rejected(&request.policy.name, Rejection::StaleGeneration);
             return self.mint(request, prepared, Some(approval)).await;
         }
 
@@ -191,7 +208,14 @@ impl OperationFlow {
                 self.perform(request, prepared, approval, &id, expires_at)
                     .await
             }
-            Revision::Expired | Revision::Invalid => {
+            Revision::Expired => {
+                self.metrics
+                    .rejected(&request.policy.name, Rejection::RevisionExpired);
+                self.mint(request, prepared, Some(approval)).await
+            }
+            Revision::Invalid => {
+                self.metrics
+                    .rejected(&request.policy.name, Rejection::RevisionInvalid);
                 self.mint(request, prepared, Some(approval)).await
             }
         }
@@ -235,12 +259,15 @@ impl OperationFlow {
         }
 
         let policy = &request.policy.name;
-        tracing::info!(policy = %policy, operation_id = %id, "approved; forwarding once");
-        match self.upstream.send(request.forward.clone()).await {
+        self.metrics
+            .approval_delay(policy, expires_at, request.policy.expires_in);
+        tracing::info!(policy = %policy, operation_id = %id, outcome = "claimed", "approved; forwarding once");
+        let sent = self.upstream.send(request.forward.clone());
+        match self.metrics.upstream_call(policy, sent).await {
             Ok(response) => {
                 if self.proves_nothing_performed(response.status, &response.headers) {
-                    self.release(id, &owner).await;
-                    tracing::info!(policy = %policy, operation_id = %id, status = response.status, "upstream performed nothing; claim released");
+                    self.release(policy, id, &owner).await;
+                    tracing::info!(policy = %policy, operation_id = %id, outcome = "released", status = response.status, "upstream performed nothing; claim released");
                     return Ok(Decision::Released(response));
                 }
                 match self
@@ -249,33 +276,33 @@ impl OperationFlow {
                     .await
                 {
                     Ok(true) => {
-                        tracing::info!(policy = %policy, operation_id = %id, status = response.status, "performed; answer recorded")
+                        tracing::info!(policy = %policy, operation_id = %id, outcome = "performed", status = response.status, "performed; answer recorded")
                     }
                     Ok(false) => {
-                        tracing::error!(policy = %policy, operation_id = %id, "claim lost before the answer was recorded; retries will not replay it")
+                        tracing::error!(policy = %policy, operation_id = %id, outcome = "performed", "claim lost before the answer was recorded; retries will not replay it")
                     }
                     Err(e) => {
-                        tracing::error!(policy = %policy, operation_id = %id, error = %e, "answer not recorded; retries will get 503 until it is resolved")
+                        tracing::error!(policy = %policy, operation_id = %id, outcome = "performed", error = %e, "answer not recorded; retries will get 503 until it is resolved")
                     }
                 }
                 Ok(Decision::Performed(response))
             }
             Err(ForwardError::NotSent(e)) => {
-                self.release(id, &owner).await;
-                tracing::warn!(policy = %policy, operation_id = %id, error = %e, "upstream unreachable; nothing sent, claim released");
+                self.release(policy, id, &owner).await;
+                tracing::warn!(policy = %policy, operation_id = %id, outcome = "released", error = %e, "upstream unreachable; nothing sent, claim released");
                 Ok(Decision::UpstreamUnavailable)
             }
             Err(ForwardError::Unknown(e)) => {
-                tracing::error!(policy = %policy, operation_id = %id, error = %e, "outcome unknown; the operation will not be forwarded again");
+                tracing::error!(policy = %policy, operation_id = %id, outcome = "unknown", error = %e, "outcome unknown; the operation will not be forwarded again");
                 Ok(Decision::Unknown(id.clone()))
             }
         }
     }
 
-    async fn release(&self, id: &OperationId, owner: &str) {
+    async fn release(&self, policy: &str, id: &OperationId, owner: &str) {
         if let Err(e) = self.store.release(id, owner).await {
             // The record stays in flight and turns unknown: safe, never forwarded twice.
-            tracing::error!(operation_id = %id, error = %e, "claim not released; retries will get 503 until it is resolved");
+            tracing::error!(policy, operation_id = %id, outcome = "unknown", error = %e, "claim not released; retries will get 503 until it is resolved");
         }
     }
 
@@ -300,6 +327,8 @@ impl OperationFlow {
             if id.kind() == ScopeKind::Account && request.approver.kind == ScopeKind::Session {
                 return Ok(Decision::SignInRequired);
             }
+            self.metrics
+                .rejected(&request.policy.name, Rejection::NotThisApprover);
             return self.mint(request, prepared, Some(approval)).await;
         }
         Ok(match record.state {
