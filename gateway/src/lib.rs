@@ -9,5 +9,6 @@ pub mod metrics;
 pub mod policy;
 pub mod protocol;
 pub mod proxy;
+pub mod reload;
 pub mod server;
 pub mod store;

@@ -104,8 +104,17 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
 }
 
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // pingora's own debug and trace lines print whole request headers (Authorization,
+    // Poppy-Session): keep them out unless RUST_LOG asks for pingora by name.
+    if !std::env::var("RUST_LOG").is_ok_and(|v| v.contains("pingora")) {
+        for directive in ["pingora_core=info", "pingora_proxy=info"] {
+            if let Ok(directive) = directive.parse() {
+                filter = filter.add_directive(directive);
+            }
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

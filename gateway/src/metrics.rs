@@ -1,7 +1,16 @@
-//! Prometheus metrics: one registry, typed handles. Labels are bounded (policy names and fixed
-//! outcome words); operation IDs are never labels.
+//! Prometheus metrics: one registry, typed handles. Labels are bounded (policy names, fixed
+//! outcome and reason words, store call names, status classes); operation IDs are never labels.
+//! Every metric is documented in `docs/operations.md`; keep the two in sync.
 
-use prometheus::{Encoder, IntCounterVec, Opts, Registry, TextEncoder};
+mod labels;
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+};
+
+pub use labels::{Rejection, ReloadResult, StoreCall, status_class};
 
 /// What happened to one request for an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,26 +60,146 @@ impl Outcome {
     }
 }
 
+/// Time from minting to approval, in seconds: people take seconds to hours.
+const APPROVAL_DELAY_BUCKETS: [f64; 14] = [
+    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0,
+    86400.0,
+];
+/// Upstream answers to approved executions: milliseconds to the default 30 s timeout.
+const UPSTREAM_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+];
+/// Store round trips: sub-millisecond in memory, about a millisecond to a nearby Redis.
+const STORE_BUCKETS: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
+
 pub struct Metrics {
     registry: Registry,
     operations: IntCounterVec,
+    rejected: IntCounterVec,
+    approval_delay: HistogramVec,
+    upstream_duration: HistogramVec,
+    store_duration: HistogramVec,
+    store_errors: IntCounterVec,
+    passthrough: IntCounterVec,
+    in_flight: IntGauge,
+    reloads: IntCounterVec,
+    last_reload_successful: IntGauge,
+    policies_loaded: IntGauge,
 }
 
 impl Metrics {
     pub fn new() -> Result<Metrics, prometheus::Error> {
         let registry = Registry::new();
-        let operations = IntCounterVec::new(
-            Opts::new(
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+            registry.register(Box::new(c.clone()))?;
+            Ok::<_, prometheus::Error>(c)
+        };
+        let histogram = |name: &str, help: &str, label: &str, buckets: &[f64]| {
+            let h = HistogramVec::new(
+                HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+                &[label],
+            )?;
+            registry.register(Box::new(h.clone()))?;
+            Ok::<_, prometheus::Error>(h)
+        };
+        let gauge = |name: &str, help: &str| {
+            let g = IntGauge::new(name, help)?;
+            registry.register(Box::new(g.clone()))?;
+            Ok::<_, prometheus::Error>(g)
+        };
+        let metrics = Metrics {
+            operations: counter(
                 "poppy_operations_total",
                 "Requests for operations, by policy and outcome",
-            ),
-            &["operation", "outcome"],
-        )?;
-        registry.register(Box::new(operations.clone()))?;
-        Ok(Metrics {
+                &["operation", "outcome"],
+            )?,
+            rejected: counter(
+                "poppy_approvals_rejected_total",
+                "Approvals that failed a check and were answered with a new revision, by policy and reason",
+                &["operation", "reason"],
+            )?,
+            approval_delay: histogram(
+                "poppy_approval_delay_seconds",
+                "Time from minting an operation's revision to the first request carrying its valid approval",
+                "operation",
+                &APPROVAL_DELAY_BUCKETS,
+            )?,
+            upstream_duration: histogram(
+                "poppy_upstream_duration_seconds",
+                "Time the upstream took to answer an approved execution (or to fail)",
+                "operation",
+                &UPSTREAM_BUCKETS,
+            )?,
+            store_duration: histogram(
+                "poppy_store_duration_seconds",
+                "Time of operation store calls, by call",
+                "call",
+                &STORE_BUCKETS,
+            )?,
+            store_errors: counter(
+                "poppy_store_errors_total",
+                "Operation store calls that failed, by call",
+                &["call"],
+            )?,
+            passthrough: counter(
+                "poppy_passthrough_requests_total",
+                "Requests proxied untouched (no Poppy-Session, or no policy route), by response status class",
+                &["class"],
+            )?,
+            in_flight: gauge(
+                "poppy_operations_in_flight",
+                "Approved operations being forwarded by this gateway right now",
+            )?,
+            reloads: counter(
+                "poppy_config_reloads_total",
+                "Policy reloads (SIGHUP), by result",
+                &["result"],
+            )?,
+            last_reload_successful: gauge(
+                "poppy_config_last_reload_successful",
+                "1 if the last policy reload applied (or none was tried), 0 if it failed",
+            )?,
+            policies_loaded: gauge(
+                "poppy_policies_loaded",
+                "Policies (operations and tools) the gateway is running with",
+            )?,
             registry,
-            operations,
-        })
+        };
+        // Series that exist from the start read as 0, not "no data", and rate() sees their
+        // first increment.
+        for call in StoreCall::ALL {
+            metrics.store_duration.with_label_values(&[call.as_str()]);
+            metrics.store_errors.with_label_values(&[call.as_str()]);
+        }
+        for class in labels::STATUS_CLASSES {
+            metrics.passthrough.with_label_values(&[class]);
+        }
+        for result in ReloadResult::ALL {
+            metrics.reloads.with_label_values(&[result.as_str()]);
+        }
+        metrics.last_reload_successful.set(1);
+        Ok(metrics)
+    }
+
+    /// Create the series of these policies (at startup and after a reload), so that every one
+    /// is exported from the start.
+    pub fn policies<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+        let mut count = 0;
+        for name in names {
+            count += 1;
+            for outcome in Outcome::ALL {
+                self.operations.with_label_values(&[name, outcome.as_str()]);
+            }
+            for reason in Rejection::ALL {
+                self.rejected.with_label_values(&[name, reason.as_str()]);
+            }
+            self.approval_delay.with_label_values(&[name]);
+            self.upstream_duration.with_label_values(&[name]);
+        }
+        self.policies_loaded.set(count);
     }
 
     pub fn operation(&self, policy: &str, outcome: Outcome) {
@@ -79,11 +208,152 @@ impl Metrics {
             .inc();
     }
 
+    /// An approval failed a check (it is answered with a new revision).
+    pub fn rejected(&self, policy: &str, reason: Rejection) {
+        self.rejected
+            .with_label_values(&[policy, reason.as_str()])
+            .inc();
+    }
+
+    /// A valid approval was claimed. Revisions are stateless, so the minting time is
+    /// recovered from the approved revision: `expires_at − expires_in`.
+    pub fn approval_delay(&self, policy: &str, expires_at: i64, expires_in: Duration) {
+        let minted_at = expires_at as f64 - expires_in.as_secs_f64();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(minted_at);
+        self.approval_delay
+            .with_label_values(&[policy])
+            .observe((now - minted_at).max(0.0));
+    }
+
+    /// Time an approved execution's upstream call, counting it in flight meanwhile.
+    pub async fn upstream_call<T>(&self, policy: &str, call: impl Future<Output = T>) -> T {
+        // A guard, so that a request cancelled mid-call still leaves the gauge right.
+        struct InFlight<'a>(&'a IntGauge);
+        impl Drop for InFlight<'_> {
+            fn drop(&mut self) {
+                self.0.dec();
+            }
+        }
+        self.in_flight.inc();
+        let _in_flight = InFlight(&self.in_flight);
+        let started = Instant::now();
+        let result = call.await;
+        self.upstream_duration
+            .with_label_values(&[policy])
+            .observe(started.elapsed().as_secs_f64());
+        result
+    }
+
+    /// One operation store call: how long it took, and whether it failed.
+    pub fn store_call(&self, call: StoreCall, took: Duration, failed: bool) {
+        self.store_duration
+            .with_label_values(&[call.as_str()])
+            .observe(took.as_secs_f64());
+        if failed {
+            self.store_errors.with_label_values(&[call.as_str()]).inc();
+        }
+    }
+
+    /// A proxied request finished; `status` is what was written downstream, if anything.
+    pub fn passthrough(&self, status: Option<u16>) {
+        self.passthrough
+            .with_label_values(&[status_class(status)])
+            .inc();
+    }
+
+    pub fn reload(&self, result: ReloadResult) {
+        self.reloads.with_label_values(&[result.as_str()]).inc();
+        self.last_reload_successful
+            .set(i64::from(result == ReloadResult::Success));
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> Vec<u8> {
         let mut out = Vec::new();
         // Encoding into a Vec cannot fail for well-formed metric families.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn text(metrics: &Metrics) -> String {
+        String::from_utf8(metrics.render()).unwrap()
+    }
+
+    #[test]
+    fn series_exist_before_anything_happens() {
+        let metrics = Metrics::new().unwrap();
+        metrics.policies(["exchange"]);
+        let text = text(&metrics);
+        for series in [
+            r#"poppy_operations_total{operation="exchange",outcome="performed"} 0"#,
+            r#"poppy_approvals_rejected_total{operation="exchange",reason="stale_generation"} 0"#,
+            r#"poppy_approval_delay_seconds_count{operation="exchange"} 0"#,
+            r#"poppy_upstream_duration_seconds_count{operation="exchange"} 0"#,
+            r#"poppy_store_duration_seconds_count{call="claim"} 0"#,
+            r#"poppy_store_errors_total{call="claim"} 0"#,
+            r#"poppy_passthrough_requests_total{class="5xx"} 0"#,
+            r#"poppy_config_reloads_total{result="failure"} 0"#,
+            "poppy_operations_in_flight 0",
+            "poppy_config_last_reload_successful 1",
+            "poppy_policies_loaded 1",
+        ] {
+            assert!(text.contains(series), "missing {series} in\n{text}");
+        }
+        assert!(!text.contains("operation_id"));
+    }
+
+    #[test]
+    fn approval_delay_is_measured_from_minting() {
+        let metrics = Metrics::new().unwrap();
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        // Minted 40 s ago with a 15 min window.
+        metrics.approval_delay("exchange", now - 40 + 900, Duration::from_secs(900));
+        let text = text(&metrics);
+        assert!(
+            text.contains(r#"poppy_approval_delay_seconds_bucket{operation="exchange",le="30"} 0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"poppy_approval_delay_seconds_bucket{operation="exchange",le="60"} 1"#),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn upstream_calls_are_in_flight_while_they_run() {
+        let metrics = Metrics::new().unwrap();
+        let seen = metrics
+            .upstream_call("exchange", async { metrics.in_flight.get() })
+            .await;
+        assert_eq!(seen, 1);
+        assert_eq!(metrics.in_flight.get(), 0);
+        assert!(
+            text(&metrics)
+                .contains(r#"poppy_upstream_duration_seconds_count{operation="exchange"} 1"#)
+        );
+    }
+
+    #[test]
+    fn a_failed_reload_is_remembered_until_one_succeeds() {
+        let metrics = Metrics::new().unwrap();
+        metrics.reload(ReloadResult::Failure);
+        assert_eq!(metrics.last_reload_successful.get(), 0);
+        metrics.reload(ReloadResult::Success);
+        assert_eq!(metrics.last_reload_successful.get(), 1);
+        let text = text(&metrics);
+        assert!(text.contains(r#"poppy_config_reloads_total{result="failure"} 1"#));
+        assert!(text.contains(r#"poppy_config_reloads_total{result="success"} 1"#));
     }
 }

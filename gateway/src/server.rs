@@ -7,15 +7,18 @@ use std::time::Duration;
 
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server};
+use pingora::services::background::background_service;
 use pingora::services::listening::Service;
 
 use crate::admin::AdminApp;
 use crate::config::Config;
 use crate::drain::{Drain, DrainOnSignal};
 use crate::metrics::Metrics;
+use crate::policy::LivePolicies;
 use crate::protocol::{Keys, SigningKey};
 use crate::proxy::{GatewayProxy, OperationFlow, UpstreamClient};
-use crate::store;
+use crate::reload::PolicyReloader;
+use crate::store::{self, InstrumentedStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -77,6 +80,9 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let metrics = Arc::new(Metrics::new()?);
     let store = store::open_with_namespace(&config.store.url, &config.store.namespace)
         .map_err(|e| StartError::Store(e.to_string()))?;
+    let store = InstrumentedStore::wrap(store, Arc::clone(&metrics));
+    metrics.policies(config.policies.iter().map(|p| p.name.as_str()));
+    let policies = LivePolicies::new(config.policies.clone());
     let upstream = Arc::new(UpstreamClient::new(&config.upstream));
 
     // The drain (see drain.rs) waits for approved forwards before pingora's own shutdown
@@ -106,7 +112,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         unknown_logged: Mutex::new(HashSet::new()),
     });
     let gateway = GatewayProxy {
-        policies: config.policies.clone(),
+        policies: policies.clone(),
         flow,
         upstream,
         session_claims: config.session.clone(),
@@ -122,6 +128,12 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     proxy.add_tcp(&config.server.listen);
     server.add_service(proxy);
 
+    // SIGHUP reloads the policies. The admin listener waits for the reloader, so once
+    // `/healthz` answers, a SIGHUP reloads instead of ending the process.
+    let reloader = server.add_service(background_service(
+        "policy reload",
+        PolicyReloader::new(&config, policies, Arc::clone(&metrics)).service(),
+    ));
     if let Some(listen) = &config.admin_listen {
         let mut admin = Service::new(
             "poppy-gateway admin".to_owned(),
@@ -135,7 +147,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             },
         );
         admin.add_tcp(listen);
-        server.add_service(admin);
+        server.add_service(admin).add_dependency(&reloader);
     }
 
     tracing::info!(

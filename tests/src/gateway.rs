@@ -38,6 +38,7 @@ pub struct GatewayBuilder {
     upstream_connect_timeout: String,
     extra_config: String,
     env: Vec<(String, String)>,
+    args: Vec<String>,
     binary: Option<PathBuf>,
 }
 
@@ -62,6 +63,7 @@ impl GatewayBuilder {
             upstream_connect_timeout: "2s".to_owned(),
             extra_config: String::new(),
             env: Vec::new(),
+            args: Vec::new(),
             binary: None,
         }
     }
@@ -115,6 +117,12 @@ impl GatewayBuilder {
     /// An extra environment variable for the gateway process.
     pub fn env(mut self, name: &str, value: &str) -> GatewayBuilder {
         self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// An extra command-line argument (after `--config FILE`), e.g. `--log-format`.
+    pub fn arg(mut self, arg: &str) -> GatewayBuilder {
+        self.args.push(arg.to_owned());
         self
     }
 
@@ -267,6 +275,25 @@ impl Gateway {
         self.dir.path().join("gateway.toml")
     }
 
+    /// Where the policy files are (`policies/*.toml` next to gateway.toml).
+    pub fn policies_dir(&self) -> PathBuf {
+        self.dir.path().join("policies")
+    }
+
+    /// Send a signal (`HUP`, `TERM`, …) to the gateway process with `kill -s`.
+    pub fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("the gateway is running");
+        let status = Command::new("kill")
+            .args(["-s", signal, &child.id().to_string()])
+            .status()
+            .unwrap_or_else(|e| panic!("kill -s {signal}: {e}"));
+        assert!(
+            status.success(),
+            "kill -s {signal} {}: {status}",
+            child.id()
+        );
+    }
+
     pub fn log_path(&self) -> PathBuf {
         self.dir.path().join("gateway.log")
     }
@@ -412,6 +439,7 @@ impl Gateway {
         command
             .arg("--config")
             .arg(self.config_path())
+            .args(&self.builder.args)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log)

@@ -43,6 +43,16 @@ impl Metrics {
             .map(|s| s.value)
     }
 
+    /// The value of `name` with these labels, 0 when not (yet) exposed.
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.get(name, labels).unwrap_or(0.0)
+    }
+
+    /// The names of every sample on the page (histograms as `_bucket`, `_sum`, `_count`).
+    pub fn names(&self) -> std::collections::BTreeSet<&str> {
+        self.samples.iter().map(|s| s.name.as_str()).collect()
+    }
+
     /// `poppy_operations_total{operation, outcome}`, 0 when not (yet) exposed.
     pub fn operations(&self, operation: &str, outcome: &str) -> f64 {
         self.get(

@@ -6,7 +6,8 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::duration::parse_duration;
-use super::error::{ConfigError, ConfigErrors, from_toml};
+use super::env::{Applied, Overrides};
+use super::error::{ConfigError, ConfigErrors};
 use super::file::GatewayFile;
 use super::policy_file::load_policy_file;
 use crate::policy::{Policy, PolicySet};
@@ -71,7 +72,9 @@ pub struct SessionClaims {
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     let source = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::whole_file(path, format!("cannot read: {e}")))?;
-    let file: GatewayFile = toml::from_str(&source).map_err(|e| from_toml(path, &source, &e))?;
+    // `POPPY_GATEWAY__SECTION__KEY` variables join the file before anything is validated.
+    let Applied { file, source, env } =
+        Overrides::from_env().apply::<GatewayFile>(path, &source)?;
     let folder = path.parent().unwrap_or(Path::new("."));
     let mut errors = Vec::new();
     let at = |span: std::ops::Range<usize>, message: String| {
@@ -318,7 +321,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     }
 
     if !errors.is_empty() {
-        return Err(ConfigErrors(errors));
+        return Err(env.relocate(path, ConfigErrors(errors)));
     }
     let (tls, host, port) = upstream.unwrap_or_default();
     Ok(Config {

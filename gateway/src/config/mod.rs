@@ -5,11 +5,13 @@
 
 mod compile;
 mod duration;
+mod env;
 mod error;
 mod file;
 mod policy_file;
 
 pub use compile::{Config, Server, SessionClaims, StoreSettings, Upstream, load};
 pub use duration::parse_duration;
+pub use env::{Overrides, PREFIX as ENV_PREFIX};
 pub use error::{ConfigError, ConfigErrors};
 pub use policy_file::{load_policy_file, parse_policy_file};

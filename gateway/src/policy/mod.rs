@@ -1,10 +1,12 @@
 //! Policies: which requests need approval, and what their terms and summary are.
 //! Pure code: no pingora, no store.
 
+mod live;
 mod route;
 mod summary;
 mod terms;
 
+pub use live::LivePolicies;
 pub use route::{Captures, PathTemplate, TemplateError, has_ambiguous_segments, percent_decode};
 pub use summary::{SummaryError, SummaryTemplate, escape_value};
 pub use terms::{

@@ -22,7 +22,7 @@ use super::approver::Approver;
 use super::upstream::{ForwardError, ForwardRequest, UpstreamClient};
 use crate::config::Upstream;
 use crate::drain::{Drain, ForwardGuard};
-use crate::metrics::{Metrics, Outcome};
+use crate::metrics::{Metrics, Outcome, Rejection};
 use crate::policy::{Policy, Terms, canonical_json};
 use crate::protocol::{
     ActionTag, ApprovalHeader, Keys, Operation, OperationId, Revision, RevisionInput, ScopeKind,
@@ -92,6 +92,15 @@ impl Decision {
             Decision::ShuttingDown => Outcome::ShuttingDown,
         }
     }
+
+    /// The operation a decision is about, for logs: the one returned, else the one named.
+    pub fn operation_id<'a>(&'a self, approval: Option<&'a ApprovalHeader>) -> &'a str {
+        match self {
+            Decision::ApprovalRequired { operation, .. } => &operation.operation_id,
+            Decision::InProgress(id) | Decision::Unknown(id) => id.as_str(),
+            _ => approval.map_or("", |a| a.operation_id.as_str()),
+        }
+    }
 }
 
 /// Everything the flow needs, shared by all requests.
@@ -149,6 +158,8 @@ impl OperationFlow {
             }
         };
         self.metrics.operation(&policy.name, decision.outcome());
+        let operation_id = decision.operation_id(request.approval.as_ref());
+        tracing::info!(policy = %policy.name, operation_id, outcome = decision.outcome().as_str(), "operation");
         decision
     }
 
@@ -162,6 +173,8 @@ impl OperationFlow {
         };
         let Some(id) = OperationId::parse(&approval.operation_id) else {
             // Not of this gateway's shape, so not one it returned.
+            self.metrics
+                .rejected(&request.policy.name, Rejection::NotOurs);
             return self.mint(request, prepared, Some(approval)).await;
         };
 
@@ -187,11 +200,15 @@ impl OperationFlow {
             if id.kind() == ScopeKind::Account && request.approver.kind == ScopeKind::Session {
                 return Ok(Decision::SignInRequired);
             }
+            self.metrics
+                .rejected(&request.policy.name, Rejection::NotThisApprover);
             return self.mint(request, prepared, Some(approval)).await;
         };
         let generation = self.store.generation(action.as_str()).await?;
         if action.operation_id(key, generation) != id {
             // Performed and forgotten, or an ID of another generation: not approvable now.
+            self.metrics
+                .rejected(&request.policy.name, Rejection::StaleGeneration);
             return self.mint(request, prepared, Some(approval)).await;
         }
 
@@ -202,7 +219,14 @@ impl OperationFlow {
                 self.perform(request, prepared, approval, &id, expires_at)
                     .await
             }
-            Revision::Expired | Revision::Invalid => {
+            Revision::Expired => {
+                self.metrics
+                    .rejected(&request.policy.name, Rejection::RevisionExpired);
+                self.mint(request, prepared, Some(approval)).await
+            }
+            Revision::Invalid => {
+                self.metrics
+                    .rejected(&request.policy.name, Rejection::RevisionInvalid);
                 self.mint(request, prepared, Some(approval)).await
             }
         }
@@ -249,11 +273,14 @@ impl OperationFlow {
         }
 
         let policy = request.policy.name.as_str();
-        tracing::info!(policy, operation_id = %id, "approved; forwarding once");
-        match self.upstream.send(request.forward.clone()).await {
+        self.metrics
+            .approval_delay(policy, expires_at, request.policy.expires_in);
+        tracing::info!(policy, operation_id = %id, outcome = "claimed", "approved; forwarding once");
+        let sent = self.upstream.send(request.forward.clone());
+        match self.metrics.upstream_call(policy, sent).await {
             Ok(response) => {
                 if self.proves_nothing_performed(response.status, &response.headers) {
-                    self.release(id, &owner).await;
+                    self.release(policy, id, &owner).await;
                     tracing::info!(policy, operation_id = %id, status = response.status, outcome = "released", "upstream performed nothing; claim released");
                     return Ok(Decision::Released(response));
                 }
@@ -269,7 +296,7 @@ impl OperationFlow {
                 Ok(Decision::Performed(response))
             }
             Err(ForwardError::NotSent(e)) => {
-                self.release(id, &owner).await;
+                self.release(policy, id, &owner).await;
                 tracing::warn!(policy, operation_id = %id, error = %e, outcome = "released", "upstream unreachable; nothing sent, claim released");
                 Ok(Decision::UpstreamUnavailable)
             }
@@ -349,10 +376,10 @@ impl OperationFlow {
         }
     }
 
-    async fn release(&self, id: &OperationId, owner: &str) {
+    async fn release(&self, policy: &str, id: &OperationId, owner: &str) {
         if let Err(e) = self.store.release(id, owner).await {
             // The record stays in flight and turns unknown: safe, never forwarded twice.
-            tracing::error!(operation_id = %id, error = %e, "claim not released; retries will get 503 until it is resolved");
+            tracing::error!(policy, operation_id = %id, outcome = "unknown", error = %e, "claim not released; retries will get 503 until it is resolved");
         }
     }
 
@@ -377,6 +404,8 @@ impl OperationFlow {
             if id.kind() == ScopeKind::Account && request.approver.kind == ScopeKind::Session {
                 return Ok(Decision::SignInRequired);
             }
+            self.metrics
+                .rejected(&request.policy.name, Rejection::NotThisApprover);
             return self.mint(request, prepared, Some(approval)).await;
         }
         Ok(match record.state {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
+use pingora::Error;
 use pingora::http::RequestHeader;
 use pingora::prelude::HttpPeer;
 use pingora::proxy::{ProxyHttp, Session};
@@ -17,7 +18,7 @@ use super::upstream::UpstreamClient;
 use super::well_known;
 use crate::config::SessionClaims;
 use crate::metrics::{Metrics, Outcome};
-use crate::policy::{Captures, Policy, PolicySet, has_ambiguous_segments};
+use crate::policy::{Captures, LivePolicies, Policy, has_ambiguous_segments};
 use crate::protocol::{ApprovalHeader, ErrorBody, declares_operations_v2};
 
 /// Headers some frameworks read to run a handler for another method than the request's.
@@ -35,9 +36,17 @@ enum Step {
     Respond(Reply),
 }
 
+/// What one request carries between pingora's phases.
+#[derive(Debug, Default)]
+pub struct RequestCtx {
+    /// Sent on pingora's proxy path (not answered by the gateway itself).
+    passthrough: bool,
+}
+
 /// The gateway's HTTP service.
 pub struct GatewayProxy {
-    pub policies: PolicySet,
+    /// Swapped whole by a policy reload.
+    pub policies: LivePolicies,
     pub flow: Arc<OperationFlow>,
     pub upstream: Arc<UpstreamClient>,
     pub session_claims: SessionClaims,
@@ -48,19 +57,25 @@ pub struct GatewayProxy {
 
 #[async_trait]
 impl ProxyHttp for GatewayProxy {
-    type CTX = ();
+    type CTX = RequestCtx;
 
-    /// No per-request state: a request is either answered in `request_filter` or proxied as is.
-    fn new_ctx(&self) -> Self::CTX {}
+    /// A request is either answered in `request_filter` or proxied as is; the context only
+    /// remembers which, for metrics.
+    fn new_ctx(&self) -> Self::CTX {
+        RequestCtx::default()
+    }
 
     /// Classify the request; operations are answered here and never reach the proxy path.
     async fn request_filter(
         &self,
         session: &mut Session,
-        _ctx: &mut Self::CTX,
+        ctx: &mut Self::CTX,
     ) -> pingora::Result<bool> {
         match self.classify(session).await {
-            Step::Continue => Ok(false),
+            Step::Continue => {
+                ctx.passthrough = true;
+                Ok(false)
+            }
             Step::Respond(reply) => {
                 reply.write(session).await?;
                 Ok(true)
@@ -86,6 +101,14 @@ impl ProxyHttp for GatewayProxy {
     ) -> pingora::Result<()> {
         upstream_request.remove_header("poppy-approval");
         Ok(())
+    }
+
+    /// Count proxied requests by the status class that reached the client.
+    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Self::CTX) {
+        if ctx.passthrough {
+            let status = session.response_written().map(|r| r.status.as_u16());
+            self.metrics.passthrough(status);
+        }
     }
 }
 
@@ -141,6 +164,7 @@ impl GatewayProxy {
             Ok(request) => Step::Respond(http_api::render(self.flow.decide(request).await)),
             Err((reply, outcome)) => {
                 self.metrics.operation(&policy.name, outcome);
+                tracing::info!(policy = %policy.name, outcome = outcome.as_str(), status = reply.status, "operation request refused before the flow");
                 Step::Respond(reply)
             }
         }

@@ -10,6 +10,7 @@
 //!
 //! Every step is one atomic call (one Redis round trip, a Lua script where it writes).
 
+mod instrumented;
 mod memory;
 mod redis;
 
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+pub use instrumented::InstrumentedStore;
 pub use memory::MemoryStore;
 pub use redis::{DEFAULT_NAMESPACE, RedisStore};
 

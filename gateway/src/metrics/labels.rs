@@ -1,0 +1,157 @@
+//! The fixed label values of the gateway's metrics. Each set is small and known in advance,
+//! so every series can be created (at 0) when the gateway starts.
+
+use super::Outcome;
+
+impl Outcome {
+    /// Every outcome, for creating their series up front.
+    pub const ALL: [Outcome; 12] = [
+        Outcome::Held,
+        Outcome::Performed,
+        Outcome::Replayed,
+        Outcome::InProgress,
+        Outcome::Unknown,
+        Outcome::Rejected,
+        Outcome::Challenged,
+        Outcome::Released,
+        Outcome::ExtensionRequired,
+        Outcome::BadRequest,
+        Outcome::StoreUnavailable,
+        Outcome::ShuttingDown,
+    ];
+}
+
+/// Why an approval was rejected (answered with a new revision, outcome `rejected`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// The operation is not this requester's to approve, or not for this action: another
+    /// Session or account, another route, other `same_action` values.
+    NotThisApprover,
+    /// The operation was of an earlier (or later) generation of the action: performed and
+    /// moved on, so not approvable now.
+    StaleGeneration,
+    /// The revision is not one minted for exactly this request (other terms, another body,
+    /// tampered, or signed with a key no longer configured).
+    RevisionInvalid,
+    /// The revision's `expires_at` has passed.
+    RevisionExpired,
+    /// The operation_id is not of this gateway's shape at all.
+    NotOurs,
+}
+
+impl Rejection {
+    pub const ALL: [Rejection; 5] = [
+        Rejection::NotThisApprover,
+        Rejection::StaleGeneration,
+        Rejection::RevisionInvalid,
+        Rejection::RevisionExpired,
+        Rejection::NotOurs,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::NotThisApprover => "not_this_approver",
+            Rejection::StaleGeneration => "stale_generation",
+            Rejection::RevisionInvalid => "revision_invalid",
+            Rejection::RevisionExpired => "revision_expired",
+            Rejection::NotOurs => "not_ours",
+        }
+    }
+}
+
+/// One method of the operation store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreCall {
+    Generation,
+    Lookup,
+    Claim,
+    Complete,
+    Release,
+    Ping,
+}
+
+impl StoreCall {
+    pub const ALL: [StoreCall; 6] = [
+        StoreCall::Generation,
+        StoreCall::Lookup,
+        StoreCall::Claim,
+        StoreCall::Complete,
+        StoreCall::Release,
+        StoreCall::Ping,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreCall::Generation => "generation",
+            StoreCall::Lookup => "lookup",
+            StoreCall::Claim => "claim",
+            StoreCall::Complete => "complete",
+            StoreCall::Release => "release",
+            StoreCall::Ping => "ping",
+        }
+    }
+}
+
+/// Whether a policy reload applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadResult {
+    Success,
+    /// The files did not validate: the running policies were kept.
+    Failure,
+}
+
+impl ReloadResult {
+    pub const ALL: [ReloadResult; 2] = [ReloadResult::Success, ReloadResult::Failure];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReloadResult::Success => "success",
+            ReloadResult::Failure => "failure",
+        }
+    }
+}
+
+/// The `class` label of passthrough requests: `none` when no response was written (the
+/// client went away first).
+pub const STATUS_CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "none"];
+
+pub fn status_class(status: Option<u16>) -> &'static str {
+    match status {
+        Some(100..=199) => "1xx",
+        Some(200..=299) => "2xx",
+        Some(300..=399) => "3xx",
+        Some(400..=499) => "4xx",
+        Some(500..=599) => "5xx",
+        _ => "none",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_classes() {
+        assert_eq!(status_class(Some(204)), "2xx");
+        assert_eq!(status_class(Some(404)), "4xx");
+        assert_eq!(status_class(Some(503)), "5xx");
+        assert_eq!(status_class(Some(101)), "1xx");
+        assert_eq!(status_class(None), "none");
+        assert_eq!(status_class(Some(999)), "none");
+        for class in ["1xx", "2xx", "3xx", "4xx", "5xx", "none"] {
+            assert!(STATUS_CLASSES.contains(&class));
+        }
+    }
+
+    #[test]
+    fn label_values_are_distinct() {
+        let mut outcomes: Vec<&str> = Outcome::ALL.iter().map(|o| o.as_str()).collect();
+        outcomes.sort_unstable();
+        outcomes.dedup();
+        assert_eq!(outcomes.len(), Outcome::ALL.len());
+        let mut reasons: Vec<&str> = Rejection::ALL.iter().map(|r| r.as_str()).collect();
+        reasons.sort_unstable();
+        reasons.dedup();
+        assert_eq!(reasons.len(), Rejection::ALL.len());
+    }
+}

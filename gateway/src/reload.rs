@@ -1,0 +1,294 @@
+//! Policy reload on SIGHUP: re-read gateway.toml and its policy files, and put the new
+//! policies in force if, and only if, everything validates. A reload that fails keeps the
+//! running policies and logs every problem with its file, line and column.
+//!
+//! Only policies reload. The listeners, the upstream, the store and the rest are built once at
+//! startup; when they changed in the file, the reload says so and they apply after a restart.
+//!
+//! pingora's `run_forever` owns SIGTERM, SIGINT and SIGQUIT; SIGHUP is free, and this runs as a
+//! pingora background service so it starts and stops with the server.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use pingora::server::ShutdownWatch;
+use pingora::services::ServiceReadyNotifier;
+use pingora::services::background::BackgroundService;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::config::{self, Config, ConfigErrors};
+use crate::metrics::{Metrics, ReloadResult};
+use crate::policy::{LivePolicies, PolicySet};
+
+pub struct PolicyReloader {
+    path: PathBuf,
+    /// The settings only a restart applies, as the process started with them.
+    started_with: RestartSettings,
+    policies: LivePolicies,
+    metrics: Arc<Metrics>,
+}
+
+/// What a reload that applied did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    /// The policy names now in force.
+    pub policies: Vec<String>,
+    /// Sections of gateway.toml (other than `policies`) that changed since startup: they
+    /// apply only after a restart.
+    pub restart_needed_for: Vec<&'static str>,
+}
+
+impl PolicyReloader {
+    pub fn new(config: &Config, policies: LivePolicies, metrics: Arc<Metrics>) -> PolicyReloader {
+        PolicyReloader {
+            path: config.path.clone(),
+            started_with: RestartSettings::of(config),
+            policies,
+            metrics,
+        }
+    }
+
+    /// Load the files again and apply their policies if they validate. Counts the result.
+    /// Blocking (file reads): call it off the async threads.
+    pub fn reload(&self) -> Result<Reloaded, ConfigErrors> {
+        let config = match config::load(&self.path) {
+            Ok(config) => config,
+            Err(errors) => {
+                self.metrics.reload(ReloadResult::Failure);
+                return Err(errors);
+            }
+        };
+        let names: Vec<String> = config.policies.iter().map(|p| p.name.clone()).collect();
+        self.metrics.policies(names.iter().map(String::as_str));
+        let restart_needed_for = self.started_with.changed_in(&RestartSettings::of(&config));
+        self.policies.replace(config.policies);
+        self.metrics.reload(ReloadResult::Success);
+        Ok(Reloaded {
+            policies: names,
+            restart_needed_for,
+        })
+    }
+
+    async fn reload_and_log(self: &Arc<Self>) {
+        tracing::info!(config = %self.path.display(), "SIGHUP: reloading policies");
+        let this = Arc::clone(self);
+        let outcome = match tokio::task::spawn_blocking(move || this.reload()).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                self.metrics.reload(ReloadResult::Failure);
+                tracing::error!(error = %e, "policy reload did not finish: the running policies are kept");
+                return;
+            }
+        };
+        match outcome {
+            Ok(reloaded) => {
+                tracing::info!(
+                    count = reloaded.policies.len(),
+                    policies = %reloaded.policies.join(", "),
+                    "policies reloaded"
+                );
+                if !reloaded.restart_needed_for.is_empty() {
+                    tracing::warn!(
+                        changed = %reloaded.restart_needed_for.join(", "),
+                        "gateway.toml settings other than `policies` changed: only policies reload, restart the gateway to apply the rest"
+                    );
+                }
+            }
+            Err(errors) => {
+                for problem in &errors.0 {
+                    tracing::error!(problem = %problem, "policy reload: invalid");
+                }
+                tracing::error!(
+                    problems = errors.0.len(),
+                    "policy reload failed: the running policies are kept"
+                );
+            }
+        }
+    }
+}
+
+/// Why the reloader is an `Arc`: each reload hands a clone to a blocking thread.
+pub struct ReloadService(Arc<PolicyReloader>);
+
+impl PolicyReloader {
+    /// The pingora background service that reloads on SIGHUP.
+    pub fn service(self) -> ReloadService {
+        ReloadService(Arc::new(self))
+    }
+}
+
+#[async_trait]
+impl BackgroundService for ReloadService {
+    /// Ready once SIGHUP is ours: from then on it reloads instead of ending the process.
+    async fn start_with_ready_notifier(
+        &self,
+        mut shutdown: ShutdownWatch,
+        ready: ServiceReadyNotifier,
+    ) {
+        let mut hangups = match signal(SignalKind::hangup()) {
+            Ok(hangups) => hangups,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot handle SIGHUP: policies will not reload");
+                ready.notify_ready();
+                return;
+            }
+        };
+        ready.notify_ready();
+        loop {
+            tokio::select! {
+                received = hangups.recv() => match received {
+                    Some(()) => self.0.reload_and_log().await,
+                    None => return,
+                },
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}
+
+/// The settings a reload cannot apply, compared by their `Debug` text so that sections added
+/// to [`Config`] later are covered without a change here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RestartSettings {
+    sections: Vec<(&'static str, String)>,
+    /// Everything but the policies, for sections not named in `sections`.
+    rest: String,
+}
+
+impl RestartSettings {
+    fn of(config: &Config) -> RestartSettings {
+        let sections = vec![
+            ("[server]", format!("{:?}", config.server)),
+            ("[upstream]", format!("{:?}", config.upstream)),
+            ("[admin]", format!("{:?}", config.admin_listen)),
+            ("[store]", format!("{:?}", config.store)),
+            ("[session]", format!("{:?}", config.session)),
+            ("[well_known]", format!("{:?}", config.well_known)),
+        ];
+        let mut rest = config.clone();
+        rest.policies = PolicySet::default();
+        rest.policy_files.clear();
+        RestartSettings {
+            sections,
+            rest: format!("{rest:?}"),
+        }
+    }
+
+    fn changed_in(&self, now: &RestartSettings) -> Vec<&'static str> {
+        let mut changed: Vec<&'static str> = self
+            .sections
+            .iter()
+            .zip(&now.sections)
+            .filter(|(before, after)| before.1 != after.1)
+            .map(|(before, _)| before.0)
+            .collect();
+        if changed.is_empty() && self.rest != now.rest {
+            changed.push("other settings");
+        }
+        changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::path::Path;
+
+    const GATEWAY: &str = r#"policies = ["policies/*.toml"]
+[server]
+listen = "127.0.0.1:8080"
+[upstream]
+url = "http://127.0.0.1:9000"
+"#;
+
+    fn policy(name: &str, path: &str) -> String {
+        format!(
+            r#"[[operation]]
+name = "{name}"
+method = "POST"
+path = "{path}"
+id_prefix = "x"
+expires_in = "15m"
+same_action = ["id"]
+summary = "Do {{id}}."
+[operation.terms]
+id = {{ path = "id" }}
+"#
+        )
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+
+    fn setup() -> (
+        tempfile::TempDir,
+        PolicyReloader,
+        LivePolicies,
+        Arc<Metrics>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("policies")).unwrap();
+        write(dir.path(), "gateway.toml", GATEWAY);
+        write(dir.path(), "policies/a.toml", &policy("old", "/old/{id}"));
+        let config = config::load(&dir.path().join("gateway.toml")).unwrap();
+        let live = LivePolicies::new(config.policies.clone());
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let reloader = PolicyReloader::new(&config, live.clone(), Arc::clone(&metrics));
+        (dir, reloader, live, metrics)
+    }
+
+    fn metric(metrics: &Metrics, series: &str) -> String {
+        let text = String::from_utf8(metrics.render()).unwrap();
+        text.lines()
+            .find(|l| l.starts_with(series))
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    #[test]
+    fn a_broken_reload_keeps_the_running_policies() {
+        let (dir, reloader, live, metrics) = setup();
+        write(dir.path(), "policies/a.toml", "[[operation]]\nname = \n");
+        let errors = reloader.reload().unwrap_err();
+        let text = errors.to_string();
+        assert!(text.contains("a.toml:2:"), "{text}");
+        assert!(live.find_route("POST", "/old/1").is_some());
+        assert_eq!(
+            metric(&metrics, "poppy_config_reloads_total{result=\"failure\"}"),
+            "poppy_config_reloads_total{result=\"failure\"} 1"
+        );
+        assert_eq!(
+            metric(&metrics, "poppy_config_last_reload_successful"),
+            "poppy_config_last_reload_successful 0"
+        );
+    }
+
+    #[test]
+    fn a_good_reload_swaps_the_policies_and_names_restart_only_changes() {
+        let (dir, reloader, live, metrics) = setup();
+        write(dir.path(), "policies/b.toml", &policy("new", "/new/{id}"));
+        let reloaded = reloader.reload().unwrap();
+        assert_eq!(reloaded.policies, vec!["old", "new"]);
+        assert!(reloaded.restart_needed_for.is_empty());
+        assert!(live.find_route("POST", "/new/1").is_some());
+        assert_eq!(
+            metric(&metrics, "poppy_policies_loaded"),
+            "poppy_policies_loaded 2"
+        );
+
+        write(
+            dir.path(),
+            "gateway.toml",
+            &GATEWAY.replace("127.0.0.1:8080", "127.0.0.1:8081"),
+        );
+        let reloaded = reloader.reload().unwrap();
+        assert_eq!(reloaded.restart_needed_for, vec!["[server]"]);
+        assert_eq!(
+            metric(&metrics, "poppy_config_reloads_total{result=\"success\"}"),
+            "poppy_config_reloads_total{result=\"success\"} 2"
+        );
+    }
+}

@@ -1,0 +1,154 @@
+//! A decorator that times every call of any [`OperationStore`] and counts its failures, so
+//! the memory and Redis stores stay free of metrics code.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+
+use super::{Claim, ClaimOutcome, OperationRecord, OperationStore, RecordedResponse, StoreError};
+use crate::metrics::{Metrics, StoreCall};
+use crate::protocol::OperationId;
+
+pub struct InstrumentedStore {
+    inner: Arc<dyn OperationStore>,
+    metrics: Arc<Metrics>,
+}
+
+impl InstrumentedStore {
+    pub fn wrap(inner: Arc<dyn OperationStore>, metrics: Arc<Metrics>) -> Arc<dyn OperationStore> {
+        Arc::new(InstrumentedStore { inner, metrics })
+    }
+
+    async fn timed<T>(
+        &self,
+        call: StoreCall,
+        future: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let started = Instant::now();
+        let result = future.await;
+        self.metrics
+            .store_call(call, started.elapsed(), result.is_err());
+        result
+    }
+}
+
+#[async_trait]
+impl OperationStore for InstrumentedStore {
+    async fn generation(&self, action_tag: &str) -> Result<u64, StoreError> {
+        self.timed(StoreCall::Generation, self.inner.generation(action_tag))
+            .await
+    }
+
+    async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError> {
+        self.timed(StoreCall::Lookup, self.inner.lookup(id)).await
+    }
+
+    async fn claim(&self, id: &OperationId, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        self.timed(StoreCall::Claim, self.inner.claim(id, claim))
+            .await
+    }
+
+    async fn complete(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        response: &RecordedResponse,
+        remember_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.timed(
+            StoreCall::Complete,
+            self.inner.complete(id, owner, response, remember_until_ms),
+        )
+        .await
+    }
+
+    async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError> {
+        self.timed(StoreCall::Release, self.inner.release(id, owner))
+            .await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.timed(StoreCall::Ping, self.inner.ping()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::store::MemoryStore;
+
+    /// A store that is always down.
+    struct Down;
+
+    #[async_trait]
+    impl OperationStore for Down {
+        async fn generation(&self, _: &str) -> Result<u64, StoreError> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+        async fn lookup(&self, _: &OperationId) -> Result<Option<OperationRecord>, StoreError> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+        async fn claim(&self, _: &OperationId, _: &Claim) -> Result<ClaimOutcome, StoreError> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+        async fn complete(
+            &self,
+            _: &OperationId,
+            _: &str,
+            _: &RecordedResponse,
+            _: i64,
+        ) -> Result<bool, StoreError> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+        async fn release(&self, _: &OperationId, _: &str) -> Result<bool, StoreError> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+        async fn ping(&self) -> Result<(), StoreError> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+    }
+
+    fn sample(metrics: &Metrics, series: &str) -> String {
+        let text = String::from_utf8(metrics.render()).unwrap();
+        text.lines()
+            .find(|line| line.starts_with(series))
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+            .to_owned()
+    }
+
+    #[tokio::test]
+    async fn calls_are_timed_and_failures_counted() {
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let up = InstrumentedStore::wrap(Arc::new(MemoryStore::new()), Arc::clone(&metrics));
+        assert_eq!(up.generation("tag").await.unwrap(), 0);
+        up.ping().await.unwrap();
+        up.ping().await.unwrap();
+        let down = InstrumentedStore::wrap(Arc::new(Down), Arc::clone(&metrics));
+        assert!(down.ping().await.is_err());
+
+        assert_eq!(
+            sample(
+                &metrics,
+                r#"poppy_store_duration_seconds_count{call="generation"}"#
+            ),
+            r#"poppy_store_duration_seconds_count{call="generation"} 1"#
+        );
+        assert_eq!(
+            sample(
+                &metrics,
+                r#"poppy_store_duration_seconds_count{call="ping"}"#
+            ),
+            r#"poppy_store_duration_seconds_count{call="ping"} 3"#
+        );
+        assert_eq!(
+            sample(&metrics, r#"poppy_store_errors_total{call="ping"}"#),
+            r#"poppy_store_errors_total{call="ping"} 1"#
+        );
+        assert_eq!(
+            sample(&metrics, r#"poppy_store_errors_total{call="generation"}"#),
+            r#"poppy_store_errors_total{call="generation"} 0"#
+        );
+    }
+}

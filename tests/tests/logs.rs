@@ -1,0 +1,107 @@
+//! Logs: every operation event carries policy, operation_id and outcome; the Session, the
+//! bearer token and request bodies never appear, even at debug level.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use poppy_e2e::agent::jwt_payload;
+use poppy_e2e::{Request, Session, Stack, Store};
+use serde_json::{Value, json};
+
+const BODY_MARKER: &str = "body-marker-3b9e71";
+const TERM_MARKER: &str = "sku-marker-c40d2a";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_and_bodies_are_never_logged() {
+    let stack = Stack::start_with(Store::Memory, |builder| {
+        builder
+            .arg("--log-format")
+            .arg("json")
+            .env("RUST_LOG", "debug")
+    });
+    let session = Session::signed_in("ses_logs", "acct_logs");
+    let request = Request::agent("POST", "/orders/o1/exchanges", &session).json(&json!({
+        "item_id": "i1",
+        "replacement_sku": TERM_MARKER,
+        "note": BODY_MARKER,
+    }));
+    let op = stack.gateway.send(&request).await.operation();
+    let approved = request.clone().approve(&op);
+    stack
+        .gateway
+        .send(&approved)
+        .await
+        .assert_upstream_answer(1, "POST", "/orders/o1/exchanges");
+    stack
+        .gateway
+        .send(&approved)
+        .await
+        .assert_status(201, "replay");
+    stack
+        .gateway
+        .send(&request.clone().without_header("Poppy-Extensions"))
+        .await
+        .assert_error(400, "extension_required", "no extension");
+    // Passthrough with the same secrets.
+    let plain =
+        Request::agent("POST", "/orders/o1/notes", &session).json(&json!({"note": BODY_MARKER}));
+    stack
+        .gateway
+        .send(&plain)
+        .await
+        .assert_status(201, "passthrough");
+
+    let log = stack.gateway.log();
+    let session_jwt = session.header();
+    let bearer = session.authorization().unwrap();
+    let token = bearer.trim_start_matches("Bearer ").to_owned();
+    assert!(jwt_payload(&token).is_some());
+    let secrets = [
+        ("the Poppy-Session JWT", session_jwt.clone()),
+        (
+            "the Poppy-Session payload",
+            session_jwt.split('.').nth(1).unwrap().to_owned(),
+        ),
+        ("the bearer token", token.clone()),
+        (
+            "the bearer token payload",
+            token.split('.').nth(1).unwrap().to_owned(),
+        ),
+        ("a request body", BODY_MARKER.to_owned()),
+        ("a term taken from the body", TERM_MARKER.to_owned()),
+    ];
+    for (what, secret) in &secrets {
+        assert!(
+            !log.contains(secret.as_str()),
+            "{what} ({secret}) is in the gateway's log:\n{log}"
+        );
+    }
+
+    // Every operation event is a JSON line with policy, operation_id and outcome.
+    let events: Vec<Value> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["fields"]["message"] == "operation")
+        .collect();
+    let outcomes: Vec<&str> = events
+        .iter()
+        .map(|e| e["fields"]["outcome"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        outcomes,
+        ["held", "performed", "replayed"],
+        "one event per decision:\n{log}"
+    );
+    for event in &events {
+        assert_eq!(event["fields"]["policy"], "exchange", "{event}");
+        assert_eq!(
+            event["fields"]["operation_id"],
+            op.operation_id.as_str(),
+            "{event}"
+        );
+    }
+    let refused = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|e| e["fields"]["outcome"] == "extension_required")
+        .unwrap_or_else(|| panic!("the refused request is logged:\n{log}"));
+    assert_eq!(refused["fields"]["policy"], "exchange");
+}
