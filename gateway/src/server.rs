@@ -49,7 +49,7 @@ pub fn signing_keys(env_value: Option<&str>, store_url: &str) -> Result<Keys, St
 /// Start listening and serve until a signal stops the process.
 pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let metrics = Arc::new(Metrics::new()?);
-    let store = store::open_with_namespace(&config.store.url, &config.store.namespace)
+    let store = store::open_with(&config.store.url, &config.store.options())
         .map_err(|e| StartError::Store(e.to_string()))?;
     let upstream = Arc::new(UpstreamClient::new(&config.upstream));
 

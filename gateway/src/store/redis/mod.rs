@@ -1,72 +1,78 @@
-//! The Redis store (`redis://`): shared by any number of gateway replicas.
+//! The Redis store: shared by any number of gateway replicas, on one Redis node (`redis://`)
+//! or a Redis Cluster (`redis+cluster://`, see [`cluster_seeds`]).
 //!
 //! Every write is one Lua script, so Redis runs it as one atomic step, and every call is one
-//! round trip (`EVALSHA`; only the first call after Redis lost its script cache also sends
-//! `SCRIPT LOAD` and retries, which is safe because `NOSCRIPT` means nothing ran).
+//! round trip (`EVALSHA`, with `WAIT` pipelined after it when replicas must acknowledge; only
+//! the first call after Redis lost its script cache sends the script again, which is safe
+//! because `NOSCRIPT` means nothing ran).
 //!
-//! Keys, with `{…}` as the Redis Cluster hash tag so one operation lives in one slot:
-//! - record: `<ns>:op:{<action tag>}:<generation tag>`, a hash (see `decode_record`);
+//! Keys, with `{…}` as the Redis Cluster hash tag so one operation lives in one slot (and every
+//! script touches the keys of one slot only):
+//! - record: `<ns>:op:{<action tag>}:<generation tag>`, a hash (see `codec::decode_record`);
 //! - generation: `<ns>:gen:{<action tag>}`, an integer.
 //!
 //! Note that `Unavailable` from a write does not prove that the write did not happen (the
 //! answer may have been lost on the way back); callers fail closed on it.
 
-use std::collections::HashMap;
+mod codec;
+mod link;
+mod script;
+mod url;
+
 use std::fmt;
-use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use bytes::Bytes;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, RedisError, RedisResult, Script, Value};
+use redis::Value;
 
+use self::codec::{
+    Finished, bytes_of, corrupt, decode_record, encode_headers, finished, into_fields,
+};
+use self::link::Links;
+use self::script::{Lua, Ran};
+pub use self::url::{CLUSTER_SCHEME, cluster_seeds};
 use super::{
-    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordState, RecordedResponse, StoreError,
+    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordedResponse, ReplicaWait,
+    Resolution, ResolveOutcome, StoreError, StoreOptions,
 };
 use crate::protocol::OperationId;
 
 /// The key namespace when none is configured.
 pub const DEFAULT_NAMESPACE: &str = "poppy";
 
-const CONNECTION_TIMEOUT: Duration = Duration::from_secs(1);
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-/// A bound on a whole call, whatever the client does inside it: no call hangs.
-const CALL_TIMEOUT: Duration = Duration::from_millis(3500);
-/// Connections are per Tokio runtime; past this many (runtimes come and go in tests and
-/// tools), the cache is dropped and rebuilt on demand.
-const MAX_CONNECTIONS: usize = 32;
+/// The longest `[store] wait_timeout`: `WAIT` holds the reply (and every command behind it on
+/// the same connection) that long, and the whole call must stay well within its bound.
+pub const MAX_WAIT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// The record format written by this version; anything else reads as corrupt.
-const FORMAT_VERSION: &[u8] = b"1";
+const CLAIM_LUA: &str = include_str!("../lua/claim.lua");
+const COMPLETE_LUA: &str = include_str!("../lua/complete.lua");
+const RELEASE_LUA: &str = include_str!("../lua/release.lua");
 
-const CLAIM_LUA: &str = include_str!("lua/claim.lua");
-const COMPLETE_LUA: &str = include_str!("lua/complete.lua");
-const RELEASE_LUA: &str = include_str!("lua/release.lua");
+/// Whose in-flight record `complete.lua` and `release.lua` may finish.
+enum Mode<'a> {
+    /// The claim's own: the gateway completing or releasing.
+    Owner(&'a str),
+    /// Anybody's: an operator's resolution.
+    Any,
+}
+
+impl Mode<'_> {
+    fn args(&self) -> (&'static str, &str) {
+        match self {
+            Mode::Owner(owner) => ("owner", owner),
+            Mode::Any => ("any", ""),
+        }
+    }
+}
 
 /// The shared operation store on Redis.
 pub struct RedisStore {
-    client: Client,
+    links: Links,
     namespace: String,
-    claim: Script,
-    complete: Script,
-    release: Script,
-    /// One lazily connected manager per Tokio runtime: a connection's I/O driver is a task
-    /// of the runtime that opened it, and the gateway runs services in several runtimes,
-    /// so none of them may depend on another one being alive and polled.
-    connections: Mutex<HashMap<tokio::runtime::Id, Connection>>,
-    next_epoch: AtomicU64,
-}
-
-#[derive(Clone)]
-struct Connection {
-    /// Tells this connection apart from its replacement when forgetting a failed one.
-    epoch: u64,
-    manager: ConnectionManager,
+    wait: Option<ReplicaWait>,
+    claim: Lua,
+    complete: Lua,
+    release: Lua,
 }
 
 impl fmt::Debug for RedisStore {
@@ -74,30 +80,47 @@ impl fmt::Debug for RedisStore {
         // Not the URL: it may carry a password.
         f.debug_struct("RedisStore")
             .field("namespace", &self.namespace)
+            .field("cluster", &self.links.is_cluster())
+            .field("wait", &self.wait)
             .finish_non_exhaustive()
     }
 }
 
 impl RedisStore {
-    /// Check the URL and namespace. Does not connect (there may be no runtime yet, and the
-    /// gateway must start while Redis is down): the first call does.
+    /// [`RedisStore::with_options`] with this namespace and no replica acknowledgement.
     pub fn new(url: &str, namespace: &str) -> Result<RedisStore, StoreError> {
+        let options = StoreOptions {
+            namespace: namespace.to_owned(),
+            wait: None,
+        };
+        RedisStore::with_options(url, &options)
+    }
+
+    /// Check the URL and options. Does not connect (there may be no runtime yet, and the
+    /// gateway must start while Redis is down): the first call does.
+    pub fn with_options(url: &str, options: &StoreOptions) -> Result<RedisStore, StoreError> {
+        let namespace = &options.namespace;
         // A brace would move the hash tag and split an operation's keys across slots.
         if namespace.is_empty() || namespace.contains(['{', '}']) {
             return Err(StoreError::Unavailable(format!(
                 "invalid Redis key namespace {namespace:?}: must be non-empty and without braces"
             )));
         }
-        let client = Client::open(url)
-            .map_err(|e| StoreError::Unavailable(format!("invalid Redis URL: {e}")))?;
+        if let Some(wait) = options.wait
+            && (wait.replicas == 0 || wait.timeout.is_zero() || wait.timeout > MAX_WAIT_TIMEOUT)
+        {
+            // WAIT with a zero timeout would block forever.
+            return Err(StoreError::Unavailable(format!(
+                "invalid replica wait {wait:?}: at least 1 replica, a timeout of 1ms to {MAX_WAIT_TIMEOUT:?}"
+            )));
+        }
         Ok(RedisStore {
-            client,
-            namespace: namespace.to_owned(),
-            claim: Script::new(CLAIM_LUA),
-            complete: Script::new(COMPLETE_LUA),
-            release: Script::new(RELEASE_LUA),
-            connections: Mutex::new(HashMap::new()),
-            next_epoch: AtomicU64::new(0),
+            links: Links::new(url)?,
+            namespace: namespace.clone(),
+            wait: options.wait,
+            claim: Lua::new(CLAIM_LUA),
+            complete: Lua::new(COMPLETE_LUA),
+            release: Lua::new(RELEASE_LUA),
         })
     }
 
@@ -114,75 +137,73 @@ impl RedisStore {
         format!("{}:gen:{{{}}}", self.namespace, action_tag)
     }
 
-    fn connections(&self) -> MutexGuard<'_, HashMap<tokio::runtime::Id, Connection>> {
-        // The map only caches connections; whatever a panic left in it is still usable.
-        self.connections
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// How many replicas acknowledged, if fewer than required.
+    fn short_of_replicas(&self, ran: &Ran) -> Option<String> {
+        let wait = self.wait?;
+        let acknowledged = ran.acknowledged.unwrap_or(0);
+        (acknowledged < wait.replicas).then(|| {
+            format!(
+                "{acknowledged} of {} replicas acknowledged within {:?}",
+                wait.replicas, wait.timeout
+            )
+        })
     }
 
-    /// This runtime's connection, created (not connected) on first use.
-    fn connection(&self) -> Result<Connection, StoreError> {
-        let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| StoreError::Unavailable("the Redis store needs a Tokio runtime".into()))?
-            .id();
-        let mut connections = self.connections();
-        if let Some(connection) = connections.get(&runtime) {
-            return Ok(connection.clone());
-        }
-        // No retries inside the manager: a call fails promptly while Redis is down, and the
-        // next call tries again.
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(0);
-        let manager = ConnectionManager::new_lazy_with_config(self.client.clone(), config)
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        if connections.len() >= MAX_CONNECTIONS {
-            connections.clear();
-        }
-        let connection = Connection {
-            epoch: self.next_epoch.fetch_add(1, Ordering::Relaxed),
-            manager,
-        };
-        connections.insert(runtime, connection.clone());
-        Ok(connection)
+    /// `complete.lua`: record the answer and move the generation on.
+    async fn record_answer(
+        &self,
+        id: &OperationId,
+        mode: Mode<'_>,
+        response: &RecordedResponse,
+        remember_until_ms: i64,
+    ) -> Result<(Finished, Ran), StoreError> {
+        let (mode, owner) = mode.args();
+        let call = self
+            .complete
+            .call()
+            .key(self.record_key(id))
+            .key(self.generation_key(id.action_tag()))
+            .arg(mode)
+            .arg(owner)
+            .arg(response.status)
+            .arg(encode_headers(&response.headers)?)
+            .arg(response.body.as_ref())
+            .arg(remember_until_ms);
+        let ran = script::run(&self.links, &call, self.wait).await?;
+        Ok((finished(&ran.value)?, ran))
     }
 
-    /// Drop a connection that failed, unless it was already replaced.
-    fn forget(&self, failed: &Connection) {
-        self.connections()
-            .retain(|_, connection| connection.epoch != failed.epoch);
+    /// `release.lua`: delete an in-flight record, waiting for replicas when `wait` is set.
+    async fn forget(
+        &self,
+        id: &OperationId,
+        mode: Mode<'_>,
+        wait: Option<ReplicaWait>,
+    ) -> Result<(Finished, Ran), StoreError> {
+        let (mode, owner) = mode.args();
+        let call = self
+            .release
+            .call()
+            .key(self.record_key(id))
+            .arg(mode)
+            .arg(owner);
+        let ran = script::run(&self.links, &call, wait).await?;
+        Ok((finished(&ran.value)?, ran))
     }
 
-    /// Run one request on this runtime's connection, bounded in time.
-    async fn run<F, Fut>(&self, request: F) -> Result<Value, StoreError>
-    where
-        F: FnOnce(ConnectionManager) -> Fut,
-        Fut: Future<Output = RedisResult<Value>>,
-    {
-        let connection = self.connection()?;
-        match tokio::time::timeout(CALL_TIMEOUT, request(connection.manager.clone())).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(self.failed(&connection, &error)),
-            Err(_) => {
-                self.forget(&connection);
-                Err(StoreError::Unavailable(
-                    "Redis did not answer in time".into(),
-                ))
-            }
+    /// A claim too few replicas acknowledged could be lost in a failover, and the operation
+    /// performed again after it: never use it. Release it and fail closed.
+    async fn refuse_unreplicated_claim(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        shortfall: String,
+    ) -> StoreError {
+        if let Err(e) = self.forget(id, Mode::Owner(owner), None).await {
+            // It stays in flight and turns unknown: never forwarded, 503 until resolved.
+            tracing::error!(operation_id = %id, error = %e, "unreplicated claim not released");
         }
-    }
-
-    fn failed(&self, connection: &Connection, error: &RedisError) -> StoreError {
-        // Somebody else's data under our key, or a script refusing a malformed entry.
-        if matches!(error.code(), Some("WRONGTYPE" | "CORRUPT")) {
-            return StoreError::Corrupt(error.to_string());
-        }
-        // The manager repairs dropped connections, but not every failure (a handshake
-        // error, a peer that went silent and times out): start afresh on the next call.
-        self.forget(connection);
-        StoreError::Unavailable(error.to_string())
+        StoreError::Unavailable(format!("claim not used: {shortfall}"))
     }
 }
 
@@ -190,7 +211,8 @@ impl RedisStore {
 impl OperationStore for RedisStore {
     async fn generation(&self, action_tag: &str) -> Result<u64, StoreError> {
         let key = self.generation_key(action_tag);
-        let value = self
+        let value: Value = self
+            .links
             .run(|mut con| async move { redis::cmd("GET").arg(&key).query_async(&mut con).await })
             .await?;
         match value {
@@ -208,11 +230,12 @@ impl OperationStore for RedisStore {
 
     async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError> {
         let key = self.record_key(id);
-        let value =
-            self.run(|mut con| async move {
-                redis::cmd("HGETALL").arg(&key).query_async(&mut con).await
-            })
-            .await?;
+        let value: Value =
+            self.links
+                .run(|mut con| async move {
+                    redis::cmd("HGETALL").arg(&key).query_async(&mut con).await
+                })
+                .await?;
         let fields = into_fields(value)?;
         if fields.is_empty() {
             return Ok(None);
@@ -221,8 +244,10 @@ impl OperationStore for RedisStore {
     }
 
     async fn claim(&self, id: &OperationId, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        let mut invocation = self.claim.key(self.record_key(id));
-        invocation
+        let call = self
+            .claim
+            .call()
+            .key(self.record_key(id))
             .arg(&claim.scope)
             .arg(&claim.policy)
             .arg(&claim.revision)
@@ -230,20 +255,20 @@ impl OperationStore for RedisStore {
             .arg(&claim.owner)
             .arg(claim.lease_until_ms)
             .arg(claim.remember_until_ms);
-        let invocation = &invocation;
-        let value = self
-            .run(|mut con| async move { invocation.invoke_async(&mut con).await })
-            .await?;
-        match value {
-            Value::Int(1) => Ok(ClaimOutcome::Claimed),
-            other => {
-                let fields = into_fields(other)?;
-                if fields.is_empty() {
-                    return Err(corrupt("claim returned neither a record nor success"));
-                }
-                decode_record(fields).map(ClaimOutcome::Exists)
+        let ran = script::run(&self.links, &call, self.wait).await?;
+        if ran.value == Value::Int(1) {
+            if let Some(shortfall) = self.short_of_replicas(&ran) {
+                return Err(self
+                    .refuse_unreplicated_claim(id, &claim.owner, shortfall)
+                    .await);
             }
+            return Ok(ClaimOutcome::Claimed);
         }
+        let fields = into_fields(ran.value)?;
+        if fields.is_empty() {
+            return Err(corrupt("claim returned neither a record nor success"));
+        }
+        decode_record(fields).map(ClaimOutcome::Exists)
     }
 
     async fn complete(
@@ -253,234 +278,60 @@ impl OperationStore for RedisStore {
         response: &RecordedResponse,
         remember_until_ms: i64,
     ) -> Result<bool, StoreError> {
-        let headers = encode_headers(&response.headers)?;
-        let mut invocation = self.complete.key(self.record_key(id));
-        invocation
-            .key(self.generation_key(id.action_tag()))
-            .arg(owner)
-            .arg(response.status)
-            .arg(headers)
-            .arg(response.body.as_ref())
-            .arg(remember_until_ms);
-        let invocation = &invocation;
-        let value = self
-            .run(|mut con| async move { invocation.invoke_async(&mut con).await })
+        let (finished, ran) = self
+            .record_answer(id, Mode::Owner(owner), response, remember_until_ms)
             .await?;
-        flag(value)
+        if finished == Finished::Yes
+            && let Some(shortfall) = self.short_of_replicas(&ran)
+        {
+            // The answer is being delivered and is on the primary; a failover before it
+            // reaches a replica would turn the operation unknown again (never re-forwarded).
+            tracing::warn!(operation_id = %id, "answer recorded on the primary only: {shortfall}");
+        }
+        Ok(finished == Finished::Yes)
     }
 
     async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError> {
-        let mut invocation = self.release.key(self.record_key(id));
-        invocation.arg(owner);
-        let invocation = &invocation;
-        let value = self
-            .run(|mut con| async move { invocation.invoke_async(&mut con).await })
-            .await?;
-        flag(value)
+        let (finished, _) = self.forget(id, Mode::Owner(owner), None).await?;
+        Ok(finished == Finished::Yes)
+    }
+
+    async fn resolve(
+        &self,
+        id: &OperationId,
+        resolution: &Resolution,
+        remember_until_ms: i64,
+    ) -> Result<ResolveOutcome, StoreError> {
+        let (finished, ran) = match resolution {
+            Resolution::Performed(response) => {
+                self.record_answer(id, Mode::Any, response, remember_until_ms)
+                    .await?
+            }
+            Resolution::NotPerformed => self.forget(id, Mode::Any, self.wait).await?,
+        };
+        match finished {
+            Finished::Yes => {
+                if let Some(shortfall) = self.short_of_replicas(&ran) {
+                    // Lost in a failover, the record would be in flight again: unknown, 503,
+                    // resolvable once more. Safe, so it stands.
+                    tracing::warn!(operation_id = %id, "resolution recorded on the primary only: {shortfall}");
+                }
+                Ok(ResolveOutcome::Resolved)
+            }
+            Finished::NoRecord => Ok(ResolveOutcome::NoRecord),
+            Finished::AlreadyDone => Ok(ResolveOutcome::AlreadyDone),
+            Finished::NotYours => Err(corrupt("a resolution was refused for its owner")),
+        }
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        self.run(|mut con| async move { redis::cmd("PING").query_async(&mut con).await })
-            .await
-            .map(|_| ())
+        self.links.run(|con| con.ping()).await.map(drop)
     }
-}
-
-fn corrupt(what: &str) -> StoreError {
-    StoreError::Corrupt(what.to_owned())
-}
-
-fn flag(value: Value) -> Result<bool, StoreError> {
-    match value {
-        Value::Int(0) => Ok(false),
-        Value::Int(1) => Ok(true),
-        _ => Err(corrupt("script returned an unexpected reply")),
-    }
-}
-
-fn bytes_of(value: Value) -> Result<Vec<u8>, StoreError> {
-    match value {
-        Value::BulkString(bytes) => Ok(bytes),
-        Value::SimpleString(text) => Ok(text.into_bytes()),
-        Value::VerbatimString { text, .. } => Ok(text.into_bytes()),
-        Value::Int(n) => Ok(n.to_string().into_bytes()),
-        _ => Err(corrupt("expected a string reply")),
-    }
-}
-
-/// A hash reply (RESP2 flat pairs or RESP3 map) as field → value.
-fn into_fields(value: Value) -> Result<HashMap<String, Vec<u8>>, StoreError> {
-    let mut fields = HashMap::new();
-    let mut insert = |name: Value, value: Value| -> Result<(), StoreError> {
-        let name = String::from_utf8(bytes_of(name)?).map_err(|_| corrupt("field name"))?;
-        fields.insert(name, bytes_of(value)?);
-        Ok(())
-    };
-    match value {
-        Value::Array(items) => {
-            let mut items = items.into_iter();
-            while let Some(name) = items.next() {
-                let value = items.next().ok_or_else(|| corrupt("odd hash reply"))?;
-                insert(name, value)?;
-            }
-        }
-        Value::Map(pairs) => {
-            for (name, value) in pairs {
-                insert(name, value)?;
-            }
-        }
-        _ => return Err(corrupt("expected a hash reply")),
-    }
-    Ok(fields)
-}
-
-/// Hash fields: `v` (format version), `scope`, `policy`, `revision`, `created_at`, `state`
-/// (`in_flight` or `done`); in flight: `owner`, `lease_until`; done: `status`, `headers`
-/// (JSON array of `[name, base64 value]`), `body` (raw bytes).
-fn decode_record(mut fields: HashMap<String, Vec<u8>>) -> Result<OperationRecord, StoreError> {
-    let mut take = |name: &str| {
-        fields
-            .remove(name)
-            .ok_or_else(|| StoreError::Corrupt(format!("record has no {name:?}")))
-    };
-    if take("v")? != FORMAT_VERSION {
-        return Err(corrupt("unknown record format"));
-    }
-    let scope = text(take("scope")?, "scope")?;
-    let policy = text(take("policy")?, "policy")?;
-    let revision = text(take("revision")?, "revision")?;
-    let created_at_ms = number(take("created_at")?, "created_at")?;
-    let state = match take("state")?.as_slice() {
-        b"in_flight" => RecordState::InFlight {
-            owner: text(take("owner")?, "owner")?,
-            lease_until_ms: number(take("lease_until")?, "lease_until")?,
-        },
-        b"done" => RecordState::Done(RecordedResponse {
-            status: number(take("status")?, "status")?,
-            headers: decode_headers(&take("headers")?)?,
-            body: Bytes::from(take("body")?),
-        }),
-        _ => return Err(corrupt("unknown record state")),
-    };
-    Ok(OperationRecord {
-        scope,
-        policy,
-        revision,
-        created_at_ms,
-        state,
-    })
-}
-
-fn text(bytes: Vec<u8>, name: &str) -> Result<String, StoreError> {
-    String::from_utf8(bytes).map_err(|_| StoreError::Corrupt(format!("{name} is not UTF-8")))
-}
-
-fn number<T: std::str::FromStr>(bytes: Vec<u8>, name: &str) -> Result<T, StoreError> {
-    std::str::from_utf8(&bytes)
-        .ok()
-        .and_then(|t| t.parse().ok())
-        .ok_or_else(|| StoreError::Corrupt(format!("{name} is not a number")))
-}
-
-fn encode_headers(headers: &[(String, Vec<u8>)]) -> Result<String, StoreError> {
-    let encoded: Vec<(&str, String)> = headers
-        .iter()
-        .map(|(name, value)| (name.as_str(), BASE64.encode(value)))
-        .collect();
-    serde_json::to_string(&encoded)
-        .map_err(|e| StoreError::Corrupt(format!("cannot encode headers: {e}")))
-}
-
-fn decode_headers(json: &[u8]) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-    let encoded: Vec<(String, String)> =
-        serde_json::from_slice(json).map_err(|_| corrupt("headers are not a JSON list"))?;
-    encoded
-        .into_iter()
-        .map(|(name, value)| {
-            BASE64
-                .decode(value)
-                .map(|value| (name, value))
-                .map_err(|_| corrupt("header value is not base64"))
-        })
-        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn done_fields() -> HashMap<String, Vec<u8>> {
-        let headers = encode_headers(&[
-            ("content-type".into(), b"application/json".to_vec()),
-            ("x-raw".into(), vec![0xff, 0x00, 0x80]),
-        ])
-        .unwrap();
-        [
-            ("v", b"1".to_vec()),
-            ("scope", b"s:1".to_vec()),
-            ("policy", b"exchange".to_vec()),
-            ("revision", b"rev_1".to_vec()),
-            ("created_at", b"1700000000000".to_vec()),
-            ("state", b"done".to_vec()),
-            ("status", b"201".to_vec()),
-            ("headers", headers.into_bytes()),
-            ("body", vec![0, 159, 146, 150, 255]),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect()
-    }
-
-    #[test]
-    fn decodes_a_done_record() {
-        let record = decode_record(done_fields()).unwrap();
-        assert_eq!(record.created_at_ms, 1_700_000_000_000);
-        let RecordState::Done(response) = record.state else {
-            panic!("not done")
-        };
-        assert_eq!(response.status, 201);
-        assert_eq!(
-            response.headers[1],
-            ("x-raw".into(), vec![0xff, 0x00, 0x80])
-        );
-        assert_eq!(response.body.as_ref(), &[0, 159, 146, 150, 255]);
-    }
-
-    #[test]
-    fn malformed_records_are_corrupt() {
-        for (field, bad) in [
-            ("v", &b"2"[..]),
-            ("state", b"weird"),
-            ("status", b"two hundred"),
-            ("headers", b"{"),
-            ("headers", b"[[\"a\",\"!!\"]]"),
-            ("created_at", b""),
-        ] {
-            let mut fields = done_fields();
-            fields.insert(field.into(), bad.to_vec());
-            assert!(
-                matches!(decode_record(fields), Err(StoreError::Corrupt(_))),
-                "{field}"
-            );
-        }
-        let mut fields = done_fields();
-        fields.remove("body");
-        assert!(matches!(decode_record(fields), Err(StoreError::Corrupt(_))));
-    }
-
-    #[test]
-    fn hash_replies_in_both_protocols() {
-        let flat = Value::Array(vec![
-            Value::BulkString(b"a".to_vec()),
-            Value::BulkString(b"1".to_vec()),
-        ]);
-        let map = Value::Map(vec![(
-            Value::BulkString(b"a".to_vec()),
-            Value::BulkString(b"1".to_vec()),
-        )]);
-        assert_eq!(into_fields(flat).unwrap(), into_fields(map).unwrap());
-        assert!(into_fields(Value::Array(vec![Value::Nil])).is_err());
-    }
 
     #[test]
     fn keys_share_the_action_hash_tag() {
