@@ -78,7 +78,7 @@ fn check_listen_addresses(config: &Config) -> Result<(), StartError> {
 pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     check_listen_addresses(&config)?;
     let metrics = Arc::new(Metrics::new()?);
-    let store = store::open_with_namespace(&config.store.url, &config.store.namespace)
+    let store = store::open_with(&config.store.url, &config.store.options())
         .map_err(|e| StartError::Store(e.to_string()))?;
     let store = InstrumentedStore::wrap(store, Arc::clone(&metrics));
     metrics.policies(config.policies.iter().map(|p| p.name.as_str()));

@@ -237,3 +237,59 @@ fn duplicate_policy_names_are_refused() {
         "{errors:#?}"
     );
 }
+
+#[test]
+fn store_cluster_urls_and_replica_waits() {
+    let store = |table: &str| Files::new(&format!("{GATEWAY}\n[store]\n{table}\n"), POLICY);
+
+    let files = store("url = \"redis+cluster://10.0.0.1:7000,10.0.0.2:7001\"\nwait_replicas = 1");
+    let config = files.load().unwrap();
+    assert_eq!(config.store.wait_replicas, 1);
+    assert_eq!(
+        config.store.wait_timeout,
+        std::time::Duration::from_millis(50)
+    );
+    let wait = config.store.options().wait.unwrap();
+    assert_eq!((wait.replicas, wait.timeout.as_millis()), (1, 50));
+    assert_eq!(
+        Files::new(GATEWAY, POLICY)
+            .load()
+            .unwrap()
+            .store
+            .options()
+            .wait,
+        None,
+        "off by default"
+    );
+
+    let files =
+        store("url = \"redis://127.0.0.1:7000/0\"\nwait_replicas = 2\nwait_timeout = \"200ms\"");
+    assert_eq!(
+        files.load().unwrap().store.wait_timeout,
+        std::time::Duration::from_millis(200)
+    );
+
+    for (table, line, needle) in [
+        ("url = \"redis+cluster://a:7000/0\"", 10, "store.url"),
+        ("url = \"redis+cluster://\"", 10, "store.url"),
+        ("wait_replicas = 1", 10, "store.wait_replicas"),
+        (
+            "url = \"redis://a:7000\"\nwait_timeout = \"50ms\"",
+            11,
+            "store.wait_timeout",
+        ),
+        (
+            "url = \"redis://a:7000\"\nwait_replicas = 1\nwait_timeout = \"0ms\"",
+            12,
+            "store.wait_timeout",
+        ),
+        (
+            "url = \"redis://a:7000\"\nwait_replicas = 1\nwait_timeout = \"5s\"",
+            12,
+            "store.wait_timeout",
+        ),
+    ] {
+        let files = store(table);
+        assert_error_at(&files.errors(), &files.gateway(), line, &[needle]);
+    }
+}

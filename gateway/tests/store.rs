@@ -1,5 +1,6 @@
-//! The operation store: one behavioural suite run against the memory store and against a
-//! private `redis-server`, plus Redis-only tests (outages, corruption, key layout).
+//! The operation store: one behavioural suite run against the memory store, a private
+//! `redis-server` and a private Redis Cluster, plus Redis-only tests (outages, corruption,
+//! key layout, replica acknowledgement).
 
 // Test code: a failed unwrap is a failed test (clippy only exempts `#[test]` bodies).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,7 +16,7 @@ use bytes::Bytes;
 use poppy_gateway::protocol::{OperationId, ScopeKind, SigningKey};
 use poppy_gateway::store::{
     self, Claim, ClaimOutcome, MemoryStore, OperationStore, RecordState, RecordedResponse,
-    RedisStore, StoreError,
+    RedisStore, Resolution, ResolveOutcome, StoreError,
 };
 use redis::Value;
 use support::RedisServer;
@@ -406,6 +407,208 @@ mod suite {
         assert_eq!(store.generation(long_claim.action_tag()).await.unwrap(), 0);
     }
 
+    pub async fn resolve_performed_records_the_answer(store: Arc<dyn OperationStore>) {
+        let answer = response();
+        let performed = Resolution::Performed(answer.clone());
+        let remember = now_ms() + 60_000;
+
+        // Nothing to resolve: never claimed.
+        let id = fresh_id();
+        for resolution in [&performed, &Resolution::NotPerformed] {
+            assert_eq!(
+                store.resolve(&id, resolution, remember).await.unwrap(),
+                ResolveOutcome::NoRecord
+            );
+        }
+        assert_eq!(store.lookup(&id).await.unwrap(), None);
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 0);
+
+        // Somebody else's claim, its lease run out: the outcome is unknown until resolved.
+        let mut claim = claim_by("owner-1", 60_000);
+        claim.lease_until_ms = claim.now_ms - 1;
+        store.claim(&id, &claim).await.unwrap();
+        assert_eq!(
+            store.resolve(&id, &performed, remember).await.unwrap(),
+            ResolveOutcome::Resolved
+        );
+        let record = store.lookup(&id).await.unwrap().unwrap();
+        assert_eq!(record.state, RecordState::Done(answer.clone()));
+        assert_eq!(
+            (
+                &record.scope,
+                &record.policy,
+                &record.revision,
+                record.created_at_ms
+            ),
+            (&claim.scope, &claim.policy, &claim.revision, claim.now_ms)
+        );
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
+
+        // Done is final: no resolution, completion or release changes it.
+        let other = RecordedResponse {
+            status: 500,
+            headers: Vec::new(),
+            body: Bytes::from_static(b"other"),
+        };
+        for resolution in [
+            Resolution::Performed(other.clone()),
+            Resolution::NotPerformed,
+        ] {
+            assert_eq!(
+                store.resolve(&id, &resolution, remember).await.unwrap(),
+                ResolveOutcome::AlreadyDone
+            );
+        }
+        assert!(
+            !store
+                .complete(&id, "owner-1", &other, remember)
+                .await
+                .unwrap()
+        );
+        assert!(!store.release(&id, "owner-1").await.unwrap());
+        assert_eq!(store.lookup(&id).await.unwrap(), Some(record));
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
+
+        // A claim whose lease is still running can be resolved too (any owner).
+        let live = fresh_id();
+        store
+            .claim(&live, &claim_by("owner-2", 60_000))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.resolve(&live, &performed, remember).await.unwrap(),
+            ResolveOutcome::Resolved
+        );
+        assert!(
+            !store
+                .complete(&live, "owner-2", &other, remember)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            store.lookup(&live).await.unwrap().unwrap().state,
+            RecordState::Done(answer)
+        );
+    }
+
+    pub async fn resolve_not_performed_forgets_the_claim(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        let mut claim = claim_by("owner-1", 60_000);
+        claim.lease_until_ms = claim.now_ms - 1;
+        store.claim(&id, &claim).await.unwrap();
+        let remember = now_ms() + 60_000;
+        assert_eq!(
+            store
+                .resolve(&id, &Resolution::NotPerformed, remember)
+                .await
+                .unwrap(),
+            ResolveOutcome::Resolved
+        );
+        assert_eq!(store.lookup(&id).await.unwrap(), None);
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 0);
+        // The owner finds nothing left to complete, and nothing is recorded.
+        assert!(
+            !store
+                .complete(&id, "owner-1", &response(), remember)
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.lookup(&id).await.unwrap(), None);
+        assert_eq!(
+            store
+                .resolve(&id, &Resolution::NotPerformed, remember)
+                .await
+                .unwrap(),
+            ResolveOutcome::NoRecord
+        );
+        // The same approval can be claimed, and performed, again.
+        assert_eq!(
+            store
+                .claim(&id, &claim_by("owner-2", 60_000))
+                .await
+                .unwrap(),
+            ClaimOutcome::Claimed
+        );
+        assert!(
+            store
+                .complete(&id, "owner-2", &response(), remember)
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
+    }
+
+    pub async fn resolve_never_shortens_an_expiry(store: Arc<dyn OperationStore>) {
+        // Claimed for a short while, resolved as performed for long: it stays.
+        let id = fresh_id();
+        store.claim(&id, &claim_by("o", 300)).await.unwrap();
+        let performed = Resolution::Performed(response());
+        assert_eq!(
+            store
+                .resolve(&id, &performed, now_ms() + 60_000)
+                .await
+                .unwrap(),
+            ResolveOutcome::Resolved
+        );
+        let sentinel = fresh_id();
+        store.claim(&sentinel, &claim_by("o", 300)).await.unwrap();
+        eventually("the sentinel expires", || async {
+            store.lookup(&sentinel).await.unwrap().is_none()
+        })
+        .await;
+        assert!(store.lookup(&id).await.unwrap().is_some());
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
+    }
+
+    /// An operator resolving while the owner completes: exactly one of them records, once.
+    pub async fn resolve_and_complete_race_one_winner(store: Arc<dyn OperationStore>) {
+        for _ in 0..20 {
+            let id = fresh_id();
+            store
+                .claim(&id, &claim_by("owner-1", 60_000))
+                .await
+                .unwrap();
+            let remember = now_ms() + 60_000;
+            let resolved = RecordedResponse {
+                status: 299,
+                headers: Vec::new(),
+                body: Bytes::from_static(b"operator"),
+            };
+            let completing = {
+                let (store, id) = (store.clone(), id.clone());
+                tokio::spawn(async move {
+                    store
+                        .complete(&id, "owner-1", &response(), remember)
+                        .await
+                        .unwrap()
+                })
+            };
+            let resolving = {
+                let (store, id, resolved) = (store.clone(), id.clone(), resolved.clone());
+                tokio::spawn(async move {
+                    store
+                        .resolve(&id, &Resolution::Performed(resolved), remember)
+                        .await
+                        .unwrap()
+                })
+            };
+            let completed = completing.await.unwrap();
+            let resolution = resolving.await.unwrap();
+            let expected = if completed {
+                assert_eq!(resolution, ResolveOutcome::AlreadyDone);
+                response()
+            } else {
+                assert_eq!(resolution, ResolveOutcome::Resolved);
+                resolved
+            };
+            assert_eq!(
+                store.lookup(&id).await.unwrap().unwrap().state,
+                RecordState::Done(expected)
+            );
+            assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
+        }
+    }
+
     pub async fn ping_answers(store: Arc<dyn OperationStore>) {
         store.ping().await.unwrap();
     }
@@ -431,6 +634,22 @@ macro_rules! both_stores {
                 }
             )*
         }
+        /// The whole suite, in turn, on one Redis Cluster (three primaries): starting a
+        /// cluster per case would cost more than the cases.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn redis_cluster_store_passes_the_suite() {
+            let cluster = poppy_e2e::RedisCluster::start(3);
+            let store: std::sync::Arc<dyn OperationStore> =
+                std::sync::Arc::new(RedisStore::new(&cluster.url(), "test").unwrap());
+            $(
+                suite::$name(store.clone()).await;
+            )*
+            let keys = cluster.keys_per_node();
+            assert!(
+                keys.iter().filter(|&&n| n > 0).count() > 1,
+                "the suite's keys should spread over the primaries: {keys:?}"
+            );
+        }
     };
 }
 
@@ -443,6 +662,10 @@ both_stores!(
     release_only_by_the_owner,
     records_vanish_after_remember_until,
     complete_never_shortens_an_expiry,
+    resolve_performed_records_the_answer,
+    resolve_not_performed_forgets_the_claim,
+    resolve_never_shortens_an_expiry,
+    resolve_and_complete_race_one_winner,
     ping_answers,
 );
 
@@ -477,6 +700,15 @@ async fn assert_all_unavailable(store: &dyn OperationStore) {
         (
             "release",
             Box::pin(async { store.release(&id, "o").await.map(drop) }),
+        ),
+        (
+            "resolve",
+            Box::pin(async {
+                store
+                    .resolve(&id, &Resolution::NotPerformed, now_ms() + 60_000)
+                    .await
+                    .map(drop)
+            }),
         ),
     ];
     for (name, call) in checks {
@@ -737,6 +969,12 @@ async fn redis_malformed_entries_are_corrupt_and_fail_closed() {
         store.claim(&id, &claim_by("o", 60_000)).await,
         Err(StoreError::Corrupt(_))
     ));
+    for resolution in [Resolution::NotPerformed, Resolution::Performed(response())] {
+        assert!(matches!(
+            store.resolve(&id, &resolution, now_ms() + 60_000).await,
+            Err(StoreError::Corrupt(_))
+        ));
+    }
 
     // Something else under the key.
     let id = fresh_id();
@@ -789,4 +1027,178 @@ async fn open_picks_the_store_from_the_url() {
         redis.ping().await,
         Err(StoreError::Unavailable(_))
     ));
+}
+
+/// How long Redis waits for replicas in these tests.
+const WAIT_TIMEOUT: Duration = Duration::from_millis(100);
+
+fn waiting_store(url: &str, replicas: u32) -> RedisStore {
+    let options = store::StoreOptions {
+        namespace: "test".into(),
+        wait: Some(store::ReplicaWait {
+            replicas,
+            timeout: WAIT_TIMEOUT,
+        }),
+    };
+    RedisStore::with_options(url, &options).unwrap()
+}
+
+fn record_key(id: &OperationId) -> String {
+    format!("test:op:{{{}}}:{}", id.action_tag(), id.generation_tag())
+}
+
+fn assert_unreplicated(result: Result<ClaimOutcome, StoreError>, took: Duration) {
+    match result {
+        Err(StoreError::Unavailable(message)) => {
+            assert!(message.contains("replicas acknowledged"), "{message}")
+        }
+        other => panic!("a claim no replica acknowledged must not be used: {other:?}"),
+    }
+    assert!(took < UNAVAILABLE_BOUND, "took {took:?}");
+}
+
+/// `wait_replicas = 1` on one primary with one replica: a claim is used only once the replica
+/// has it; with the replica gone, claims fail closed and leave nothing behind, while answers
+/// and resolutions are still recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_claims_wait_for_a_replica() {
+    let primary = poppy_e2e::RedisServer::start();
+    let mut replica = poppy_e2e::RedisServer::start_replica_of(&primary);
+    let store = waiting_store(&primary.url(), 1);
+
+    let id = fresh_id();
+    assert_eq!(
+        store.claim(&id, &claim_by("o", 60_000)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    // Acknowledged means the replica holds it already, before anything is forwarded.
+    assert_eq!(
+        replica.command(&["EXISTS", &record_key(&id)]),
+        Ok("1".into())
+    );
+    let unknown = fresh_id();
+    store.claim(&unknown, &claim_by("o", 60_000)).await.unwrap();
+
+    // Needing two replicas when there is one: every claim is refused and released.
+    let greedy = waiting_store(&primary.url(), 2);
+    let refused = fresh_id();
+    let started = Instant::now();
+    let result = greedy.claim(&refused, &claim_by("o", 60_000)).await;
+    assert_unreplicated(result, started.elapsed());
+    assert_eq!(store.lookup(&refused).await.unwrap(), None);
+
+    replica.stop();
+    let lonely = fresh_id();
+    for attempt in 0..2 {
+        let started = Instant::now();
+        let result = store.claim(&lonely, &claim_by("o", 60_000)).await;
+        assert_unreplicated(result, started.elapsed());
+        assert_eq!(
+            store.lookup(&lonely).await.unwrap(),
+            None,
+            "attempt {attempt}"
+        );
+    }
+    // The answer was delivered and is on the primary: complete succeeds (with a warning).
+    assert!(
+        store
+            .complete(&id, "o", &response(), now_ms() + 60_000)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store
+            .resolve(&unknown, &Resolution::NotPerformed, now_ms() + 60_000)
+            .await
+            .unwrap(),
+        ResolveOutcome::Resolved
+    );
+
+    replica.restart();
+    let deadline = Instant::now() + EVENTUALLY;
+    while primary.info_field("replication", "connected_slaves") != Some("1".into()) {
+        assert!(Instant::now() < deadline, "the replica did not reconnect");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eventually("claims are acknowledged again", || async {
+        store
+            .claim(&fresh_id(), &claim_by("o", 60_000))
+            .await
+            .is_ok()
+    })
+    .await;
+}
+
+/// In a cluster, WAIT goes to the primary that wrote the claim: with one primary's replica
+/// gone, claims in its slots fail closed and claims in the other primaries' slots succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_claims_wait_for_their_own_primary_s_replica() {
+    let mut cluster = poppy_e2e::RedisCluster::start_with_replicas(3, 1);
+    let store = waiting_store(&cluster.url(), 1);
+    // Find a primary, and operations on it and elsewhere.
+    let ids: Vec<OperationId> = (0..40).map(|_| fresh_id()).collect();
+    let primary = cluster.primary_of(&record_key(&ids[0]));
+    let (mine, others): (Vec<_>, Vec<_>) = ids
+        .into_iter()
+        .partition(|id| cluster.primary_of(&record_key(id)) == primary);
+    assert!(
+        mine.len() > 1 && !others.is_empty(),
+        "40 operations, {} on the chosen primary",
+        mine.len()
+    );
+
+    for id in mine.iter().take(1) {
+        assert_eq!(
+            store.claim(id, &claim_by("o", 60_000)).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+    }
+    for replica in cluster.replicas_of(primary) {
+        cluster.stop_node(replica);
+    }
+    // Readiness is about the primaries; a missing replica is WAIT's business.
+    store.ping().await.unwrap();
+    for id in mine.iter().skip(1) {
+        let started = Instant::now();
+        let result = store.claim(id, &claim_by("o", 60_000)).await;
+        assert_unreplicated(result, started.elapsed());
+        assert_eq!(store.lookup(id).await.unwrap(), None);
+    }
+    for id in &others {
+        assert_eq!(
+            store.claim(id, &claim_by("o", 60_000)).await.unwrap(),
+            ClaimOutcome::Claimed,
+            "a claim on a primary whose replica is up"
+        );
+    }
+}
+
+/// Cluster down before the first call, then up; then down again and back: calls fail fast
+/// while it is down and work again once it is back, with no restart of the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_outage_fails_fast_and_recovers_by_itself() {
+    let mut cluster = poppy_e2e::RedisCluster::start(3);
+    cluster.stop();
+    let store = RedisStore::new(&cluster.url(), "test").unwrap();
+    assert_all_unavailable(&store).await;
+
+    cluster.start_again();
+    ping_eventually(&store).await;
+    let id = fresh_id();
+    assert_eq!(
+        store.claim(&id, &claim_by("o", 60_000)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+
+    cluster.stop();
+    assert_all_unavailable(&store).await;
+    assert_all_unavailable(&store).await;
+    cluster.start_again();
+    ping_eventually(&store).await;
+    let after = fresh_id();
+    assert_eq!(
+        store.claim(&after, &claim_by("o", 60_000)).await.unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert!(store.lookup(&after).await.unwrap().is_some());
 }

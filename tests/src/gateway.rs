@@ -37,6 +37,8 @@ pub struct GatewayBuilder {
     upstream_timeout: String,
     upstream_connect_timeout: String,
     extra_config: String,
+    /// Lines of the `[store]` table after `url`.
+    store_lines: String,
     env: Vec<(String, String)>,
     args: Vec<String>,
     binary: Option<PathBuf>,
@@ -62,6 +64,7 @@ impl GatewayBuilder {
             upstream_timeout: "30s".to_owned(),
             upstream_connect_timeout: "2s".to_owned(),
             extra_config: String::new(),
+            store_lines: String::new(),
             env: Vec::new(),
             args: Vec::new(),
             binary: None,
@@ -71,6 +74,14 @@ impl GatewayBuilder {
     /// `[store] url`: `memory://` or `redis://127.0.0.1:P/0`.
     pub fn store_url(mut self, url: &str) -> GatewayBuilder {
         self.store_url = url.to_owned();
+        self
+    }
+
+    /// `[store] wait_replicas` and `wait_timeout` (e.g. `"100ms"`).
+    pub fn store_wait_replicas(mut self, replicas: u32, timeout: &str) -> GatewayBuilder {
+        self.store_lines.push_str(&format!(
+            "wait_replicas = {replicas}\nwait_timeout = \"{timeout}\"\n"
+        ));
         self
     }
 
@@ -151,12 +162,13 @@ listen = "127.0.0.1:{admin_port}"
 
 [store]
 url = "{store}"
-{extra}"#,
+{store_lines}{extra}"#,
             max_body = self.max_body_bytes,
             upstream = self.upstream_url,
             timeout = self.upstream_timeout,
             connect_timeout = self.upstream_connect_timeout,
             store = self.store_url,
+            store_lines = self.store_lines,
             extra = self.extra_config,
         )
     }

@@ -1,5 +1,6 @@
 //! End-to-end harness of poppy-gateway: the real binary, a counting upstream and a private
-//! `redis-server`, each on free loopback ports, all stopped when the test ends.
+//! `redis-server` (or a replica, or a whole Redis Cluster), each on free loopback ports, all
+//! stopped when the test ends.
 //!
 //! A test harness fails tests by panicking, so `unwrap`/`expect` are fine here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -14,6 +15,7 @@ pub mod policies;
 pub mod ports;
 pub mod rawhttp;
 pub mod redis;
+pub mod redis_cluster;
 pub mod rfc3339;
 pub mod stack;
 pub mod upstream;
@@ -23,6 +25,7 @@ pub use agent::{OPERATIONS_V2, Request, Session, approval_header};
 pub use answer::{Answer, Operation, tamper};
 pub use gateway::{Client, Gateway, GatewayBuilder, TEST_KEYS};
 pub use redis::RedisServer;
+pub use redis_cluster::RedisCluster;
 pub use stack::{Stack, Store};
 pub use upstream::Upstream;
 

@@ -18,24 +18,113 @@ const IO_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct RedisServer {
     port: u16,
     dir: TempDir,
+    role: Role,
     child: Option<Child>,
+}
+
+/// What a server is started as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Standalone,
+    /// `--replicaof 127.0.0.1 <port>`.
+    ReplicaOf(u16),
+    /// `--cluster-enabled yes`; its cluster bus listens on port + 10000.
+    ClusterNode,
+}
+
+impl Role {
+    fn args(self, port: u16, dir: &TempDir) -> Vec<String> {
+        match self {
+            Role::Standalone => Vec::new(),
+            Role::ReplicaOf(primary) => {
+                vec![
+                    "--replicaof".into(),
+                    "127.0.0.1".into(),
+                    primary.to_string(),
+                ]
+            }
+            Role::ClusterNode => vec![
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-config-file".into(),
+                dir.path()
+                    .join(format!("nodes-{port}.conf"))
+                    .display()
+                    .to_string(),
+            ],
+        }
+    }
+
+    /// A free port for this role: a cluster node's bus port (port + 10000) must be free too.
+    fn port(self) -> u16 {
+        if self != Role::ClusterNode {
+            return free_port();
+        }
+        loop {
+            let port = free_port();
+            if let Some(bus) = port.checked_add(10_000)
+                && std::net::TcpListener::bind(("127.0.0.1", bus)).is_ok()
+            {
+                return port;
+            }
+        }
+    }
 }
 
 impl RedisServer {
     /// Start a server on a free port and wait (at most 10 s) until it answers PING.
     pub fn start() -> RedisServer {
+        RedisServer::start_as(Role::Standalone)
+    }
+
+    /// Start a replica of `primary` and wait (at most 10 s) until the primary counts it as a
+    /// connected replica, so that `WAIT 1` can be satisfied.
+    pub fn start_replica_of(primary: &RedisServer) -> RedisServer {
+        let replica = RedisServer::start_as(Role::ReplicaOf(primary.port));
+        replica.wait_for_replication(primary);
+        replica
+    }
+
+    /// Wait (at most 10 s) until this replica's link to `primary` is up and the primary
+    /// counts it, e.g. after [`RedisServer::restart`] of a replica.
+    pub fn wait_for_replication(&self, primary: &RedisServer) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !(self.replication_is_up()
+            && primary
+                .info_field("replication", "connected_slaves")
+                .is_some_and(|n| n != "0"))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the replica on port {} did not connect to its primary on port {} within \
+                 {START_TIMEOUT:?}:\n{}",
+                self.port,
+                primary.port,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Start a node of a Redis Cluster, not yet joined to any (see [`crate::RedisCluster`]).
+    pub(crate) fn start_cluster_node() -> RedisServer {
+        RedisServer::start_as(Role::ClusterNode)
+    }
+
+    fn start_as(role: Role) -> RedisServer {
         let dir = tempfile::Builder::new()
             .prefix("poppy-e2e-redis-")
             .tempdir()
             .expect("temporary directory for redis-server");
         let mut last_error = String::new();
         for _attempt in 0..2 {
-            let port = free_port();
-            match spawn(port, &dir) {
+            let port = role.port();
+            match spawn(port, &dir, &role.args(port, &dir)) {
                 Ok(child) => {
                     return RedisServer {
                         port,
                         dir,
+                        role,
                         child: Some(child),
                     };
                 }
@@ -43,6 +132,21 @@ impl RedisServer {
             }
         }
         panic!("redis-server did not start: {last_error}");
+    }
+
+    /// A replica whose link to its primary is up.
+    fn replication_is_up(&self) -> bool {
+        self.command(&["INFO", "replication"])
+            .is_ok_and(|info| info.contains("master_link_status:up"))
+    }
+
+    /// The `INFO` field `name` of `section`, e.g. `("replication", "connected_slaves")`.
+    pub fn info_field(&self, section: &str, name: &str) -> Option<String> {
+        let info = self.command(&["INFO", section]).ok()?;
+        let prefix = format!("{name}:");
+        info.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map(|value| value.trim().to_owned())
     }
 
     pub fn port(&self) -> u16 {
@@ -69,7 +173,7 @@ impl RedisServer {
     /// Stop it if it runs, then start it again on the same port (empty).
     pub fn restart(&mut self) {
         self.stop();
-        match spawn(self.port, &self.dir) {
+        match spawn(self.port, &self.dir, &self.role.args(self.port, &self.dir)) {
             Ok(child) => self.child = Some(child),
             Err(error) => panic!(
                 "redis-server did not restart on port {}: {error}",
@@ -96,6 +200,20 @@ impl RedisServer {
         command(self.port, args)
     }
 
+    /// A file in this server's folder, opened for appending (for a helper's output).
+    pub(crate) fn log_file(&self, name: &str) -> File {
+        let path = self.dir.path().join(name);
+        File::options()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
+    }
+
+    pub(crate) fn read_log_file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
+    }
+
     /// What the server printed.
     pub fn log(&self) -> String {
         std::fs::read_to_string(log_path(&self.dir)).unwrap_or_default()
@@ -119,7 +237,7 @@ fn log_path(dir: &TempDir) -> PathBuf {
     dir.path().join("redis.log")
 }
 
-fn spawn(port: u16, dir: &TempDir) -> Result<Child, String> {
+fn spawn(port: u16, dir: &TempDir, extra_args: &[String]) -> Result<Child, String> {
     let log = File::options()
         .create(true)
         .append(true)
@@ -132,6 +250,7 @@ fn spawn(port: u16, dir: &TempDir) -> Result<Child, String> {
         .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .arg("--dir")
         .arg(dir.path())
+        .args(extra_args)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err)

@@ -11,6 +11,7 @@ use super::error::{ConfigError, ConfigErrors};
 use super::file::GatewayFile;
 use super::policy_file::load_policy_file;
 use crate::policy::{Policy, PolicySet};
+use crate::store::{self, MAX_WAIT_TIMEOUT, ReplicaWait, StoreOptions};
 
 /// The validated configuration the gateway runs with.
 #[derive(Debug, Clone)]
@@ -57,6 +58,23 @@ pub struct StoreSettings {
     pub namespace: String,
     /// How long after a revision's `expires_at` a performed operation is still remembered.
     pub remember_grace: Duration,
+    /// Replicas that must acknowledge a claim before it is used; 0 = off.
+    pub wait_replicas: u32,
+    /// How long Redis waits for their acknowledgement.
+    pub wait_timeout: Duration,
+}
+
+impl StoreSettings {
+    /// The options [`crate::store::open_with`] takes.
+    pub fn options(&self) -> StoreOptions {
+        StoreOptions {
+            namespace: self.namespace.clone(),
+            wait: (self.wait_replicas > 0).then_some(ReplicaWait {
+                replicas: self.wait_replicas,
+                timeout: self.wait_timeout,
+            }),
+        }
+    }
 }
 
 /// Which claims identify the Session, the agent, the user and the account.
@@ -189,10 +207,17 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         .unwrap_or_else(|| "memory://".into());
     if let Some(u) = &file.store.url {
         let url = u.get_ref();
-        if url != "memory://" && !url.starts_with("redis://") && !url.starts_with("rediss://") {
+        if url.starts_with(store::CLUSTER_SCHEME) {
+            if let Err(e) = store::cluster_seeds(url) {
+                errors.push(at(u.span(), format!("store.url: {e}")));
+            }
+        } else if url != "memory://"
+            && !url.starts_with("redis://")
+            && !url.starts_with("rediss://")
+        {
             errors.push(at(
                 u.span(),
-                format!("store.url: `{url}` is neither \"memory://\" nor a redis:// URL"),
+                format!("store.url: `{url}` is neither \"memory://\", a redis:// URL nor a redis+cluster:// one"),
             ));
         }
     }
@@ -216,6 +241,40 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         "store.remember_grace",
         &mut errors,
     );
+    let wait_replicas = file
+        .store
+        .wait_replicas
+        .as_ref()
+        .map_or(0, |n| *n.get_ref());
+    let wait_timeout = duration(
+        &file.store.wait_timeout,
+        Duration::from_millis(50),
+        "store.wait_timeout",
+        &mut errors,
+    );
+    if let Some(n) = &file.store.wait_replicas
+        && *n.get_ref() > 0
+        && store_url == "memory://"
+    {
+        errors.push(at(
+            n.span(),
+            "store.wait_replicas: needs a Redis store (memory:// has no replicas)".into(),
+        ));
+    }
+    if let Some(t) = &file.store.wait_timeout {
+        if wait_replicas == 0 {
+            errors.push(at(
+                t.span(),
+                "store.wait_timeout: has no effect without store.wait_replicas".into(),
+            ));
+        } else if wait_timeout.is_zero() || wait_timeout > MAX_WAIT_TIMEOUT {
+            // Zero would make WAIT block forever.
+            errors.push(at(
+                t.span(),
+                format!("store.wait_timeout: must be 1ms to {MAX_WAIT_TIMEOUT:?}"),
+            ));
+        }
+    }
 
     let session = SessionClaims {
         session_claim: file
@@ -350,6 +409,8 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             url: store_url,
             namespace,
             remember_grace,
+            wait_replicas,
+            wait_timeout,
         },
         session,
         well_known,

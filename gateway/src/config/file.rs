@@ -54,6 +54,9 @@ pub struct StoreFile {
     pub url: Option<Spanned<String>>,
     pub namespace: Option<Spanned<String>>,
     pub remember_grace: Option<Spanned<String>>,
+    /// Replicas that must acknowledge a claim before it is used (0 = off).
+    pub wait_replicas: Option<Spanned<u32>>,
+    pub wait_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

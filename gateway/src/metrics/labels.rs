@@ -67,16 +67,18 @@ pub enum StoreCall {
     Claim,
     Complete,
     Release,
+    Resolve,
     Ping,
 }
 
 impl StoreCall {
-    pub const ALL: [StoreCall; 6] = [
+    pub const ALL: [StoreCall; 7] = [
         StoreCall::Generation,
         StoreCall::Lookup,
         StoreCall::Claim,
         StoreCall::Complete,
         StoreCall::Release,
+        StoreCall::Resolve,
         StoreCall::Ping,
     ];
 
@@ -87,6 +89,7 @@ impl StoreCall {
             StoreCall::Claim => "claim",
             StoreCall::Complete => "complete",
             StoreCall::Release => "release",
+            StoreCall::Resolve => "resolve",
             StoreCall::Ping => "ping",
         }
     }

@@ -6,7 +6,10 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
-use super::{Claim, ClaimOutcome, OperationRecord, OperationStore, RecordedResponse, StoreError};
+use super::{
+    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordedResponse, Resolution,
+    ResolveOutcome, StoreError,
+};
 use crate::metrics::{Metrics, StoreCall};
 use crate::protocol::OperationId;
 
@@ -68,6 +71,19 @@ impl OperationStore for InstrumentedStore {
             .await
     }
 
+    async fn resolve(
+        &self,
+        id: &OperationId,
+        resolution: &Resolution,
+        remember_until_ms: i64,
+    ) -> Result<ResolveOutcome, StoreError> {
+        self.timed(
+            StoreCall::Resolve,
+            self.inner.resolve(id, resolution, remember_until_ms),
+        )
+        .await
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         self.timed(StoreCall::Ping, self.inner.ping()).await
     }
@@ -103,6 +119,14 @@ mod tests {
             Err(StoreError::Unavailable("down".into()))
         }
         async fn release(&self, _: &OperationId, _: &str) -> Result<bool, StoreError> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+        async fn resolve(
+            &self,
+            _: &OperationId,
+            _: &Resolution,
+            _: i64,
+        ) -> Result<ResolveOutcome, StoreError> {
             Err(StoreError::Unavailable("down".into()))
         }
         async fn ping(&self) -> Result<(), StoreError> {

@@ -11,7 +11,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 
 use super::{
-    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordState, RecordedResponse, StoreError,
+    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordState, RecordedResponse,
+    Resolution, ResolveOutcome, StoreError,
 };
 use crate::protocol::OperationId;
 
@@ -43,6 +44,24 @@ struct Inner {
     /// Keyed by the action tag.
     generations: HashMap<String, Expiring<u64>>,
     writes_since_sweep: usize,
+}
+
+/// Whose in-flight record a step may finish.
+#[derive(Clone, Copy)]
+enum Owner<'a> {
+    /// The claim's own (complete, release).
+    Exactly(&'a str),
+    /// Anybody's: an operator's resolution.
+    Any,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Finishable {
+    Yes,
+    NoRecord,
+    Done,
+    /// In flight under another owner.
+    NotYours,
 }
 
 struct Expiring<T> {
@@ -83,6 +102,47 @@ impl Inner {
             .get(key)
             .filter(|entry| entry.live(now))
             .map(|entry| &entry.value)
+    }
+
+    /// Who may finish (complete, resolve, release) the in-flight record of `key`.
+    fn finishable(&self, key: &str, now: i64, owner: Owner<'_>) -> Finishable {
+        match self.live_record(key, now).map(|record| &record.state) {
+            None => Finishable::NoRecord,
+            Some(RecordState::Done(_)) => Finishable::Done,
+            Some(RecordState::InFlight { owner: o, .. }) => match owner {
+                Owner::Exactly(owner) if o != owner => Finishable::NotYours,
+                _ => Finishable::Yes,
+            },
+        }
+    }
+
+    /// Record the answer of a finishable in-flight record and move the generation on.
+    fn record_answer(
+        &mut self,
+        id: &OperationId,
+        response: &RecordedResponse,
+        remember_until_ms: i64,
+        now: i64,
+    ) {
+        if let Some(entry) = self.records.get_mut(id.as_str()) {
+            entry.value.state = RecordState::Done(response.clone());
+            entry.expires_at_ms = entry.expires_at_ms.max(remember_until_ms);
+        }
+        let generation = self
+            .generations
+            .entry(id.action_tag().to_owned())
+            .or_insert(Expiring {
+                value: 0,
+                expires_at_ms: remember_until_ms,
+            });
+        if !generation.live(now) {
+            // An expired counter is forgotten, exactly like a Redis key past its expiry.
+            generation.value = 0;
+            generation.expires_at_ms = remember_until_ms;
+        }
+        generation.value = generation.value.saturating_add(1);
+        generation.expires_at_ms = generation.expires_at_ms.max(remember_until_ms);
+        self.wrote(now);
     }
 
     /// Count a write and, now and then, drop expired entries so memory stays bounded by the
@@ -153,49 +213,48 @@ impl OperationStore for MemoryStore {
     ) -> Result<bool, StoreError> {
         let now = now_ms();
         let mut inner = self.lock();
-        let Some(entry) = inner
-            .records
-            .get_mut(id.as_str())
-            .filter(|entry| entry.live(now))
-        else {
-            return Ok(false);
-        };
-        if !matches!(&entry.value.state, RecordState::InFlight { owner: o, .. } if o == owner) {
+        if inner.finishable(id.as_str(), now, Owner::Exactly(owner)) != Finishable::Yes {
             return Ok(false);
         }
-        entry.value.state = RecordState::Done(response.clone());
-        entry.expires_at_ms = entry.expires_at_ms.max(remember_until_ms);
-
-        let generation = inner
-            .generations
-            .entry(id.action_tag().to_owned())
-            .or_insert(Expiring {
-                value: 0,
-                expires_at_ms: remember_until_ms,
-            });
-        if !generation.live(now) {
-            // An expired counter is forgotten, exactly like a Redis key past its expiry.
-            generation.value = 0;
-            generation.expires_at_ms = remember_until_ms;
-        }
-        generation.value = generation.value.saturating_add(1);
-        generation.expires_at_ms = generation.expires_at_ms.max(remember_until_ms);
-        inner.wrote(now);
+        inner.record_answer(id, response, remember_until_ms, now);
         Ok(true)
     }
 
     async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError> {
         let now = now_ms();
         let mut inner = self.lock();
-        let owned = matches!(
-            inner.live_record(id.as_str(), now),
-            Some(OperationRecord { state: RecordState::InFlight { owner: o, .. }, .. }) if o == owner
-        );
+        let owned = inner.finishable(id.as_str(), now, Owner::Exactly(owner)) == Finishable::Yes;
         if owned {
             inner.records.remove(id.as_str());
             inner.wrote(now);
         }
         Ok(owned)
+    }
+
+    async fn resolve(
+        &self,
+        id: &OperationId,
+        resolution: &Resolution,
+        remember_until_ms: i64,
+    ) -> Result<ResolveOutcome, StoreError> {
+        let now = now_ms();
+        let mut inner = self.lock();
+        match inner.finishable(id.as_str(), now, Owner::Any) {
+            Finishable::NoRecord => return Ok(ResolveOutcome::NoRecord),
+            Finishable::Done => return Ok(ResolveOutcome::AlreadyDone),
+            // `Owner::Any` finishes anybody's in-flight record.
+            Finishable::Yes | Finishable::NotYours => {}
+        }
+        match resolution {
+            Resolution::Performed(response) => {
+                inner.record_answer(id, response, remember_until_ms, now);
+            }
+            Resolution::NotPerformed => {
+                inner.records.remove(id.as_str());
+                inner.wrote(now);
+            }
+        }
+        Ok(ResolveOutcome::Resolved)
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -9,19 +9,21 @@
 //!   new request for the same action, after one was performed, gets a new operation_id.
 //!
 //! Every step is one atomic call (one Redis round trip, a Lua script where it writes).
+//! [`OperationStore::resolve`] is the operator's way out of an *unknown* outcome.
 
 mod instrumented;
 mod memory;
 mod redis;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
 pub use instrumented::InstrumentedStore;
 pub use memory::MemoryStore;
-pub use redis::{DEFAULT_NAMESPACE, RedisStore};
+pub use redis::{CLUSTER_SCHEME, DEFAULT_NAMESPACE, MAX_WAIT_TIMEOUT, RedisStore, cluster_seeds};
 
 use crate::protocol::OperationId;
 
@@ -80,23 +82,6 @@ pub struct Claim {
     pub remember_until_ms: i64,
 }
 
-/// What an operator says happened to an operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resolution {
-    /// It took effect; this is the answer to replay.
-    Performed(RecordedResponse),
-    /// It did not take effect: forget the claim so the same approval can be sent again.
-    NotPerformed,
-}
-
-/// The result of [`OperationStore::resolve`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResolveOutcome {
-    Resolved,
-    NoRecord,
-    AlreadyDone,
-}
-
 /// The result of [`OperationStore::claim`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimOutcome {
@@ -104,6 +89,53 @@ pub enum ClaimOutcome {
     Claimed,
     /// Somebody claimed it before; here is what is known.
     Exists(OperationRecord),
+}
+
+/// An operator's verdict on an in-flight operation, typically one whose outcome is unknown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// The upstream did perform it, and this is the answer to replay from now on.
+    Performed(RecordedResponse),
+    /// The upstream did not perform it: forget the claim, so the same approval can be retried.
+    NotPerformed,
+}
+
+/// The result of [`OperationStore::resolve`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolveOutcome {
+    Resolved,
+    /// No record: never claimed, released, or forgotten after its expiry.
+    NoRecord,
+    /// The operation has a recorded answer already; it was left unchanged.
+    AlreadyDone,
+}
+
+/// `[store] wait_replicas`: how many replicas must acknowledge a claim before it is used
+/// (completions and resolutions wait for them too, but stand without them: see docs/redis.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaWait {
+    /// At least 1.
+    pub replicas: u32,
+    /// How long Redis waits for them (`WAIT`'s timeout); never zero, which would mean forever.
+    pub timeout: Duration,
+}
+
+/// How to open a store, beyond its URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Prefix of every Redis key (ignored by `memory://`).
+    pub namespace: String,
+    /// Replica acknowledgement of writes (Redis only; `None` = off).
+    pub wait: Option<ReplicaWait>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            namespace: DEFAULT_NAMESPACE.to_owned(),
+            wait: None,
+        }
+    }
 }
 
 #[async_trait]
@@ -114,7 +146,9 @@ pub trait OperationStore: Send + Sync + 'static {
     /// The record for this operation, if one exists.
     async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError>;
 
-    /// Atomically create an in-flight record for `id`, unless one exists.
+    /// Atomically create an in-flight record for `id`, unless one exists. With
+    /// [`ReplicaWait`], a new claim is used only once enough replicas hold it; otherwise it is
+    /// released again and the call fails with `Unavailable`.
     async fn claim(&self, id: &OperationId, claim: &Claim) -> Result<ClaimOutcome, StoreError>;
 
     /// Record the answer of an operation this `owner` claimed, and move the action's
@@ -132,29 +166,28 @@ pub trait OperationStore: Send + Sync + 'static {
     /// retried. Only the owner's in-flight record is removed; returns whether it was.
     async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError>;
 
-    /// A cheap round trip, for `/readyz`.
-    async fn ping(&self) -> Result<(), StoreError>;
-
     /// An operator's verdict on an operation (admin API), typically one whose outcome is
-    /// unknown. (Placeholder until the stores implement it.)
+    /// unknown. One atomic step, whoever owns the in-flight record and whether or not its
+    /// lease ran out. `Performed` records the answer exactly as [`OperationStore::complete`]
+    /// does (expiry at least `remember_until_ms`, generation moved on); `NotPerformed` deletes
+    /// the record and leaves the generation alone. A recorded answer is never changed.
     async fn resolve(
         &self,
-        _id: &OperationId,
-        _resolution: &Resolution,
-        _remember_until_ms: i64,
-    ) -> Result<ResolveOutcome, StoreError> {
-        Err(StoreError::Unavailable(
-            "this store cannot resolve operations yet".into(),
-        ))
-    }
+        id: &OperationId,
+        resolution: &Resolution,
+        remember_until_ms: i64,
+    ) -> Result<ResolveOutcome, StoreError>;
+
+    /// A cheap round trip, for `/readyz`.
+    async fn ping(&self) -> Result<(), StoreError>;
 }
 
-/// The store a `[store] url` names: `memory://`, or `redis://…` (or `valkey://`, `unix://`, as
-/// the redis client reads them) with the default key namespace. `rediss://` is refused with a
-/// clear error until the redis crate's TLS feature is enabled. Never connects: a Redis store
-/// connects on first use.
+/// The store a `[store] url` names, with the default options: `memory://`; `redis://…` (or
+/// `valkey://`, `unix://`, as the redis client reads them); or `redis+cluster://h1:p1,h2:p2`,
+/// the seed nodes of a Redis Cluster. `rediss://` is refused with a clear error until the
+/// redis crate's TLS feature is enabled. Never connects: a Redis store connects on first use.
 pub fn open(url: &str) -> Result<Arc<dyn OperationStore>, StoreError> {
-    open_with_namespace(url, DEFAULT_NAMESPACE)
+    open_with(url, &StoreOptions::default())
 }
 
 /// [`open`] with a key namespace for the Redis store (ignored by `memory://`).
@@ -162,8 +195,22 @@ pub fn open_with_namespace(
     url: &str,
     namespace: &str,
 ) -> Result<Arc<dyn OperationStore>, StoreError> {
+    let options = StoreOptions {
+        namespace: namespace.to_owned(),
+        ..StoreOptions::default()
+    };
+    open_with(url, &options)
+}
+
+/// [`open`] with every option.
+pub fn open_with(url: &str, options: &StoreOptions) -> Result<Arc<dyn OperationStore>, StoreError> {
     if url == "memory://" {
+        if options.wait.is_some() {
+            return Err(StoreError::Unavailable(
+                "wait_replicas needs a Redis store: memory:// has no replicas".into(),
+            ));
+        }
         return Ok(Arc::new(MemoryStore::new()));
     }
-    Ok(Arc::new(RedisStore::new(url, namespace)?))
+    Ok(Arc::new(RedisStore::with_options(url, options)?))
 }

@@ -1,9 +1,25 @@
--- Forget a claim: delete the record only while it is in flight under ARGV[1].
--- The generation counter is left alone. One atomic step.
--- KEYS[1] record; ARGV: owner. Returns 1 when deleted, 0 otherwise.
-local fields = redis.call('HMGET', KEYS[1], 'state', 'owner')
-if fields[1] == 'in_flight' and fields[2] == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  return 1
+-- Forget an in-flight claim: the gateway releasing its own (ARGV[1] 'owner', ARGV[2] the
+-- owner) after the upstream provably performed nothing, or an operator resolving it as not
+-- performed (ARGV[1] 'any'). The record is deleted; the generation counter is left alone, so
+-- the same approval can be claimed again. One atomic step.
+-- KEYS[1] record; ARGV: mode, owner.
+-- Returns 1 when deleted, 0 when there is no record, 2 when it is done (never deleted), 3 when
+-- it is in flight under another owner.
+if ARGV[1] ~= 'owner' and ARGV[1] ~= 'any' then
+  return redis.error_reply('ERR unknown mode')
 end
-return 0
+local fields = redis.call('HMGET', KEYS[1], 'state', 'owner')
+if not fields[1] then
+  return 0
+end
+if fields[1] == 'done' then
+  return 2
+end
+if fields[1] ~= 'in_flight' then
+  return redis.error_reply('CORRUPT unknown record state')
+end
+if ARGV[1] == 'owner' and fields[2] ~= ARGV[2] then
+  return 3
+end
+redis.call('DEL', KEYS[1])
+return 1

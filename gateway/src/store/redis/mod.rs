@@ -1,0 +1,351 @@
+//! The Redis store: shared by any number of gateway replicas, on one Redis node (`redis://`)
+//! or a Redis Cluster (`redis+cluster://`, see [`cluster_seeds`]).
+//!
+//! Every write is one Lua script, so Redis runs it as one atomic step, and every call is one
+//! round trip (`EVALSHA`, with `WAIT` pipelined after it when replicas must acknowledge; only
+//! the first call after Redis lost its script cache sends the script again, which is safe
+//! because `NOSCRIPT` means nothing ran).
+//!
+//! Keys, with `{…}` as the Redis Cluster hash tag so one operation lives in one slot (and every
+//! script touches the keys of one slot only):
+//! - record: `<ns>:op:{<action tag>}:<generation tag>`, a hash (see `codec::decode_record`);
+//! - generation: `<ns>:gen:{<action tag>}`, an integer.
+//!
+//! Note that `Unavailable` from a write does not prove that the write did not happen (the
+//! answer may have been lost on the way back); callers fail closed on it.
+
+mod codec;
+mod link;
+mod script;
+mod url;
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::Value;
+
+use self::codec::{
+    Finished, bytes_of, corrupt, decode_record, encode_headers, finished, into_fields,
+};
+use self::link::Links;
+use self::script::{Lua, Ran};
+pub use self::url::{CLUSTER_SCHEME, cluster_seeds};
+use super::{
+    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordedResponse, ReplicaWait,
+    Resolution, ResolveOutcome, StoreError, StoreOptions,
+};
+use crate::protocol::OperationId;
+
+/// The key namespace when none is configured.
+pub const DEFAULT_NAMESPACE: &str = "poppy";
+
+/// The longest `[store] wait_timeout`: `WAIT` holds the reply (and every command behind it on
+/// the same connection) that long, and the whole call must stay well within its bound.
+pub const MAX_WAIT_TIMEOUT: Duration = Duration::from_secs(1);
+
+const CLAIM_LUA: &str = include_str!("../lua/claim.lua");
+const COMPLETE_LUA: &str = include_str!("../lua/complete.lua");
+const RELEASE_LUA: &str = include_str!("../lua/release.lua");
+
+/// Whose in-flight record `complete.lua` and `release.lua` may finish.
+enum Mode<'a> {
+    /// The claim's own: the gateway completing or releasing.
+    Owner(&'a str),
+    /// Anybody's: an operator's resolution.
+    Any,
+}
+
+impl Mode<'_> {
+    fn args(&self) -> (&'static str, &str) {
+        match self {
+            Mode::Owner(owner) => ("owner", owner),
+            Mode::Any => ("any", ""),
+        }
+    }
+}
+
+/// The shared operation store on Redis.
+pub struct RedisStore {
+    links: Links,
+    namespace: String,
+    wait: Option<ReplicaWait>,
+    claim: Lua,
+    complete: Lua,
+    release: Lua,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Not the URL: it may carry a password.
+        f.debug_struct("RedisStore")
+            .field("namespace", &self.namespace)
+            .field("cluster", &self.links.is_cluster())
+            .field("wait", &self.wait)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// [`RedisStore::with_options`] with this namespace and no replica acknowledgement.
+    pub fn new(url: &str, namespace: &str) -> Result<RedisStore, StoreError> {
+        let options = StoreOptions {
+            namespace: namespace.to_owned(),
+            wait: None,
+        };
+        RedisStore::with_options(url, &options)
+    }
+
+    /// Check the URL and options. Does not connect (there may be no runtime yet, and the
+    /// gateway must start while Redis is down): the first call does.
+    pub fn with_options(url: &str, options: &StoreOptions) -> Result<RedisStore, StoreError> {
+        let namespace = &options.namespace;
+        // A brace would move the hash tag and split an operation's keys across slots.
+        if namespace.is_empty() || namespace.contains(['{', '}']) {
+            return Err(StoreError::Unavailable(format!(
+                "invalid Redis key namespace {namespace:?}: must be non-empty and without braces"
+            )));
+        }
+        if let Some(wait) = options.wait
+            && (wait.replicas == 0 || wait.timeout.is_zero() || wait.timeout > MAX_WAIT_TIMEOUT)
+        {
+            // WAIT with a zero timeout would block forever.
+            return Err(StoreError::Unavailable(format!(
+                "invalid replica wait {wait:?}: at least 1 replica, a timeout of 1ms to {MAX_WAIT_TIMEOUT:?}"
+            )));
+        }
+        Ok(RedisStore {
+            links: Links::new(url)?,
+            namespace: namespace.clone(),
+            wait: options.wait,
+            claim: Lua::new(CLAIM_LUA),
+            complete: Lua::new(COMPLETE_LUA),
+            release: Lua::new(RELEASE_LUA),
+        })
+    }
+
+    fn record_key(&self, id: &OperationId) -> String {
+        format!(
+            "{}:op:{{{}}}:{}",
+            self.namespace,
+            id.action_tag(),
+            id.generation_tag()
+        )
+    }
+
+    fn generation_key(&self, action_tag: &str) -> String {
+        format!("{}:gen:{{{}}}", self.namespace, action_tag)
+    }
+
+    /// How many replicas acknowledged, if fewer than required.
+    fn short_of_replicas(&self, ran: &Ran) -> Option<String> {
+        let wait = self.wait?;
+        let acknowledged = ran.acknowledged.unwrap_or(0);
+        (acknowledged < wait.replicas).then(|| {
+            format!(
+                "{acknowledged} of {} replicas acknowledged within {:?}",
+                wait.replicas, wait.timeout
+            )
+        })
+    }
+
+    /// `complete.lua`: record the answer and move the generation on.
+    async fn record_answer(
+        &self,
+        id: &OperationId,
+        mode: Mode<'_>,
+        response: &RecordedResponse,
+        remember_until_ms: i64,
+    ) -> Result<(Finished, Ran), StoreError> {
+        let (mode, owner) = mode.args();
+        let call = self
+            .complete
+            .call()
+            .key(self.record_key(id))
+            .key(self.generation_key(id.action_tag()))
+            .arg(mode)
+            .arg(owner)
+            .arg(response.status)
+            .arg(encode_headers(&response.headers)?)
+            .arg(response.body.as_ref())
+            .arg(remember_until_ms);
+        let ran = script::run(&self.links, &call, self.wait).await?;
+        Ok((finished(&ran.value)?, ran))
+    }
+
+    /// `release.lua`: delete an in-flight record, waiting for replicas when `wait` is set.
+    async fn forget(
+        &self,
+        id: &OperationId,
+        mode: Mode<'_>,
+        wait: Option<ReplicaWait>,
+    ) -> Result<(Finished, Ran), StoreError> {
+        let (mode, owner) = mode.args();
+        let call = self
+            .release
+            .call()
+            .key(self.record_key(id))
+            .arg(mode)
+            .arg(owner);
+        let ran = script::run(&self.links, &call, wait).await?;
+        Ok((finished(&ran.value)?, ran))
+    }
+
+    /// A claim too few replicas acknowledged could be lost in a failover, and the operation
+    /// performed again after it: never use it. Release it and fail closed.
+    async fn refuse_unreplicated_claim(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        shortfall: String,
+    ) -> StoreError {
+        if let Err(e) = self.forget(id, Mode::Owner(owner), None).await {
+            // It stays in flight and turns unknown: never forwarded, 503 until resolved.
+            tracing::error!(operation_id = %id, error = %e, "unreplicated claim not released");
+        }
+        StoreError::Unavailable(format!("claim not used: {shortfall}"))
+    }
+}
+
+#[async_trait]
+impl OperationStore for RedisStore {
+    async fn generation(&self, action_tag: &str) -> Result<u64, StoreError> {
+        let key = self.generation_key(action_tag);
+        let value: Value = self
+            .links
+            .run(|mut con| async move { redis::cmd("GET").arg(&key).query_async(&mut con).await })
+            .await?;
+        match value {
+            Value::Nil => Ok(0),
+            Value::Int(n) => u64::try_from(n).map_err(|_| corrupt("negative generation")),
+            other => {
+                let text = bytes_of(other)?;
+                std::str::from_utf8(&text)
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .ok_or_else(|| corrupt("generation is not a number"))
+            }
+        }
+    }
+
+    async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError> {
+        let key = self.record_key(id);
+        let value: Value =
+            self.links
+                .run(|mut con| async move {
+                    redis::cmd("HGETALL").arg(&key).query_async(&mut con).await
+                })
+                .await?;
+        let fields = into_fields(value)?;
+        if fields.is_empty() {
+            return Ok(None);
+        }
+        decode_record(fields).map(Some)
+    }
+
+    async fn claim(&self, id: &OperationId, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        let call = self
+            .claim
+            .call()
+            .key(self.record_key(id))
+            .arg(&claim.scope)
+            .arg(&claim.policy)
+            .arg(&claim.revision)
+            .arg(claim.now_ms)
+            .arg(&claim.owner)
+            .arg(claim.lease_until_ms)
+            .arg(claim.remember_until_ms);
+        let ran = script::run(&self.links, &call, self.wait).await?;
+        if ran.value == Value::Int(1) {
+            if let Some(shortfall) = self.short_of_replicas(&ran) {
+                return Err(self
+                    .refuse_unreplicated_claim(id, &claim.owner, shortfall)
+                    .await);
+            }
+            return Ok(ClaimOutcome::Claimed);
+        }
+        let fields = into_fields(ran.value)?;
+        if fields.is_empty() {
+            return Err(corrupt("claim returned neither a record nor success"));
+        }
+        decode_record(fields).map(ClaimOutcome::Exists)
+    }
+
+    async fn complete(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        response: &RecordedResponse,
+        remember_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let (finished, ran) = self
+            .record_answer(id, Mode::Owner(owner), response, remember_until_ms)
+            .await?;
+        if finished == Finished::Yes
+            && let Some(shortfall) = self.short_of_replicas(&ran)
+        {
+            // The answer is being delivered and is on the primary; a failover before it
+            // reaches a replica would turn the operation unknown again (never re-forwarded).
+            tracing::warn!(operation_id = %id, "answer recorded on the primary only: {shortfall}");
+        }
+        Ok(finished == Finished::Yes)
+    }
+
+    async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError> {
+        let (finished, _) = self.forget(id, Mode::Owner(owner), None).await?;
+        Ok(finished == Finished::Yes)
+    }
+
+    async fn resolve(
+        &self,
+        id: &OperationId,
+        resolution: &Resolution,
+        remember_until_ms: i64,
+    ) -> Result<ResolveOutcome, StoreError> {
+        let (finished, ran) = match resolution {
+            Resolution::Performed(response) => {
+                self.record_answer(id, Mode::Any, response, remember_until_ms)
+                    .await?
+            }
+            Resolution::NotPerformed => self.forget(id, Mode::Any, self.wait).await?,
+        };
+        match finished {
+            Finished::Yes => {
+                if let Some(shortfall) = self.short_of_replicas(&ran) {
+                    // Lost in a failover, the record would be in flight again: unknown, 503,
+                    // resolvable once more. Safe, so it stands.
+                    tracing::warn!(operation_id = %id, "resolution recorded on the primary only: {shortfall}");
+                }
+                Ok(ResolveOutcome::Resolved)
+            }
+            Finished::NoRecord => Ok(ResolveOutcome::NoRecord),
+            Finished::AlreadyDone => Ok(ResolveOutcome::AlreadyDone),
+            Finished::NotYours => Err(corrupt("a resolution was refused for its owner")),
+        }
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.links.run(|con| con.ping()).await.map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_action_hash_tag() {
+        let store = RedisStore::new("redis://127.0.0.1:1/", "ns").unwrap();
+        let id = OperationId::parse("exc_aAAAAAAAAAAAAAAAABBBBBBBB").unwrap();
+        assert_eq!(
+            store.record_key(&id),
+            "ns:op:{exc_aAAAAAAAAAAAAAAAA}:BBBBBBBB"
+        );
+        assert_eq!(
+            store.generation_key(id.action_tag()),
+            "ns:gen:{exc_aAAAAAAAAAAAAAAAA}"
+        );
+        assert!(RedisStore::new("redis://127.0.0.1:1/", "a{b").is_err());
+        assert!(RedisStore::new("redis://127.0.0.1:1/", "").is_err());
+    }
+}

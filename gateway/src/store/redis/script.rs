@@ -1,0 +1,145 @@
+//! Running the Lua scripts, each in one round trip: `EVALSHA`, followed in the same pipeline
+//! by `WAIT` when replicas must acknowledge the write. `WAIT` cannot run inside a script, and
+//! it must follow the write on the same connection (it counts the replicas that have every
+//! write this connection made so far); a pipeline keeps both on the connection, and a cluster
+//! connection sends a pipeline to the primary of its first key's slot, the one that wrote.
+
+use redis::{Cmd, ToRedisArgs, Value};
+
+use super::codec::corrupt;
+use super::link::Links;
+use crate::store::{ReplicaWait, StoreError};
+
+/// A script, with its SHA1 for `EVALSHA`.
+pub(super) struct Lua {
+    code: &'static str,
+    hash: String,
+}
+
+impl Lua {
+    pub(super) fn new(code: &'static str) -> Lua {
+        Lua {
+            code,
+            hash: redis::Script::new(code).get_hash().to_owned(),
+        }
+    }
+
+    pub(super) fn call(&self) -> Call<'_> {
+        Call {
+            lua: self,
+            keys: Vec::new(),
+            args: Vec::new(),
+        }
+    }
+}
+
+/// A script with its keys and arguments.
+pub(super) struct Call<'a> {
+    lua: &'a Lua,
+    keys: Vec<String>,
+    args: Vec<Vec<u8>>,
+}
+
+impl Call<'_> {
+    /// The keys must share one hash tag (one cluster slot): a script may touch only its KEYS.
+    pub(super) fn key(mut self, key: String) -> Self {
+        self.keys.push(key);
+        self
+    }
+
+    pub(super) fn arg<T: ToRedisArgs>(mut self, arg: T) -> Self {
+        arg.write_redis_args(&mut self.args);
+        self
+    }
+
+    fn command(&self, by_hash: bool) -> Cmd {
+        let mut cmd = if by_hash {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(&self.lua.hash);
+            cmd
+        } else {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(self.lua.code);
+            cmd
+        };
+        cmd.arg(self.keys.len()).arg(&self.keys).arg(&self.args);
+        cmd
+    }
+}
+
+/// A script's reply, and how many replicas acknowledged its write when asked to wait.
+pub(super) struct Ran {
+    pub(super) value: Value,
+    pub(super) acknowledged: Option<u32>,
+}
+
+/// Run `call` in one round trip, with `WAIT` after it when `wait` is set. Only when Redis lost
+/// its script cache (`NOSCRIPT`: nothing ran) a second round trip sends the script itself
+/// with `EVAL`, which caches it again on the node that runs it.
+pub(super) async fn run(
+    links: &Links,
+    call: &Call<'_>,
+    wait: Option<ReplicaWait>,
+) -> Result<Ran, StoreError> {
+    let ran = links
+        .run(|mut link| async move {
+            match attempt(&mut link, call, true, wait).await? {
+                Attempt::Ran(ran) => Ok(Attempt::Ran(ran)),
+                Attempt::NoScript => attempt(&mut link, call, false, wait).await,
+            }
+        })
+        .await?;
+    match ran {
+        Attempt::Ran(ran) => Ok(ran),
+        Attempt::NoScript => Err(corrupt("EVAL answered NOSCRIPT")),
+    }
+}
+
+enum Attempt {
+    Ran(Ran),
+    NoScript,
+}
+
+async fn attempt(
+    link: &mut super::link::Link,
+    call: &Call<'_>,
+    by_hash: bool,
+    wait: Option<ReplicaWait>,
+) -> redis::RedisResult<Attempt> {
+    let mut pipeline = redis::pipe();
+    // Errors come back as values, so a NOSCRIPT can be told from the WAIT's reply.
+    pipeline.ignore_errors();
+    pipeline.add_command(call.command(by_hash));
+    if let Some(wait) = wait {
+        let timeout_ms = u64::try_from(wait.timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        pipeline.cmd("WAIT").arg(wait.replicas).arg(timeout_ms);
+    }
+    let mut replies: Vec<Value> = pipeline.query_async(link).await?;
+    let acknowledged = match (wait, replies.get(1)) {
+        (None, _) => None,
+        (Some(_), Some(Value::Int(n))) => Some(u32::try_from(*n).unwrap_or(0)),
+        (Some(_), Some(Value::ServerError(error))) => return Err(error.clone().into()),
+        (Some(_), _) => return Err(unexpected("WAIT")),
+    };
+    if replies.is_empty() {
+        return Err(unexpected("the script"));
+    }
+    match replies.swap_remove(0) {
+        Value::ServerError(error) if by_hash && error.code() == "NOSCRIPT" => Ok(Attempt::NoScript),
+        Value::ServerError(error) => Err(error.into()),
+        value => Ok(Attempt::Ran(Ran {
+            value,
+            acknowledged,
+        })),
+    }
+}
+
+fn unexpected(what: &str) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected reply",
+        format!("no reply to {what}"),
+    ))
+}
