@@ -28,6 +28,8 @@ pub enum Outcome {
     BadRequest,
     /// The store could not be reached: nothing was forwarded.
     StoreUnavailable,
+    /// The policy's `[operation.lookup]` failed: nothing was forwarded.
+    LookupFailed,
 }
 
 impl Outcome {
@@ -44,6 +46,7 @@ impl Outcome {
             Outcome::ExtensionRequired => "extension_required",
             Outcome::BadRequest => "bad_request",
             Outcome::StoreUnavailable => "store_unavailable",
+            Outcome::LookupFailed => "lookup_failed",
         }
     }
 }

@@ -7,6 +7,7 @@ mod compile;
 mod duration;
 mod error;
 mod file;
+mod lookup;
 mod policy_file;
 
 pub use compile::{Config, Server, SessionClaims, StoreSettings, Upstream, load};
