@@ -15,6 +15,8 @@ pub mod ports;
 pub mod rawhttp;
 pub mod redis;
 pub mod rfc3339;
+pub mod run;
+pub mod shop;
 pub mod stack;
 pub mod upstream;
 pub mod wait;
@@ -23,6 +25,8 @@ pub use agent::{OPERATIONS_V2, Request, Session, approval_header};
 pub use answer::{Answer, Operation, tamper};
 pub use gateway::{Client, Gateway, GatewayBuilder, TEST_KEYS};
 pub use redis::RedisServer;
+pub use run::{Run, run_binary};
+pub use shop::Shop;
 pub use stack::{Stack, Store};
 pub use upstream::Upstream;
 
