@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --quiet -p shop -p poppy-gateway
+cargo build --quiet -p shop -p poppy-gateway -p agent
 
 target/debug/shop --listen 127.0.0.1:9000 &
 shop=$!

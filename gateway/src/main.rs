@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use poppy_gateway::config;
+use poppy_gateway::explain;
 use poppy_gateway::server;
 
 #[derive(Parser)]
@@ -29,6 +30,9 @@ struct Cli {
 enum Command {
     /// Validate the config and its policies, print the routes, and exit non-zero on any problem.
     Check,
+    /// Show what the gateway would do with one Personal Agent request: the matching policy,
+    /// its terms, the summary and the operation (or why nothing matches).
+    Explain(explain::cli::ExplainArgs),
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -43,6 +47,7 @@ fn main() -> ExitCode {
     let loaded = config::load(&cli.config);
     match cli.command {
         Some(Command::Check) => check(loaded),
+        Some(Command::Explain(args)) => explain::cli::run(loaded, &args),
         None => {
             let config = match loaded {
                 Ok(config) => config,
@@ -96,6 +101,9 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
                         policy.expires_in,
                         policy.source
                     );
+                    if let Some(lookup) = &policy.lookup {
+                        println!("          lookup GET {lookup}");
+                    }
                 }
             }
             ExitCode::SUCCESS

@@ -39,6 +39,8 @@ pub enum Outcome {
     StoreUnavailable,
     /// The gateway was shutting down and started no new forward.
     ShuttingDown,
+    /// The policy's `[operation.lookup]` failed: nothing was forwarded.
+    LookupFailed,
 }
 
 impl Outcome {
@@ -56,6 +58,7 @@ impl Outcome {
             Outcome::BadRequest => "bad_request",
             Outcome::StoreUnavailable => "store_unavailable",
             Outcome::ShuttingDown => "shutting_down",
+            Outcome::LookupFailed => "lookup_failed",
         }
     }
 }

@@ -26,6 +26,11 @@ pub fn shop() -> PathBuf {
     find("shop", "POPPY_SHOP_BIN")
 }
 
+/// The example Personal Agent `agent` (override with `POPPY_AGENT_BIN`).
+pub fn agent() -> PathBuf {
+    find("agent", "POPPY_AGENT_BIN")
+}
+
 fn find(name: &str, override_var: &str) -> PathBuf {
     if let Some(path) = std::env::var_os(override_var) {
         return PathBuf::from(path);

@@ -17,6 +17,8 @@ pub mod rawhttp;
 pub mod redis;
 pub mod redis_cluster;
 pub mod rfc3339;
+pub mod run;
+pub mod shop;
 pub mod stack;
 pub mod upstream;
 pub mod wait;
@@ -26,6 +28,8 @@ pub use answer::{Answer, Operation, tamper};
 pub use gateway::{Client, Gateway, GatewayBuilder, TEST_KEYS};
 pub use redis::RedisServer;
 pub use redis_cluster::RedisCluster;
+pub use run::{Run, run_binary};
+pub use shop::Shop;
 pub use stack::{Stack, Store};
 pub use upstream::Upstream;
 

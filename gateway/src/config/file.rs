@@ -94,6 +94,8 @@ pub struct OperationFile {
     pub summary: Spanned<String>,
     #[serde(default)]
     pub terms: BTreeMap<Spanned<String>, Spanned<TermFile>>,
+    /// `[operation.lookup]`: an upstream record that `lookup` terms are read from.
+    pub lookup: Option<Spanned<LookupFile>>,
 }
 
 /// One term: exactly one of these keys.
@@ -105,4 +107,14 @@ pub struct TermFile {
     pub query: Option<String>,
     pub header: Option<String>,
     pub value: Option<toml::Value>,
+    /// A JSONPath into the answer of the operation's `[operation.lookup]`.
+    pub lookup: Option<String>,
+}
+
+/// `[operation.lookup]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LookupFile {
+    /// A path on the upstream, with `{term}` placeholders filled from request terms.
+    pub url: Spanned<String>,
 }

@@ -8,6 +8,7 @@ mod duration;
 mod env;
 mod error;
 mod file;
+mod lookup;
 mod policy_file;
 
 pub use compile::{Config, Server, SessionClaims, StoreSettings, Upstream, load};

@@ -162,6 +162,14 @@ fn compile_operation(
         }
     }
 
+    let lookup =
+        super::lookup::compile_lookup(op.lookup.as_ref(), &op.terms).unwrap_or_else(|problems| {
+            for (span, problem) in problems {
+                errors.push(at(span, problem));
+            }
+            None
+        });
+
     if errors.len() > start {
         return None;
     }
@@ -179,6 +187,7 @@ fn compile_operation(
         summary: summary?,
         terms,
         source: format!("{}:{line}:{column}", path.display()),
+        lookup,
     })
 }
 
@@ -194,6 +203,9 @@ fn source_problem(source: &TermSource, template: Option<&PathTemplate>) -> Optio
         TermSource::Header(name) => http::HeaderName::from_bytes(name.as_bytes())
             .is_err()
             .then(|| format!("`{name}` is not a header name")),
+        TermSource::Lookup(path) => is_valid_json_path(path)
+            .err()
+            .map(|e| format!("lookup `{path}` is not a JSONPath: {e}")),
         TermSource::Query(_) | TermSource::Value(_) | TermSource::Argument(_) => None,
     }
 }
@@ -216,9 +228,12 @@ fn term_source(term: &TermFile) -> Result<TermSource, String> {
         let json = serde_json::to_value(v).map_err(|e| format!("value cannot be JSON: {e}"))?;
         sources.push(TermSource::Value(json));
     }
+    if let Some(p) = &term.lookup {
+        sources.push(TermSource::Lookup(p.clone()));
+    }
     match sources.len() {
         1 => Ok(sources.remove(0)),
-        0 => Err("give exactly one source: path, body, query, header or value".into()),
+        0 => Err("give exactly one source: path, body, query, header, value or lookup".into()),
         _ => Err("give exactly one source, not several".into()),
     }
 }

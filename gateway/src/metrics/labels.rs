@@ -5,7 +5,7 @@ use super::Outcome;
 
 impl Outcome {
     /// Every outcome, for creating their series up front.
-    pub const ALL: [Outcome; 12] = [
+    pub const ALL: [Outcome; 13] = [
         Outcome::Held,
         Outcome::Performed,
         Outcome::Replayed,
@@ -18,6 +18,7 @@ impl Outcome {
         Outcome::BadRequest,
         Outcome::StoreUnavailable,
         Outcome::ShuttingDown,
+        Outcome::LookupFailed,
     ];
 }
 

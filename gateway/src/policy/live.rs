@@ -68,6 +68,7 @@ mod tests {
             summary: SummaryTemplate::parse("Do {id}.").unwrap(),
             terms: vec![("id".into(), TermSource::Path("id".into()))],
             source: "test".into(),
+            lookup: None,
         }
     }
 

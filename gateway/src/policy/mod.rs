@@ -1,16 +1,25 @@
 //! Policies: which requests need approval, and what their terms and summary are.
 //! Pure code: no pingora, no store.
 
+mod fingerprint;
 mod live;
+mod lookup;
 mod route;
 mod summary;
 mod terms;
 
+pub use fingerprint::request_fingerprint;
 pub use live::LivePolicies;
+pub use lookup::{
+    AnswerError, FillError, LookupTemplate, LookupTemplateError, extract_from_answer,
+    percent_encode,
+};
+
 pub use route::{Captures, PathTemplate, TemplateError, has_ambiguous_segments, percent_decode};
 pub use summary::{SummaryError, SummaryTemplate, escape_value};
 pub use terms::{
-    RequestParts, TermError, TermSource, Terms, canonical_json, extract, is_valid_json_path,
+    RequestParts, TermError, TermSource, Terms, canonical_json, extract, extract_from_request,
+    is_valid_json_path,
 };
 
 use std::sync::Arc;
@@ -31,6 +40,8 @@ pub struct Policy {
     pub terms: Vec<(String, TermSource)>,
     /// Where the policy was written, for `check` and logs.
     pub source: String,
+    /// `[operation.lookup]`: the upstream record that `lookup` terms are read from.
+    pub lookup: Option<LookupTemplate>,
 }
 
 /// The method and path an HTTP policy applies to.

@@ -22,6 +22,9 @@ pub enum TermSource {
     Value(Value),
     /// A JSONPath into an MCP tool call's `arguments`.
     Argument(String),
+    /// A JSONPath into the upstream's answer to the policy's `[operation.lookup]` (see
+    /// [`super::lookup`]); filled only by interfaces that run the lookup.
+    Lookup(String),
 }
 
 impl TermSource {
@@ -34,6 +37,7 @@ impl TermSource {
             TermSource::Header(name) => format!("header `{name}`"),
             TermSource::Value(_) => "constant value".to_owned(),
             TermSource::Argument(path) => format!("tool argument `{path}`"),
+            TermSource::Lookup(path) => format!("lookup `{path}`"),
         }
     }
 
@@ -74,13 +78,35 @@ impl TermError {
     }
 }
 
-/// Extract every term. A `null` JSON value counts as missing.
+/// Extract every term. A `null` JSON value counts as missing, and so does a `lookup` term:
+/// an interface that doesn't run lookups must refuse the request, never render a summary
+/// without the looked-up values.
 pub fn extract(
     terms: &[(String, TermSource)],
     request: &RequestParts<'_>,
 ) -> Result<Terms, TermError> {
+    extract_terms(terms, request, false)
+}
+
+/// Extract every term but the `lookup` ones, which the caller then reads from the upstream's
+/// answer (`lookup::extract_from_answer`).
+pub fn extract_from_request(
+    terms: &[(String, TermSource)],
+    request: &RequestParts<'_>,
+) -> Result<Terms, TermError> {
+    extract_terms(terms, request, true)
+}
+
+fn extract_terms(
+    terms: &[(String, TermSource)],
+    request: &RequestParts<'_>,
+    skip_lookups: bool,
+) -> Result<Terms, TermError> {
     let mut out = Terms::new();
     for (name, source) in terms {
+        if skip_lookups && matches!(source, TermSource::Lookup(_)) {
+            continue;
+        }
         let missing = || TermError::Missing {
             term: name.clone(),
             from: source.describe(),
@@ -104,6 +130,7 @@ pub fn extract(
                 })?)),
             },
             TermSource::Value(value) => Some(value.clone()),
+            TermSource::Lookup(_) => None,
         };
         match value {
             Some(Value::Null) | None => return Err(missing()),
@@ -116,7 +143,7 @@ pub fn extract(
 }
 
 /// One match is the value; several are an array of them; none is `None`.
-fn query_json(value: &Value, path: &str) -> Option<Value> {
+pub(super) fn query_json(value: &Value, path: &str) -> Option<Value> {
     let found = value.query(path).ok()?;
     match found.as_slice() {
         [] => None,
@@ -241,6 +268,21 @@ mod tests {
         let err = extract(&terms, &parts(&captures, &headers, Some(&body), None)).unwrap_err();
         assert_eq!(err.term(), "item_id");
         assert!(err.to_string().contains("$.item_id"));
+    }
+
+    #[test]
+    fn lookup_terms_are_missing_unless_the_caller_runs_the_lookup() {
+        let captures = vec![("order_id".to_owned(), "o1".to_owned())];
+        let headers = http::HeaderMap::new();
+        let terms = vec![
+            ("order_id".to_owned(), TermSource::Path("order_id".into())),
+            ("price".to_owned(), TermSource::Lookup("$.price".into())),
+        ];
+        let request = parts(&captures, &headers, None, None);
+        assert_eq!(extract(&terms, &request).unwrap_err().term(), "price");
+        let got = extract_from_request(&terms, &request).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got["order_id"], "o1");
     }
 
     #[test]

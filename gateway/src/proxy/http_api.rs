@@ -9,9 +9,12 @@ use serde_json::Value;
 use super::approver::Approver;
 use super::flow::{Decision, OperationRequest};
 use super::reply::Reply;
-use super::upstream::{ForwardRequest, HOP_BY_HOP};
+use super::upstream::{ForwardRequest, HOP_BY_HOP, UpstreamClient};
 use crate::metrics::Outcome;
-use crate::policy::{Captures, Policy, RequestParts, canonical_json, extract};
+use crate::policy::{
+    Captures, Policy, RequestParts, TermSource, Terms, extract_from_answer, extract_from_request,
+    request_fingerprint,
+};
 use crate::protocol::{ApprovalHeader, ErrorBody};
 
 /// A Personal Agent request to a policy route, read whole.
@@ -27,8 +30,12 @@ pub struct ApiRequest {
     pub body: Bytes,
 }
 
-/// Parse the body and extract the terms. A bad request is answered with its reply.
-pub fn prepare(request: ApiRequest) -> Result<OperationRequest, (Reply, Outcome)> {
+/// Parse the body, extract the terms and run the policy's lookup, if any. A bad request (or a
+/// failed lookup) is answered with its reply, and nothing is forwarded.
+pub async fn prepare(
+    request: ApiRequest,
+    upstream: &UpstreamClient,
+) -> Result<OperationRequest, (Reply, Outcome)> {
     let bad = |body: ErrorBody| (Reply::error(400, &body), Outcome::BadRequest);
     let policy = &request.policy;
     let parsed_body: Option<Value> = if request.body.is_empty() {
@@ -51,24 +58,38 @@ pub fn prepare(request: ApiRequest) -> Result<OperationRequest, (Reply, Outcome)
         body: parsed_body.as_ref(),
         arguments: None,
     };
-    let terms = extract(&policy.terms, &parts)
+    let mut terms = extract_from_request(&policy.terms, &parts)
         .map_err(|e| bad(ErrorBody::new("missing_term", e.to_string()).with("term", e.term())))?;
-
-    // The same method, URL and body (equal JSON however its keys are ordered) is the same request.
-    let mut fingerprint = Vec::with_capacity(request.path.len() + request.body.len() + 32);
-    for part in [
-        request.method.as_str().as_bytes(),
-        request.path.as_bytes(),
-        request.query.as_deref().unwrap_or("").as_bytes(),
-    ] {
-        fingerprint.extend_from_slice(&(part.len() as u64).to_be_bytes());
-        fingerprint.extend_from_slice(part);
+    if let Some(template) = &policy.lookup {
+        // The same lookup runs for the retry with the approval, so its revision matches only
+        // while the upstream's record says what the User approved.
+        let path_and_query = template.fill(&terms).map_err(|e| {
+            bad(ErrorBody::new("invalid_term", e.to_string()).with("term", e.term()))
+        })?;
+        lookup(
+            upstream,
+            &request.headers,
+            path_and_query,
+            &policy.terms,
+            &mut terms,
+        )
+        .await
+        .map_err(|detail| {
+            tracing::warn!(policy = %policy.name, %detail, "lookup failed; nothing forwarded");
+            (
+                Reply::error(502, &ErrorBody::new("lookup_failed", detail)),
+                Outcome::LookupFailed,
+            )
+        })?;
     }
-    match &parsed_body {
-        Some(json) => fingerprint.extend_from_slice(canonical_json(json).as_bytes()),
-        None => fingerprint.extend_from_slice(&request.body),
-    }
 
+    let fingerprint = request_fingerprint(
+        request.method.as_str(),
+        &request.path,
+        request.query.as_deref(),
+        parsed_body.as_ref(),
+        &request.body,
+    );
     let forward = forward_request(&request);
     Ok(OperationRequest {
         policy: Arc::clone(&request.policy),
@@ -78,6 +99,48 @@ pub fn prepare(request: ApiRequest) -> Result<OperationRequest, (Reply, Outcome)
         fingerprint,
         forward,
     })
+}
+
+/// Headers of the Personal Agent's request a lookup carries: the upstream checks the same
+/// credentials for the record as for the action.
+const LOOKUP_HEADERS: [&str; 4] = ["host", "authorization", "cookie", "poppy-session"];
+
+/// GET the lookup URL from the upstream (bounded by its timeouts) and read the `lookup` terms
+/// out of the answer. Any failure is a readable detail: never a term left empty.
+async fn lookup(
+    upstream: &UpstreamClient,
+    headers: &http::HeaderMap,
+    path_and_query: String,
+    policy_terms: &[(String, TermSource)],
+    terms: &mut Terms,
+) -> Result<(), String> {
+    let mut forwarded: Vec<(http::HeaderName, http::HeaderValue)> = headers
+        .iter()
+        .filter(|(name, _)| LOOKUP_HEADERS.contains(&name.as_str()))
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    forwarded.push((
+        http::header::ACCEPT,
+        http::HeaderValue::from_static("application/json"),
+    ));
+    let request = ForwardRequest {
+        method: http::Method::GET,
+        path_and_query: path_and_query.clone(),
+        headers: forwarded,
+        body: Bytes::new(),
+    };
+    let answer = upstream
+        .send(request)
+        .await
+        .map_err(|e| format!("GET {path_and_query} on the upstream failed: {e}"))?;
+    if !(200..300).contains(&answer.status) {
+        return Err(format!(
+            "GET {path_and_query} on the upstream answered {}; the terms can't be shown without it",
+            answer.status
+        ));
+    }
+    extract_from_answer(policy_terms, &answer.body, terms)
+        .map_err(|e| format!("GET {path_and_query} on the upstream: {e}"))
 }
 
 /// The request to send upstream: the Personal Agent's own, without `Poppy-Approval` and

@@ -156,11 +156,11 @@ impl GatewayProxy {
         else {
             return Step::Continue;
         };
-        match self
-            .operation_request(session, &policy, captures)
-            .await
-            .and_then(http_api::prepare)
-        {
+        let prepared = match self.operation_request(session, &policy, captures).await {
+            Ok(request) => http_api::prepare(request, &self.upstream).await,
+            Err(refused) => Err(refused),
+        };
+        match prepared {
             Ok(request) => Step::Respond(http_api::render(self.flow.decide(request).await)),
             Err((reply, outcome)) => {
                 self.metrics.operation(&policy.name, outcome);

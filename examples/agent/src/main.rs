@@ -1,0 +1,261 @@
+//! `agent`: a terminal Personal Agent for trying poppy-gateway (operations extension v2).
+//!
+//! ```text
+//! agent --gateway http://127.0.0.1:8080 POST /orders/ord_7Hk2/exchanges \
+//!     --json '{"item_id":"itm_4Qa","replacement_sku":"stormline-insulated-m"}'
+//! ```
+//!
+//! Exit codes: 0 performed (the API's answer is on stdout), 1 declined or not performed,
+//! 2 outcome unknown (check the order before trying again), 3 usage or other errors.
+
+mod ask;
+mod check;
+mod display;
+mod flow;
+mod http;
+mod operation;
+mod session;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+use check::Asked;
+use flow::{Outcome, Settings};
+use http::{Client, OPERATIONS_V2, Outgoing};
+
+const EXIT_PERFORMED: u8 = 0;
+const EXIT_NOT_PERFORMED: u8 = 1;
+const EXIT_UNKNOWN: u8 = 2;
+const EXIT_OTHER: u8 = 3;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "agent",
+    version,
+    about = "A terminal Personal Agent: sends a request, shows the company's terms, asks you, and sends your approval",
+    after_help = "Exit codes: 0 performed, 1 declined or not performed, 2 outcome unknown, 3 usage or other errors."
+)]
+struct Cli {
+    /// The gateway (or any API with the operations extension).
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:8080",
+        env = "POPPY_AGENT_GATEWAY"
+    )]
+    gateway: String,
+    /// HTTP method.
+    method: String,
+    /// Path and query, e.g. /orders/ord_7Hk2/exchanges.
+    path: String,
+    /// JSON request body: the text, or @file.
+    #[arg(long)]
+    json: Option<String>,
+    /// An access token: sends `Authorization: Bearer TOKEN` (signed in).
+    #[arg(long)]
+    token: Option<String>,
+    /// Another request header, `Name: value` (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// The Session's `sid` claim (default: a new Session for this run).
+    #[arg(long)]
+    sid: Option<String>,
+    /// The agent's `iss` claim.
+    #[arg(long, default_value = "poppy-demo-agent")]
+    iss: String,
+    /// The user's `sub` claim.
+    #[arg(long, default_value = "user_ada")]
+    sub: String,
+    /// Approve without asking, for scripts. Refuses when the terms disagree with the summary
+    /// or with the request.
+    #[arg(long)]
+    yes: bool,
+    /// Timeout of each HTTP request, e.g. 30s.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// How long to keep resending an approval that gets 503 or no answer, e.g. 60s.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    max_wait: Duration,
+}
+
+/// `500ms`, `30s`, `2m`, or plain seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration like 30s"))?;
+    match unit {
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "ms" => Ok(Duration::from_millis(n)),
+        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
+        _ => Err(format!("`{text}`: use ms, s or m")),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum UsageError {
+    #[error("`{0}` is not an HTTP method")]
+    Method(String),
+    #[error("the path must start with '/': `{0}`")]
+    Path(String),
+    #[error("--json: cannot read {0}: {1}")]
+    Read(String, std::io::Error),
+    #[error("--json is not JSON: {0}")]
+    Json(serde_json::Error),
+    #[error("--header `{0}`: write it `Name: value`")]
+    Header(String),
+    #[error("--gateway must be an http:// URL (this build has no TLS): `{0}`")]
+    Gateway(String),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // Help and version are not errors; anything else is a usage error (3, not clap's 2,
+            // which means "outcome unknown" here).
+            return ExitCode::from(if e.use_stderr() { EXIT_OTHER } else { 0 });
+        }
+    };
+    let (request, asked) = match build(&cli) {
+        Ok(built) => built,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_OTHER);
+        }
+    };
+    let client = match Client::new(&cli.gateway, cli.timeout) {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_OTHER);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_OTHER);
+        }
+    };
+    let settings = Settings {
+        yes: cli.yes,
+        max_wait: cli.max_wait,
+    };
+    let outcome = runtime.block_on(flow::run(&client, &request, &asked, &settings));
+    ExitCode::from(report(outcome))
+}
+
+/// The request and what it asks for, from the command line.
+fn build(cli: &Cli) -> Result<(Outgoing, Asked), UsageError> {
+    if !cli.gateway.starts_with("http://") {
+        return Err(UsageError::Gateway(cli.gateway.clone()));
+    }
+    let method = reqwest::Method::from_bytes(cli.method.to_ascii_uppercase().as_bytes())
+        .map_err(|_| UsageError::Method(cli.method.clone()))?;
+    if !cli.path.starts_with('/') {
+        return Err(UsageError::Path(cli.path.clone()));
+    }
+    let body = match &cli.json {
+        None => None,
+        Some(arg) => Some(match arg.strip_prefix('@') {
+            Some(file) => std::fs::read(file).map_err(|e| UsageError::Read(file.to_owned(), e))?,
+            None => arg.as_bytes().to_vec(),
+        }),
+    };
+    let json = body
+        .as_deref()
+        .map(serde_json::from_slice::<serde_json::Value>)
+        .transpose()
+        .map_err(UsageError::Json)?;
+
+    let sid = cli.sid.clone().unwrap_or_else(session::new_sid);
+    let mut headers = vec![
+        (
+            "Poppy-Session".to_owned(),
+            session::session_jwt(&sid, &cli.iss, &cli.sub),
+        ),
+        ("Poppy-Version".to_owned(), "0.4".to_owned()),
+        ("Poppy-Extensions".to_owned(), OPERATIONS_V2.to_owned()),
+    ];
+    if let Some(token) = &cli.token {
+        headers.push(("Authorization".to_owned(), format!("Bearer {token}")));
+    }
+    if body.is_some() {
+        headers.push(("Content-Type".to_owned(), "application/json".to_owned()));
+    }
+    for raw in &cli.headers {
+        let (name, value) = raw
+            .split_once(':')
+            .ok_or_else(|| UsageError::Header(raw.clone()))?;
+        let name = name.trim();
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
+            || reqwest::header::HeaderValue::from_str(value.trim()).is_err()
+        {
+            return Err(UsageError::Header(raw.clone()));
+        }
+        headers.push((name.to_owned(), value.trim().to_owned()));
+    }
+    let (path, query) = match cli.path.split_once('?') {
+        Some((path, query)) => (path.to_owned(), Some(query.to_owned())),
+        None => (cli.path.clone(), None),
+    };
+    Ok((
+        Outgoing {
+            method,
+            path_and_query: cli.path.clone(),
+            headers,
+            body,
+        },
+        Asked {
+            body: json,
+            path,
+            query,
+        },
+    ))
+}
+
+/// Tell the User how it ended; the API's answer goes to stdout.
+fn report(outcome: Outcome) -> u8 {
+    match outcome {
+        Outcome::Performed(answer) => {
+            println!("{}", printable(&answer.body));
+            eprintln!("Done: the API answered {}.", answer.status);
+            EXIT_PERFORMED
+        }
+        Outcome::NotPerformed { why, answer } => {
+            if let Some(answer) = answer {
+                println!("{}", printable(&answer.body));
+            }
+            eprintln!("Not performed: {why}.");
+            EXIT_NOT_PERFORMED
+        }
+        Outcome::Unknown(why) => {
+            eprintln!(
+                "The outcome is UNKNOWN: {why}.\nIt may or may not have been performed. Do not approve this action again until you know: check the order with the company (for example, GET it with this agent) first."
+            );
+            EXIT_UNKNOWN
+        }
+        Outcome::Failed(why) => {
+            eprintln!("agent: {why}");
+            EXIT_OTHER
+        }
+    }
+}
+
+/// An answer body for the terminal: pretty JSON, or text without control characters.
+fn printable(body: &[u8]) -> String {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(json) => display::clean(&serde_json::to_string_pretty(&json).unwrap_or_default()),
+        Err(_) => display::clean(&String::from_utf8_lossy(body)),
+    }
+}

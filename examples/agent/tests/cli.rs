@@ -1,0 +1,47 @@
+//! The `agent` binary's command line: usage errors are exit 3 (2 means "outcome unknown").
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Stdio};
+
+fn agent(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_agent"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run agent")
+}
+
+#[test]
+fn help_is_not_an_error() {
+    let out = agent(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--yes"));
+}
+
+#[test]
+fn usage_errors_exit_3() {
+    for args in [
+        &["POST"][..],
+        &["POST", "/x", "--json", "{not json"],
+        &["POST", "no-slash"],
+        &["POST", "/x", "--header", "no colon"],
+        &["POST", "/x", "--gateway", "https://example.com"],
+        &["POST", "/x", "--max-wait", "5 weeks"],
+    ] {
+        let out = agent(args);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");
+    }
+}
+
+#[test]
+fn an_unreachable_gateway_exits_3() {
+    // A port that was just free: connecting to it is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let gateway = format!("http://127.0.0.1:{port}");
+    let out = agent(&["--gateway", &gateway, "--timeout", "5s", "GET", "/x"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+}

@@ -1,0 +1,406 @@
+//! `poppy-gateway explain`: what the gateway would do with one Personal Agent request, without
+//! running it. Which policy matches, the terms it extracts, the summary, and the operation the
+//! agent would receive; or why nothing matches, or which term is missing.
+//!
+//! Pure: config, policy and protocol code only. It never calls the upstream, so a policy's
+//! lookup is shown as the URL it would fetch, filled from a given answer or with placeholders.
+//! Operation IDs and revisions are MACs, computed here with a throwaway key: their shape is
+//! real, their values are not the gateway's.
+
+pub mod cli;
+
+use serde_json::{Value, json};
+
+use crate::config::{Config, SessionClaims};
+use crate::policy::{
+    Captures, Policy, RequestParts, TermSource, Terms, canonical_json, extract_from_answer,
+    extract_from_request, has_ambiguous_segments, request_fingerprint,
+};
+use crate::protocol::{ErrorBody, Operation, OperationId, Revision, RevisionInput, SigningKey};
+use crate::proxy::Approver;
+
+/// The request to explain, as a Personal Agent would send it.
+#[derive(Debug, Clone, Default)]
+pub struct ExplainRequest {
+    pub method: String,
+    /// Without the query.
+    pub path: String,
+    pub query: Option<String>,
+    pub headers: http::HeaderMap,
+    pub body: Vec<u8>,
+    /// Without an `Authorization` header: pretend a bearer token for a made-up account.
+    pub signed_in: bool,
+    /// The upstream's answer to the policy's lookup, if the user gave one.
+    pub lookup_answer: Option<Vec<u8>>,
+}
+
+/// One extracted term and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExplainedTerm {
+    pub name: String,
+    pub value: Value,
+    pub source: String,
+}
+
+/// What the gateway would do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Explanation {
+    /// No policy names this method and path: the request passes through untouched.
+    NoMatch {
+        /// `METHOD /template  (name)` of every HTTP policy.
+        routes: Vec<String>,
+    },
+    /// Refused before any policy is matched (e.g. an ambiguous path).
+    Refused { status: u16, body: Value },
+    /// A policy matches, but the gateway would refuse the request (a missing term, a body
+    /// that isn't JSON, a lookup answer without a term) and forward nothing.
+    Rejected {
+        policy: String,
+        source: String,
+        status: u16,
+        body: Value,
+    },
+    /// A policy matches: the agent would get `403 approval_required` with this operation.
+    Operation {
+        policy: String,
+        source: String,
+        route: String,
+        captures: Captures,
+        terms: Vec<ExplainedTerm>,
+        /// `GET path?query` of the lookup, if the policy has one.
+        lookup: Option<String>,
+        /// The lookup terms are placeholders: no answer was given.
+        lookup_placeholders: bool,
+        summary: String,
+        /// The whole `403` body.
+        answer: Value,
+    },
+}
+
+impl Explanation {
+    /// Whether a Personal Agent would receive an operation.
+    pub fn is_operation(&self) -> bool {
+        matches!(self, Explanation::Operation { .. })
+    }
+}
+
+/// Explain `request` against the loaded config. `now` is unix seconds (for `expires_at`).
+pub fn explain(config: &Config, request: &ExplainRequest, now: i64) -> Explanation {
+    if has_ambiguous_segments(&request.path) {
+        return Explanation::Refused {
+            status: 400,
+            body: body(&ErrorBody::new(
+                "invalid_path",
+                "the path has `.`, `..` or encoded slash segments; send it in its plain form",
+            )),
+        };
+    }
+    let Some((policy, captures)) = config.policies.find_route(&request.method, &request.path)
+    else {
+        return Explanation::NoMatch {
+            routes: config
+                .policies
+                .iter()
+                .filter_map(|p| {
+                    let route = p.route.as_ref()?;
+                    Some(format!("{:<7} {}  ({})", route.method, route.path, p.name))
+                })
+                .collect(),
+        };
+    };
+    match explain_policy(config, &policy, captures, request, now) {
+        Ok(explanation) => explanation,
+        Err((status, error)) => Explanation::Rejected {
+            policy: policy.name.clone(),
+            source: policy.source.clone(),
+            status,
+            body: body(&error),
+        },
+    }
+}
+
+fn explain_policy(
+    config: &Config,
+    policy: &Policy,
+    captures: Captures,
+    request: &ExplainRequest,
+    now: i64,
+) -> Result<Explanation, (u16, ErrorBody)> {
+    let approver = approver(request, &config.session)
+        .map_err(|e| (401, ErrorBody::new("invalid_session", e.to_string())))?;
+    let parsed_body: Option<Value> = if request.body.is_empty() {
+        None
+    } else {
+        serde_json::from_slice(&request.body).ok()
+    };
+    if policy.needs_body() && parsed_body.is_none() {
+        return Err((
+            400,
+            ErrorBody::new(
+                "invalid_body",
+                "this action's terms come from a JSON request body, and the body is missing or not JSON",
+            ),
+        ));
+    }
+    let parts = RequestParts {
+        captures: &captures,
+        query: request.query.as_deref(),
+        headers: &request.headers,
+        body: parsed_body.as_ref(),
+        arguments: None,
+    };
+    let mut terms = extract_from_request(&policy.terms, &parts).map_err(|e| {
+        (
+            400,
+            ErrorBody::new("missing_term", e.to_string()).with("term", e.term()),
+        )
+    })?;
+
+    let mut lookup = None;
+    let mut lookup_placeholders = false;
+    if let Some(template) = &policy.lookup {
+        let url = template.fill(&terms).map_err(|e| {
+            (
+                400,
+                ErrorBody::new("invalid_term", e.to_string()).with("term", e.term()),
+            )
+        })?;
+        match &request.lookup_answer {
+            Some(answer) => {
+                extract_from_answer(&policy.terms, answer, &mut terms).map_err(|e| {
+                    (
+                        502,
+                        ErrorBody::new("lookup_failed", format!("GET {url} on the upstream: {e}")),
+                    )
+                })?
+            }
+            None => {
+                lookup_placeholders = true;
+                for (name, source) in &policy.terms {
+                    if let TermSource::Lookup(path) = source {
+                        terms.insert(name.clone(), Value::from(format!("⟨lookup {path}⟩")));
+                    }
+                }
+            }
+        }
+        lookup = Some(url);
+    }
+
+    let summary = policy.summary.render(&terms);
+    let operation = mint(
+        policy,
+        &approver,
+        &terms,
+        &summary,
+        request,
+        parsed_body.as_ref(),
+        now,
+    );
+    let answer = body(&ErrorBody::approval_required(
+        &operation,
+        "this action needs the user's approval of these terms; retry the same request with a Poppy-Approval header",
+    ));
+    Ok(Explanation::Operation {
+        policy: policy.name.clone(),
+        source: policy.source.clone(),
+        route: policy
+            .route
+            .as_ref()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .unwrap_or_default(),
+        captures,
+        terms: policy
+            .terms
+            .iter()
+            .filter_map(|(name, source)| {
+                Some(ExplainedTerm {
+                    name: name.clone(),
+                    value: terms.get(name)?.clone(),
+                    source: source.describe(),
+                })
+            })
+            .collect(),
+        lookup,
+        lookup_placeholders,
+        summary,
+        answer,
+    })
+}
+
+/// Who would approve: the request's own `Poppy-Session` (and `Authorization`), or a made-up
+/// Session, signed in to a made-up account with `signed_in`.
+fn approver(
+    request: &ExplainRequest,
+    claims: &SessionClaims,
+) -> Result<Approver, crate::proxy::ApproverError> {
+    let session = match request.headers.get("poppy-session") {
+        Some(value) => value.as_bytes().to_vec(),
+        None => unsigned_jwt(&json!({
+            claims.session_claim.as_str(): "ses_explain",
+            claims.agent_claim.as_str(): "explain-agent",
+            claims.user_claim.as_str(): "explain-user",
+        }))
+        .into_bytes(),
+    };
+    let authorization = match request.headers.get(http::header::AUTHORIZATION) {
+        Some(value) => Some(value.as_bytes().to_vec()),
+        None if request.signed_in => Some(
+            format!(
+                "Bearer {}",
+                unsigned_jwt(&json!({ claims.account_claim.as_str(): "explain-account" }))
+            )
+            .into_bytes(),
+        ),
+        None => None,
+    };
+    Approver::from_headers(&session, authorization.as_deref(), claims)
+}
+
+fn unsigned_jwt(payload: &Value) -> String {
+    use base64::Engine as _;
+    let encode = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    format!("{}.{}.x", encode(&json!({"alg": "none"})), encode(payload))
+}
+
+/// The operation the flow would mint (see `proxy::flow`), at generation 0, with a throwaway key.
+fn mint(
+    policy: &Policy,
+    approver: &Approver,
+    terms: &Terms,
+    summary: &str,
+    request: &ExplainRequest,
+    parsed_body: Option<&Value>,
+    now: i64,
+) -> Operation {
+    let key = SigningKey::random();
+    let mut material = vec![
+        policy.name.clone().into_bytes(),
+        approver.scope.clone().into_bytes(),
+    ];
+    material.extend(policy.action_material(terms));
+    let material: Vec<&[u8]> = material.iter().map(Vec::as_slice).collect();
+    let id = OperationId::derive(&key, &policy.id_prefix, approver.kind, &material, 0);
+    let terms_value = Value::Object(terms.clone().into_iter().collect());
+    let terms_json = canonical_json(&terms_value);
+    let fingerprint = request_fingerprint(
+        &request.method.to_ascii_uppercase(),
+        &request.path,
+        request.query.as_deref(),
+        parsed_body,
+        &request.body,
+    );
+    let input = RevisionInput {
+        operation_id: id.as_str(),
+        summary,
+        terms: &terms_json,
+        scope: &approver.scope,
+        request: &fingerprint,
+    };
+    let expires_at = now.saturating_add(policy.expires_in.as_secs() as i64);
+    Operation {
+        operation_id: id.to_string(),
+        revision: Revision::mint(&key, &input, expires_at),
+        summary: summary.to_owned(),
+        terms: Some(terms_value),
+        expires_at: time::OffsetDateTime::from_unix_timestamp(expires_at)
+            .ok()
+            .and_then(|t| {
+                t.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+fn body(error: &ErrorBody) -> Value {
+    serde_json::from_slice(&error.to_bytes()).unwrap_or(Value::Null)
+}
+
+/// The explanation as text for a terminal.
+pub fn render(explanation: &Explanation, request: &ExplainRequest) -> String {
+    let target = match &request.query {
+        Some(query) => format!("{} {}?{query}", request.method, request.path),
+        None => format!("{} {}", request.method, request.path),
+    };
+    let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let mut out = String::new();
+    match explanation {
+        Explanation::NoMatch { routes } => {
+            out.push_str(&format!(
+                "no policy matches {target}: a Personal Agent's request passes through to the upstream untouched, without approval.\n"
+            ));
+            if routes.is_empty() {
+                out.push_str("The config has no HTTP routes.\n");
+            } else {
+                out.push_str("Routes that need approval:\n");
+                for route in routes {
+                    out.push_str(&format!("  {route}\n"));
+                }
+            }
+        }
+        Explanation::Refused { status, body } => {
+            out.push_str(&format!(
+                "the gateway would refuse {target} before matching a policy, forwarding nothing:\n{status} {}\n",
+                pretty(body)
+            ));
+        }
+        Explanation::Rejected {
+            policy,
+            source,
+            status,
+            body,
+        } => {
+            let why = match body.get("term").and_then(Value::as_str) {
+                Some(term) => format!("term `{term}` is missing or unusable"),
+                None => "the request can't give its terms".to_owned(),
+            };
+            out.push_str(&format!(
+                "policy `{policy}` ({source}) matches {target}, but {why}.\nThe gateway would answer, forwarding nothing:\n{status} {}\n",
+                pretty(body)
+            ));
+        }
+        Explanation::Operation {
+            policy,
+            source,
+            route,
+            captures,
+            terms,
+            lookup,
+            lookup_placeholders,
+            summary,
+            answer,
+        } => {
+            out.push_str(&format!(
+                "policy `{policy}` ({source}) matches {target}\n  route: {route}\n"
+            ));
+            for (name, value) in captures {
+                out.push_str(&format!("  capture {name} = {value:?}\n"));
+            }
+            if let Some(url) = lookup {
+                out.push_str(&format!(
+                    "\nlookup: the gateway would GET {url} from the upstream (with the request's Authorization, Cookie and Poppy-Session)\n"
+                ));
+                if *lookup_placeholders {
+                    out.push_str("  explain does not call the upstream: lookup terms are shown as ⟨lookup …⟩; give --lookup-answer @answer.json to read them from an answer\n");
+                }
+            }
+            out.push_str("\nterms:\n");
+            for term in terms {
+                out.push_str(&format!(
+                    "  {:<20} = {:<30} from {}\n",
+                    term.name,
+                    term.value.to_string(),
+                    term.source
+                ));
+            }
+            out.push_str(&format!(
+                "\nsummary (Markdown; request values escaped):\n  {summary}\n"
+            ));
+            out.push_str(&format!(
+                "\nthe Personal Agent would receive (operation_id and revision computed with a throwaway key, not this gateway's: their values differ on every run and in the real gateway):\n403 {}\n",
+                pretty(answer)
+            ));
+        }
+    }
+    out
+}
