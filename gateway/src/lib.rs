@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod mcp;
 pub mod metrics;
 pub mod policy;
 pub mod protocol;

@@ -11,7 +11,7 @@ use crate::admin::AdminApp;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::protocol::{Keys, SigningKey};
-use crate::proxy::{GatewayProxy, OperationFlow, UpstreamClient};
+use crate::proxy::{GatewayProxy, McpEndpoint, OperationFlow, UpstreamClient};
 use crate::store;
 
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +74,10 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         instance,
         claims_made: AtomicU64::new(0),
     });
+    let mcp = config
+        .mcp
+        .as_ref()
+        .map(|mcp| McpEndpoint::new(mcp, &upstream, &config.upstream));
     let gateway = GatewayProxy {
         policies: config.policies.clone(),
         flow,
@@ -82,6 +86,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         max_body_bytes: config.server.max_body_bytes,
         well_known: config.well_known.clone(),
         metrics: Arc::clone(&metrics),
+        mcp,
     };
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,

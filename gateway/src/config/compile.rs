@@ -9,6 +9,7 @@ use super::duration::parse_duration;
 use super::error::{ConfigError, ConfigErrors, from_toml};
 use super::file::GatewayFile;
 use super::policy_file::load_policy_file;
+use super::tool_policy::{Mcp, check_tools, compile_mcp};
 use crate::policy::{Policy, PolicySet};
 
 /// The validated configuration the gateway runs with.
@@ -25,6 +26,8 @@ pub struct Config {
     pub policies: PolicySet,
     /// The policy files that were loaded, for `check`.
     pub policy_files: Vec<PathBuf>,
+    /// `[mcp]`: the MCP endpoint whose tool calls `[[tool]]` policies hold.
+    pub mcp: Option<Mcp>,
 }
 
 #[derive(Debug, Clone)]
@@ -317,6 +320,20 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         }
     }
 
+    let mcp = file
+        .mcp
+        .as_ref()
+        .and_then(|m| compile_mcp(path, &source, m, &mut errors));
+    let mcp_path = file.mcp.as_ref().map(|m| &m.path);
+    check_tools(
+        path,
+        mcp.as_ref(),
+        mcp_path,
+        &source,
+        &policies,
+        &mut errors,
+    );
+
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
     }
@@ -352,6 +369,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         well_known,
         policies: PolicySet::new(policies),
         policy_files,
+        mcp,
     })
 }
 

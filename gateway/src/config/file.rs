@@ -21,6 +21,8 @@ pub struct GatewayFile {
     pub session: SessionFile,
     #[serde(default)]
     pub well_known: WellKnownFile,
+    /// `[mcp]`: operations for an MCP server behind the gateway.
+    pub mcp: Option<McpFile>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,6 +79,8 @@ pub struct WellKnownFile {
 pub struct PolicyFile {
     #[serde(default)]
     pub operation: Vec<OperationFile>,
+    #[serde(default)]
+    pub tool: Vec<ToolFile>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -102,4 +106,30 @@ pub struct TermFile {
     pub query: Option<String>,
     pub header: Option<String>,
     pub value: Option<toml::Value>,
+    /// A JSONPath into an MCP tool call's `arguments` (`[[tool]]` only).
+    pub argument: Option<String>,
+}
+
+/// `[mcp]` in gateway.toml.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpFile {
+    /// The MCP endpoint (Streamable HTTP) of the upstream, e.g. `/mcp`.
+    pub path: Spanned<String>,
+}
+
+/// One `[[tool]]`: an MCP tool that needs approval. The keys of `[[operation]]`, with the
+/// tool's name instead of method and path.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFile {
+    pub name: Spanned<String>,
+    /// The MCP tool name, as in `tools/call` `params.name`.
+    pub tool: Spanned<String>,
+    pub id_prefix: Spanned<String>,
+    pub expires_in: Spanned<String>,
+    pub same_action: Spanned<Vec<String>>,
+    pub summary: Spanned<String>,
+    #[serde(default)]
+    pub terms: BTreeMap<Spanned<String>, Spanned<TermFile>>,
 }

@@ -8,8 +8,10 @@ mod duration;
 mod error;
 mod file;
 mod policy_file;
+mod tool_policy;
 
 pub use compile::{Config, Server, SessionClaims, StoreSettings, Upstream, load};
 pub use duration::parse_duration;
 pub use error::{ConfigError, ConfigErrors};
 pub use policy_file::load_policy_file;
+pub use tool_policy::Mcp;
