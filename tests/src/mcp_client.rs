@@ -263,6 +263,11 @@ impl RawMcp {
         self.client.send(&self.request(body)).await
     }
 
+    /// A POST of any bytes.
+    pub async fn post_bytes(&self, body: Vec<u8>) -> Answer {
+        self.client.send(&self.request_bytes(body)).await
+    }
+
     pub async fn send(&self, request: &Request) -> Answer {
         self.client.send(request).await
     }
