@@ -228,9 +228,16 @@ async fn the_approval_stays_at_the_gateway() {
 
     let request = raw
         .request(&approved(exchange(json!(2)), &operation))
-        .approval("operation_id=\"exc_x\", revision=\"1-x\"");
+        .approval("operation_id=\"exc_x\", revision=\"1-x\"")
+        .header("Accept-Encoding", "gzip");
     let performed = result_of(&raw.send(&request).await, &json!(2));
     assert_eq!(performed["structuredContent"]["execution"], 1);
+    let forwarded = stack.server.posts().pop().unwrap();
+    assert_eq!(
+        forwarded.header("accept-encoding"),
+        None,
+        "a held call's answer is recorded (and its id rewritten): asked for uncompressed"
+    );
     let executed = &stack.server.executions()[0];
     assert!(
         executed.params.get("_meta").is_none(),
@@ -424,4 +431,24 @@ async fn answers_of_other_tools_stream() {
         events.last().unwrap()["result"]["structuredContent"]["execution"],
         1
     );
+}
+
+/// `/MCP/`, `/mcp;x=1`: a server may take them for its endpoint, so the gateway does too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_spellings_of_the_endpoint_are_the_endpoint() {
+    let stack = McpStack::start(Store::Memory, AnswerMode::Json);
+    let raw = stack.raw(&Session::signed_out("ses_spell")).await;
+    for (i, path) in ["/MCP/", "/mcp;jsessionid=1", "//mcp"]
+        .into_iter()
+        .enumerate()
+    {
+        let id = json!(i);
+        let mut request = raw.request(&exchange(id.clone()));
+        request.path = path.to_owned();
+        let result = result_of(&raw.send(&request).await, &id);
+        held_operation(&result, path);
+    }
+    stack
+        .server
+        .assert_executions(0, "held whatever the spelling");
 }

@@ -49,8 +49,21 @@ impl McpEndpoint {
     /// Whether a request path is the endpoint, matched as forgivingly as policy routes, so
     /// that no other spelling of it slips past.
     pub fn matches(&self, path: &str) -> bool {
-        self.path.matches(path).is_some()
+        endpoint_matches(&self.path, path)
     }
+}
+
+/// Also without `;parameters` in its segments: some servers drop them (`/mcp;x=1` is their
+/// `/mcp`), and a call that reached the MCP server that way would skip the gateway's checks.
+fn endpoint_matches(template: &PathTemplate, path: &str) -> bool {
+    if template.matches(path).is_some() {
+        return true;
+    }
+    let without_parameters: Vec<&str> = path
+        .split('/')
+        .map(|segment| segment.split(';').next().unwrap_or_default())
+        .collect();
+    template.matches(&without_parameters.join("/")).is_some()
 }
 
 impl GatewayProxy {
@@ -188,13 +201,19 @@ impl GatewayProxy {
                 );
             }
         };
+        let mut forward = forward_request(headers, path_and_query, Bytes::from(call.forward_body));
+        // The answer is recorded and its `id` rewritten for replays: it must not come back
+        // compressed.
+        forward
+            .headers
+            .retain(|(name, _)| name != http::header::ACCEPT_ENCODING);
         let request = OperationRequest {
             policy: Arc::clone(&policy),
             approver,
             approval,
             terms,
             fingerprint: fingerprint(&call.tool, &call.arguments),
-            forward: forward_request(headers, path_and_query, Bytes::from(call.forward_body)),
+            forward,
         };
         render(self.flow.decide(request).await, &call.id)
     }
@@ -232,12 +251,20 @@ fn render(decision: Decision, id: &Value) -> Reply {
 
 /// The recorded answer, addressed to this call's `id`.
 fn with_id(mut response: RecordedResponse, id: &Value) -> RecordedResponse {
-    let content_type = response
-        .headers
-        .iter()
-        .find(|(name, _)| name == "content-type")
-        .map(|(_, value)| value.as_slice());
-    if let Some(body) = rewrite_response_id(&response.body, content_type, id) {
+    let header = |wanted: &str| {
+        response
+            .headers
+            .iter()
+            .find(|(name, _)| name == wanted)
+            .map(|(_, value)| value.as_slice())
+    };
+    if header("content-encoding").is_some_and(|v| !v.eq_ignore_ascii_case(b"identity")) {
+        tracing::warn!(
+            "the MCP server compressed its answer although asked not to; replayed as recorded, with the first call's id"
+        );
+        return response;
+    }
+    if let Some(body) = rewrite_response_id(&response.body, header("content-type"), id) {
         response.body = Bytes::from(body);
     }
     response
@@ -341,6 +368,24 @@ mod tests {
             a,
             fingerprint("exchange_item", &json!({"a": 2, "b": [1, 2]}))
         );
+    }
+
+    #[test]
+    fn the_endpoint_matches_in_every_spelling() {
+        let template = PathTemplate::parse("/mcp").unwrap();
+        for path in [
+            "/mcp",
+            "/MCP/",
+            "//mcp",
+            "/m%63p",
+            "/mcp;jsessionid=1",
+            "/mcp;/",
+        ] {
+            assert!(endpoint_matches(&template, path), "{path}");
+        }
+        for path in ["/mcp/x", "/", "/mcpx", "/x;/mcp"] {
+            assert!(!endpoint_matches(&template, path), "{path}");
+        }
     }
 
     #[test]
