@@ -4,6 +4,7 @@
 //! replayed to a retry. No pingora, no store: the adapter is `proxy::mcp_api`.
 
 mod answer;
+mod headers;
 mod message;
 mod no_duplicates;
 mod rewrite;
@@ -13,9 +14,8 @@ pub use answer::{
     approval_required_result, error_response, extension_required_result, result_response,
     tool_error_result,
 };
-pub use message::{
-    APPROVAL_META_KEY, HeldCall, Incoming, RpcError, check_standard_headers, classify,
-};
+pub use headers::check_standard_headers;
+pub use message::{APPROVAL_META_KEY, HeldCall, Incoming, RpcError, classify};
 pub use rewrite::rewrite_response_id;
 
 /// JSON-RPC error codes the gateway answers with.
