@@ -90,7 +90,21 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
                 "upstream {}  store {}",
                 config.upstream.url, config.store.url
             );
+            if let Some(mcp) = &config.mcp {
+                println!("mcp endpoint {}", mcp.path);
+            }
             for policy in config.policies.iter() {
+                if let Some(tool) = &policy.tool {
+                    println!(
+                        "  {:<7} {:<40} {:<16} {}_…  expires in {:?}  ({})",
+                        "TOOL",
+                        tool,
+                        policy.name,
+                        policy.id_prefix,
+                        policy.expires_in,
+                        policy.source
+                    );
+                }
                 if let Some(route) = &policy.route {
                     println!(
                         "  {:<7} {:<40} {:<16} {}_…  expires in {:?}  ({})",

@@ -16,7 +16,7 @@ use crate::drain::{Drain, DrainOnSignal};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{Keys, SigningKey};
-use crate::proxy::{GatewayProxy, OperationFlow, UpstreamClient};
+use crate::proxy::{GatewayProxy, McpEndpoint, OperationFlow, UpstreamClient};
 use crate::reload::PolicyReloader;
 use crate::store::{self, InstrumentedStore};
 
@@ -111,6 +111,10 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         drain: Arc::clone(&drain),
         unknown_logged: Mutex::new(HashSet::new()),
     });
+    let mcp = config
+        .mcp
+        .as_ref()
+        .map(|mcp| McpEndpoint::new(mcp, &upstream, &config.upstream));
     let gateway = GatewayProxy {
         policies: policies.clone(),
         flow,
@@ -119,6 +123,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         max_body_bytes: config.server.max_body_bytes,
         well_known: config.well_known.clone(),
         metrics: Arc::clone(&metrics),
+        mcp,
     };
     let mut proxy = pingora::proxy::http_proxy_service_with_name(
         &server.configuration,

@@ -6,9 +6,12 @@
 //! approval of exact terms and at-most-once execution without changing it.
 //!
 //! ```text
-//! shop --listen 127.0.0.1:9000
+//! shop --listen 127.0.0.1:9000 [--mcp-sse]
 //! ```
+//!
+//! The same actions are MCP tools at `POST /mcp` (Streamable HTTP), for the MCP demo.
 
+mod mcp;
 mod money;
 mod routes;
 mod state;
@@ -31,6 +34,10 @@ struct Cli {
     /// Address to listen on. Port 0 picks a free port; the real address is printed.
     #[arg(long, default_value = "127.0.0.1:9000")]
     listen: SocketAddr,
+    /// Answer MCP requests (POST /mcp) as `text/event-stream` when the client accepts it,
+    /// instead of `application/json`.
+    #[arg(long)]
+    mcp_sse: bool,
 }
 
 #[tokio::main]
@@ -59,7 +66,7 @@ async fn run(cli: Cli) -> Result<(), Box<dyn Error>> {
     stdout.flush()?;
     drop(stdout);
 
-    let app = routes::router(state::Shop::seeded());
+    let app = routes::router(state::Shop::seeded(), cli.mcp_sse);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;

@@ -25,7 +25,10 @@ use crate::state::{Shop, ShopError};
 /// so no handler has to decide what a panicked lock means.
 type AppState = Arc<Mutex<Shop>>;
 
-pub fn router(shop: Shop) -> Router {
+/// The HTTP routes, and the same actions as MCP tools at `/mcp` (`mcp_sse`: answer those
+/// with `text/event-stream` when the client accepts it).
+pub fn router(shop: Shop, mcp_sse: bool) -> Router {
+    let state: AppState = Arc::new(Mutex::new(shop));
     Router::new()
         .route("/orders/{order_id}", get(get_order))
         .route("/orders/{order_id}/exchanges", post(create_exchange))
@@ -33,9 +36,10 @@ pub fn router(shop: Shop) -> Router {
         .route("/catalog/{sku}", get(get_product))
         .route("/stats", get(get_stats))
         .route("/.well-known/poppy.json", get(well_known))
+        .with_state(Arc::clone(&state))
+        .merge(crate::mcp::router(state, mcp_sse))
         .fallback(not_found)
         .layer(middleware::from_fn(log_request))
-        .with_state(Arc::new(Mutex::new(shop)))
 }
 
 /// An error answer: status plus the JSON body every endpoint uses.

@@ -10,6 +10,7 @@ use super::env::{Applied, Overrides};
 use super::error::{ConfigError, ConfigErrors};
 use super::file::GatewayFile;
 use super::policy_file::load_policy_file;
+use super::tool_policy::{Mcp, check_tools, compile_mcp};
 use crate::policy::{Policy, PolicySet};
 use crate::store::{self, MAX_WAIT_TIMEOUT, ReplicaWait, StoreOptions};
 
@@ -27,6 +28,8 @@ pub struct Config {
     pub policies: PolicySet,
     /// The policy files that were loaded, for `check`.
     pub policy_files: Vec<PathBuf>,
+    /// `[mcp]`: the MCP endpoint whose tool calls `[[tool]]` policies hold.
+    pub mcp: Option<Mcp>,
 }
 
 #[derive(Debug, Clone)]
@@ -379,6 +382,20 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         }
     }
 
+    let mcp = file
+        .mcp
+        .as_ref()
+        .and_then(|m| compile_mcp(path, &source, m, &mut errors));
+    let mcp_path = file.mcp.as_ref().map(|m| &m.path);
+    check_tools(
+        path,
+        mcp.as_ref(),
+        mcp_path,
+        &source,
+        &policies,
+        &mut errors,
+    );
+
     if !errors.is_empty() {
         return Err(env.relocate(path, ConfigErrors(errors)));
     }
@@ -416,6 +433,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         well_known,
         policies: PolicySet::new(policies),
         policy_files,
+        mcp,
     })
 }
 

@@ -21,6 +21,8 @@ pub struct GatewayFile {
     pub session: SessionFile,
     #[serde(default)]
     pub well_known: WellKnownFile,
+    /// `[mcp]`: operations for an MCP server behind the gateway.
+    pub mcp: Option<McpFile>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -80,6 +82,8 @@ pub struct WellKnownFile {
 pub struct PolicyFile {
     #[serde(default)]
     pub operation: Vec<OperationFile>,
+    #[serde(default)]
+    pub tool: Vec<ToolFile>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,6 +113,8 @@ pub struct TermFile {
     pub value: Option<toml::Value>,
     /// A JSONPath into the answer of the operation's `[operation.lookup]`.
     pub lookup: Option<String>,
+    /// A JSONPath into an MCP tool call's `arguments` (`[[tool]]` only).
+    pub argument: Option<String>,
 }
 
 /// `[operation.lookup]`.
@@ -117,4 +123,28 @@ pub struct TermFile {
 pub struct LookupFile {
     /// A path on the upstream, with `{term}` placeholders filled from request terms.
     pub url: Spanned<String>,
+}
+
+/// `[mcp]` in gateway.toml.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpFile {
+    /// The MCP endpoint (Streamable HTTP) of the upstream, e.g. `/mcp`.
+    pub path: Spanned<String>,
+}
+
+/// One `[[tool]]`: an MCP tool that needs approval. The keys of `[[operation]]`, with the
+/// tool's name instead of method and path.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFile {
+    pub name: Spanned<String>,
+    /// The MCP tool name, as in `tools/call` `params.name`.
+    pub tool: Spanned<String>,
+    pub id_prefix: Spanned<String>,
+    pub expires_in: Spanned<String>,
+    pub same_action: Spanned<Vec<String>>,
+    pub summary: Spanned<String>,
+    #[serde(default)]
+    pub terms: BTreeMap<Spanned<String>, Spanned<TermFile>>,
 }

@@ -10,9 +10,11 @@ mod error;
 mod file;
 mod lookup;
 mod policy_file;
+mod tool_policy;
 
 pub use compile::{Config, Server, SessionClaims, StoreSettings, Upstream, load};
 pub use duration::parse_duration;
 pub use env::{Overrides, PREFIX as ENV_PREFIX};
 pub use error::{ConfigError, ConfigErrors};
 pub use policy_file::{load_policy_file, parse_policy_file};
+pub use tool_policy::Mcp;

@@ -3,9 +3,14 @@
 use std::path::Path;
 use std::time::Duration;
 
+use std::collections::BTreeMap;
+
+use toml::Spanned;
+
 use super::duration::parse_duration;
 use super::error::{ConfigError, ConfigErrors, from_toml};
 use super::file::{OperationFile, PolicyFile, TermFile};
+use super::tool_policy::compile_tool;
 use crate::policy::{PathTemplate, Policy, Route, SummaryTemplate, TermSource, is_valid_json_path};
 
 /// The longest approval window a policy may ask for: records are kept that long.
@@ -29,10 +34,15 @@ pub fn parse_policy_file(path: &Path, source: &str) -> Result<Vec<Policy>, Confi
             policies.push(policy);
         }
     }
-    if file.operation.is_empty() {
+    for tool in &file.tool {
+        if let Some(policy) = compile_tool(path, &source, tool, &mut errors) {
+            policies.push(policy);
+        }
+    }
+    if file.operation.is_empty() && file.tool.is_empty() {
         errors.push(ConfigError::whole_file(
             path,
-            "no [[operation]] table: a policy file names at least one action",
+            "no [[operation]] or [[tool]] table: a policy file names at least one action",
         ));
     }
     if errors.is_empty() {
@@ -58,6 +68,109 @@ fn compile_operation(
             format!("operation `{name}`: {message}"),
         )
     };
+    let method = op.method.get_ref().to_ascii_uppercase();
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+        errors.push(at(
+            op.method.span(),
+            format!("method: `{}` is not an HTTP method", op.method.get_ref()),
+        ));
+    }
+    let template = PathTemplate::parse(op.path.get_ref())
+        .map_err(|e| errors.push(at(op.path.span(), format!("path: {e}"))))
+        .ok();
+    let keys = ActionKeys {
+        table: Table::Operation,
+        name: &op.name,
+        id_prefix: &op.id_prefix,
+        expires_in: &op.expires_in,
+        same_action: &op.same_action,
+        summary: &op.summary,
+        terms: &op.terms,
+    };
+    let action = compile_action(path, source, &keys, template.as_ref(), errors);
+    let lookup =
+        super::lookup::compile_lookup(op.lookup.as_ref(), &op.terms).unwrap_or_else(|problems| {
+            for (span, problem) in problems {
+                errors.push(at(span, problem));
+            }
+            None
+        });
+    if errors.len() > start {
+        return None;
+    }
+    let action = action?;
+    Some(Policy {
+        name: action.name,
+        lookup,
+        route: template.map(|path| Route { method, path }),
+        tool: None,
+        id_prefix: action.id_prefix,
+        expires_in: action.expires_in,
+        same_action: action.same_action,
+        summary: action.summary,
+        terms: action.terms,
+        source: action.source,
+    })
+}
+
+/// Which kind of table a policy is written in: they share most keys, not every term source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Table {
+    Operation,
+    Tool,
+}
+
+impl Table {
+    fn word(self) -> &'static str {
+        match self {
+            Table::Operation => "operation",
+            Table::Tool => "tool",
+        }
+    }
+}
+
+/// The keys `[[operation]]` and `[[tool]]` share.
+pub(super) struct ActionKeys<'a> {
+    pub table: Table,
+    pub name: &'a Spanned<String>,
+    pub id_prefix: &'a Spanned<String>,
+    pub expires_in: &'a Spanned<String>,
+    pub same_action: &'a Spanned<Vec<String>>,
+    pub summary: &'a Spanned<String>,
+    pub terms: &'a BTreeMap<Spanned<String>, Spanned<TermFile>>,
+}
+
+/// The shared keys, validated.
+pub(super) struct Action {
+    pub name: String,
+    pub id_prefix: String,
+    pub expires_in: Duration,
+    pub same_action: Vec<String>,
+    pub summary: SummaryTemplate,
+    pub terms: Vec<(String, TermSource)>,
+    /// `file:line:column` of the table's name.
+    pub source: String,
+}
+
+/// Lint the shared keys; `None` (with the problems in `errors`) if any is wrong.
+pub(super) fn compile_action(
+    path: &Path,
+    source: &str,
+    op: &ActionKeys<'_>,
+    template: Option<&PathTemplate>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Action> {
+    let start = errors.len();
+    let name = op.name.get_ref();
+    let table = op.table.word();
+    let at = |span: std::ops::Range<usize>, message: String| {
+        ConfigError::at(
+            path,
+            source,
+            Some(span),
+            format!("{table} `{name}`: {message}"),
+        )
+    };
 
     if name.is_empty()
         || !name
@@ -69,16 +182,6 @@ fn compile_operation(
             "name: use A-Z a-z 0-9 _ - (it labels metrics)".into(),
         ));
     }
-    let method = op.method.get_ref().to_ascii_uppercase();
-    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
-        errors.push(at(
-            op.method.span(),
-            format!("method: `{}` is not an HTTP method", op.method.get_ref()),
-        ));
-    }
-    let template = PathTemplate::parse(op.path.get_ref())
-        .map_err(|e| errors.push(at(op.path.span(), format!("path: {e}"))))
-        .ok();
     let prefix = op.id_prefix.get_ref();
     if prefix.is_empty() || prefix.len() > 16 || !prefix.bytes().all(|b| b.is_ascii_alphanumeric())
     {
@@ -103,7 +206,7 @@ fn compile_operation(
     };
 
     let mut terms = Vec::new();
-    for (term_name, term) in &op.terms {
+    for (term_name, term) in op.terms {
         let tn = term_name.get_ref();
         if tn.is_empty() || !tn.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
             errors.push(at(
@@ -113,7 +216,7 @@ fn compile_operation(
         }
         match term_source(term.get_ref()) {
             Ok(source) => {
-                if let Some(problem) = source_problem(&source, template.as_ref()) {
+                if let Some(problem) = source_problem(op.table, &source, template) {
                     errors.push(at(term.span(), format!("terms.{tn}: {problem}")));
                 }
                 terms.push((tn.clone(), source));
@@ -124,7 +227,7 @@ fn compile_operation(
     if terms.is_empty() {
         errors.push(at(
             op.name.span(),
-            "no [operation.terms]: the terms are what the User approves".into(),
+            format!("no [{table}.terms]: the terms are what the User approves"),
         ));
     }
 
@@ -162,14 +265,6 @@ fn compile_operation(
         }
     }
 
-    let lookup =
-        super::lookup::compile_lookup(op.lookup.as_ref(), &op.terms).unwrap_or_else(|problems| {
-            for (span, problem) in problems {
-                errors.push(at(span, problem));
-            }
-            None
-        });
-
     if errors.len() > start {
         return None;
     }
@@ -177,36 +272,50 @@ fn compile_operation(
         let e = ConfigError::at(path, source, Some(op.name.span()), "");
         (e.line, e.column)
     };
-    Some(Policy {
+    Some(Action {
         name: name.clone(),
-        route: template.map(|path| Route { method, path }),
-        tool: None,
         id_prefix: prefix.clone(),
         expires_in,
         same_action: op.same_action.get_ref().clone(),
         summary: summary?,
         terms,
         source: format!("{}:{line}:{column}", path.display()),
-        lookup,
     })
 }
 
 /// What is wrong with a term's source, if anything.
-fn source_problem(source: &TermSource, template: Option<&PathTemplate>) -> Option<String> {
-    match source {
-        TermSource::Path(capture) => template
+fn source_problem(
+    table: Table,
+    source: &TermSource,
+    template: Option<&PathTemplate>,
+) -> Option<String> {
+    match (table, source) {
+        (Table::Tool, TermSource::Path(_) | TermSource::Body(_) | TermSource::Query(_)) => Some(
+            "a tool's terms come from its call: use { argument = \"$.…\" }, header or value".into(),
+        ),
+        (Table::Operation, TermSource::Argument(_)) => Some(
+            "`argument` terms are for [[tool]] tables; use path, body, query, header or value"
+                .into(),
+        ),
+        (_, TermSource::Path(capture)) => template
             .filter(|t| !t.capture_names().any(|c| c == capture))
             .map(|t| format!("path `{{{capture}}}` is not a capture of `{t}`")),
-        TermSource::Body(path) => is_valid_json_path(path)
+        (_, TermSource::Body(path)) => is_valid_json_path(path)
             .err()
             .map(|e| format!("body `{path}` is not a JSONPath: {e}")),
-        TermSource::Header(name) => http::HeaderName::from_bytes(name.as_bytes())
+        (_, TermSource::Argument(path)) => is_valid_json_path(path)
+            .err()
+            .map(|e| format!("argument `{path}` is not a JSONPath: {e}")),
+        (_, TermSource::Header(name)) => http::HeaderName::from_bytes(name.as_bytes())
             .is_err()
             .then(|| format!("`{name}` is not a header name")),
-        TermSource::Lookup(path) => is_valid_json_path(path)
+        (Table::Tool, TermSource::Lookup(_)) => Some(
+            "`lookup` terms are for [[operation]] tables (tools have no lookups yet)".into(),
+        ),
+        (_, TermSource::Lookup(path)) => is_valid_json_path(path)
             .err()
             .map(|e| format!("lookup `{path}` is not a JSONPath: {e}")),
-        TermSource::Query(_) | TermSource::Value(_) | TermSource::Argument(_) => None,
+        (_, TermSource::Query(_) | TermSource::Value(_)) => None,
     }
 }
 
@@ -231,9 +340,12 @@ fn term_source(term: &TermFile) -> Result<TermSource, String> {
     if let Some(p) = &term.lookup {
         sources.push(TermSource::Lookup(p.clone()));
     }
+    if let Some(a) = &term.argument {
+        sources.push(TermSource::Argument(a.clone()));
+    }
     match sources.len() {
         1 => Ok(sources.remove(0)),
-        0 => Err("give exactly one source: path, body, query, header, value or lookup".into()),
+        0 => Err("give exactly one source: path, body, query, header, value, lookup or argument".into()),
         _ => Err("give exactly one source, not several".into()),
     }
 }

@@ -3,6 +3,8 @@
 mod approver;
 mod flow;
 mod http_api;
+mod mcp_api;
+mod mcp_forward;
 mod reply;
 mod service;
 mod upstream;
@@ -10,6 +12,7 @@ mod well_known;
 
 pub use approver::{Approver, ApproverError};
 pub use flow::{Decision, OperationFlow, OperationRequest, now_millis};
+pub use mcp_api::McpEndpoint;
 pub use reply::Reply;
 pub use service::GatewayProxy;
 pub use upstream::{ForwardError, ForwardRequest, UpstreamClient};

@@ -13,6 +13,7 @@ use pingora::proxy::{ProxyHttp, Session};
 use super::approver::{Approver, ApproverError};
 use super::flow::OperationFlow;
 use super::http_api::{self, ApiRequest};
+use super::mcp_api::McpEndpoint;
 use super::reply::Reply;
 use super::upstream::UpstreamClient;
 use super::well_known;
@@ -29,11 +30,13 @@ const METHOD_OVERRIDES: [&str; 3] = [
 ];
 
 /// What a request step decided.
-enum Step {
+pub(super) enum Step {
     /// Let pingora proxy the request as it is.
     Continue,
     /// Answer with this, without proxying.
     Respond(Reply),
+    /// Already answered (streamed from the upstream); `Err` if that failed part way.
+    Answered(pingora::Result<()>),
 }
 
 /// What one request carries between pingora's phases.
@@ -53,6 +56,8 @@ pub struct GatewayProxy {
     pub max_body_bytes: usize,
     pub well_known: Option<serde_json::Value>,
     pub metrics: Arc<Metrics>,
+    /// `[mcp]`: the MCP endpoint, whose tool calls `[[tool]]` policies hold.
+    pub mcp: Option<McpEndpoint>,
 }
 
 #[async_trait]
@@ -80,6 +85,7 @@ impl ProxyHttp for GatewayProxy {
                 reply.write(session).await?;
                 Ok(true)
             }
+            Step::Answered(result) => result.map(|()| true),
         }
     }
 
@@ -151,6 +157,11 @@ impl GatewayProxy {
                     "the path has `.`, `..` or encoded slash segments; send it in its plain form",
                 ),
             ));
+        }
+        if let Some(mcp) = &self.mcp
+            && mcp.matches(&path)
+        {
+            return self.mcp_step(session, mcp).await;
         }
         let Some((policy, captures)) = self.policies.find_route(header.method.as_str(), &path)
         else {

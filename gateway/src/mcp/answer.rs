@@ -1,0 +1,105 @@
+//! The JSON-RPC responses and tool results the gateway answers MCP calls with.
+
+use serde_json::{Value, json};
+
+use crate::protocol::Operation;
+
+/// `{"jsonrpc": "2.0", "id": …, "result": …}`
+pub fn result_response(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// `{"jsonrpc": "2.0", "id": …, "error": {"code": …, "message": …}}`
+pub fn error_response(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+/// A tool error result (`isError: true`) with one text block.
+pub fn tool_error_result(text: &str) -> Value {
+    json!({"isError": true, "content": [{"type": "text", "text": text}]})
+}
+
+/// The operation, as a tool error (spec section 4, "MCP"). `rejected`: the call carried an
+/// approval that does not cover it; the operation is a new revision for what it asks.
+pub fn approval_required_result(operation: &Operation, rejected: bool) -> Value {
+    let text = if rejected {
+        format!(
+            "Not done yet. The approval sent does not cover this call as it is now (or has expired, or is not this Session's to give). This needs the user's approval: {}",
+            operation.summary
+        )
+    } else {
+        format!(
+            "Not done yet. This needs the user's approval: {}",
+            operation.summary
+        )
+    };
+    let mut result = tool_error_result(&text);
+    result["structuredContent"] = json!({"operation": operation});
+    result
+}
+
+/// The tool error for a call of a held tool from a Personal Agent that did not declare the
+/// extension: no operation may be returned to it (spec section 2), and an MCP server refuses
+/// with `extension_required` only to refuse the agent entirely.
+pub fn extension_required_result(tool: &str) -> Value {
+    tool_error_result(&format!(
+        "Not done. The tool `{tool}` needs the user's approval of its exact terms, and this client has not declared approval support (the Personal Agent Protocol's operations extension, version 2: Poppy-Extensions: \"operations\";v=\"2\"). Nothing was performed."
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn operation() -> Operation {
+        Operation {
+            operation_id: "exc_1".into(),
+            revision: "1-a".into(),
+            summary: "Exchange item **i1**.".into(),
+            terms: Some(json!({"item_id": "i1"})),
+            expires_at: "2026-10-08T19:20:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn approval_required_has_the_spec_shape() {
+        let result = approval_required_result(&operation(), false);
+        assert_eq!(result["isError"], true);
+        assert_eq!(
+            result["content"],
+            json!([{"type": "text", "text": "Not done yet. This needs the user's approval: Exchange item **i1**."}])
+        );
+        assert_eq!(
+            result["structuredContent"]["operation"]["operation_id"],
+            "exc_1"
+        );
+        assert_eq!(
+            result["structuredContent"]["operation"]["terms"]["item_id"],
+            "i1"
+        );
+        let rejected = approval_required_result(&operation(), true);
+        assert!(
+            rejected["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .ends_with("This needs the user's approval: Exchange item **i1**.")
+        );
+    }
+
+    #[test]
+    fn responses_carry_the_id() {
+        assert_eq!(
+            result_response(&json!("a"), json!({})),
+            json!({"jsonrpc": "2.0", "id": "a", "result": {}})
+        );
+        assert_eq!(
+            error_response(&Value::Null, -32700, "Parse error"),
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}})
+        );
+        let no_extension = extension_required_result("exchange_item");
+        assert_eq!(no_extension["isError"], true);
+        assert!(no_extension.get("structuredContent").is_none());
+        let text = no_extension["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("approval") && text.contains("\"operations\";v=\"2\""));
+    }
+}

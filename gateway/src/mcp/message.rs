@@ -1,0 +1,484 @@
+//! Classify the body of a POST to the MCP endpoint: a call of a tool that needs approval
+//! (held), something else (forwarded), or something the gateway refuses.
+//!
+//! Deciding what is held errs on the side of holding: any object with `"method":
+//! "tools/call"` and a held tool's name in `params.name` is a held call, whatever else is
+//! wrong with it, so no malformed variant of one can slip through to the MCP server.
+
+use serde_json::{Map, Value};
+
+use super::codes::{INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
+use super::no_duplicates::duplicate_member;
+use crate::protocol::{ApprovalHeader, MAX_ID_LEN, is_id};
+
+/// Where the approval is, in `params._meta` (spec section 6, "MCP").
+pub const APPROVAL_META_KEY: &str = "personalagentprotocol.org/approval";
+
+/// What a POST body is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    /// One call of a tool that needs approval.
+    Held(HeldCall),
+    /// Anything else, to forward: the body as received, or re-serialized without an
+    /// approval in `_meta` (approvals are the gateway's business, never the upstream's).
+    Other { body: Option<Vec<u8>> },
+}
+
+/// A `tools/call` request of a tool that needs approval, well-formed as far as the
+/// gateway can tell before the extension and Session checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldCall {
+    /// The request's `id` (a string or a number).
+    pub id: Value,
+    pub tool: String,
+    /// `params.arguments`, an object (`{}` when absent).
+    pub arguments: Value,
+    /// The approval in `_meta`: absent, or present and well-formed, or a readable reason
+    /// why it is malformed (answered only after the extension and Session checks).
+    pub approval: Result<Option<ApprovalHeader>, String>,
+    /// The message to forward once approved: the same, without the approval in `_meta`
+    /// (and without `_meta` if nothing else was in it).
+    pub forward_body: Vec<u8>,
+}
+
+/// A JSON-RPC error the gateway answers with, instead of forwarding anything.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    /// The request's `id`, or `null` when there is none to answer.
+    pub id: Value,
+    pub code: i64,
+    pub message: String,
+}
+
+impl RpcError {
+    pub(super) fn new(id: Value, code: i64, message: impl Into<String>) -> RpcError {
+        RpcError {
+            id,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The HTTP status to send it with: 200 for an answer to a request (it has an `id`),
+    /// 400 when the POST as a whole is refused (MCP Streamable HTTP: an HTTP error status,
+    /// with a JSON-RPC error that has no `id`).
+    pub fn http_status(&self) -> u16 {
+        if self.id.is_null() { 400 } else { 200 }
+    }
+}
+
+/// Classify a POST body. `needs_approval` says whether a tool name is held.
+pub fn classify(body: &[u8], needs_approval: impl Fn(&str) -> bool) -> Result<Incoming, RpcError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        RpcError::new(
+            Value::Null,
+            PARSE_ERROR,
+            format!("Parse error: the body is not JSON ({e})"),
+        )
+    })?;
+    if let Some(name) = duplicate_member(body) {
+        return Err(RpcError::new(
+            Value::Null,
+            INVALID_REQUEST,
+            format!(
+                "Invalid Request: member `{name}` appears twice in one object; send each member once"
+            ),
+        ));
+    }
+    match value {
+        Value::Object(message) => {
+            if let Some(tool) = held_tool(&message, &needs_approval) {
+                return held_call(message, tool).map(Incoming::Held);
+            }
+            if !is_jsonrpc_message(&message) {
+                return Err(RpcError::new(
+                    valid_id(&message).unwrap_or(Value::Null),
+                    INVALID_REQUEST,
+                    "Invalid Request: not a JSON-RPC request, notification or response",
+                ));
+            }
+            Ok(Incoming::Other {
+                body: without_approval(Value::Object(message)),
+            })
+        }
+        Value::Array(items) => {
+            if items.is_empty() {
+                return Err(RpcError::new(
+                    Value::Null,
+                    INVALID_REQUEST,
+                    "Invalid Request: an empty batch",
+                ));
+            }
+            let holds = items.iter().any(|item| {
+                item.as_object()
+                    .is_some_and(|m| held_tool(m, &needs_approval).is_some())
+            });
+            if holds {
+                return Err(RpcError::new(
+                    Value::Null,
+                    INVALID_REQUEST,
+                    "batch requests with calls that need approval are not supported; send them one by one",
+                ));
+            }
+            Ok(Incoming::Other {
+                body: without_approval(Value::Array(items)),
+            })
+        }
+        _ => Err(RpcError::new(
+            Value::Null,
+            INVALID_REQUEST,
+            "Invalid Request: a JSON-RPC message is an object (or a batch of them)",
+        )),
+    }
+}
+
+/// The tool name, when `message` calls a tool that needs approval.
+fn held_tool(
+    message: &Map<String, Value>,
+    needs_approval: &impl Fn(&str) -> bool,
+) -> Option<String> {
+    if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return None;
+    }
+    let name = message.get("params")?.get("name")?.as_str()?;
+    needs_approval(name).then(|| name.to_owned())
+}
+
+fn is_jsonrpc_message(message: &Map<String, Value>) -> bool {
+    let request = message.get("method").is_some_and(Value::is_string);
+    let response = message.contains_key("id")
+        && (message.contains_key("result") || message.contains_key("error"));
+    request || response
+}
+
+/// `id` when it is one a response can carry back (a string or a number).
+fn valid_id(message: &Map<String, Value>) -> Option<Value> {
+    message
+        .get("id")
+        .filter(|id| id.is_string() || id.is_number())
+        .cloned()
+}
+
+fn held_call(mut message: Map<String, Value>, tool: String) -> Result<HeldCall, RpcError> {
+    let Some(id) = valid_id(&message) else {
+        return Err(RpcError::new(
+            Value::Null,
+            INVALID_REQUEST,
+            format!(
+                "Invalid Request: tool `{tool}` needs the user's approval, so its tools/call must be a request with a string or number id"
+            ),
+        ));
+    };
+    let invalid = |code: i64, message: String| RpcError::new(id.clone(), code, message);
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid(
+            INVALID_REQUEST,
+            "Invalid Request: `jsonrpc` must be \"2.0\"".into(),
+        ));
+    }
+    let Some(Value::Object(params)) = message.get_mut("params") else {
+        // held_tool found params.name, so params is an object.
+        return Err(invalid(
+            INVALID_PARAMS,
+            "Invalid params: `params` must be an object".into(),
+        ));
+    };
+    let arguments = match params.get("arguments") {
+        None => Value::Object(Map::new()),
+        Some(Value::Object(arguments)) => Value::Object(arguments.clone()),
+        Some(_) => {
+            return Err(invalid(
+                INVALID_PARAMS,
+                "Invalid params: `arguments` must be an object".into(),
+            ));
+        }
+    };
+    let approval = match params.get_mut("_meta") {
+        None => Ok(None),
+        Some(Value::Object(meta)) => {
+            let approval = meta.remove(APPROVAL_META_KEY).map(|a| parse_approval(&a));
+            if meta.is_empty() {
+                params.remove("_meta");
+            }
+            approval.transpose()
+        }
+        Some(_) => {
+            return Err(invalid(
+                INVALID_PARAMS,
+                "Invalid params: `_meta` must be an object".into(),
+            ));
+        }
+    };
+    // Serializing a JSON value cannot fail.
+    let forward_body = serde_json::to_vec(&Value::Object(message)).unwrap_or_default();
+    Ok(HeldCall {
+        id,
+        tool,
+        arguments,
+        approval,
+        forward_body,
+    })
+}
+
+/// `{"operation_id": "…", "revision": "…"}`, both IDs (spec 8.2 characters). Other members
+/// are ignored, as for the `Poppy-Approval` header.
+fn parse_approval(value: &Value) -> Result<ApprovalHeader, String> {
+    let shape = format!(
+        "`_meta[\"{APPROVAL_META_KEY}\"]` must be an object with string members operation_id and revision, each 1 to {MAX_ID_LEN} characters of A-Z a-z 0-9 _ -"
+    );
+    let member = |name: &str| -> Result<String, String> {
+        match value.get(name) {
+            Some(Value::String(text)) if is_id(text) => Ok(text.clone()),
+            Some(Value::String(_)) => Err(format!(
+                "Invalid params: approval member `{name}` has characters outside A-Z a-z 0-9 _ - (or is empty, or too long); {shape}"
+            )),
+            Some(_) => Err(format!(
+                "Invalid params: approval member `{name}` must be a string; {shape}"
+            )),
+            None => Err(format!(
+                "Invalid params: the approval has no `{name}`; {shape}"
+            )),
+        }
+    };
+    if !value.is_object() {
+        return Err(format!("Invalid params: {shape}"));
+    }
+    Ok(ApprovalHeader {
+        operation_id: member("operation_id")?,
+        revision: member("revision")?,
+    })
+}
+
+/// The message re-serialized without approvals in any `tools/call` `_meta`, or `None` when
+/// it has none (then the body is forwarded byte for byte).
+fn without_approval(mut value: Value) -> Option<Vec<u8>> {
+    let mut removed = false;
+    let mut strip = |message: &mut Value| {
+        if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+            return;
+        }
+        let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
+            return;
+        };
+        if let Some(meta) = params.get_mut("_meta").and_then(Value::as_object_mut)
+            && meta.remove(APPROVAL_META_KEY).is_some()
+        {
+            removed = true;
+            if meta.is_empty() {
+                params.remove("_meta");
+            }
+        }
+    };
+    match &mut value {
+        Value::Array(items) => items.iter_mut().for_each(&mut strip),
+        message => strip(message),
+    }
+    // Serializing a JSON value cannot fail.
+    removed.then(|| serde_json::to_vec(&value).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn held(name: &str) -> bool {
+        name == "exchange_item"
+    }
+
+    fn classify_json(value: &Value) -> Result<Incoming, RpcError> {
+        classify(value.to_string().as_bytes(), held)
+    }
+
+    fn call(id: Value, params: Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    }
+
+    #[test]
+    fn a_call_of_a_held_tool_is_held() {
+        let message = call(
+            json!(8),
+            json!({"name": "exchange_item", "arguments": {"order_id": "o1"}}),
+        );
+        let Ok(Incoming::Held(call)) = classify_json(&message) else {
+            panic!("expected a held call");
+        };
+        assert_eq!(call.id, json!(8));
+        assert_eq!(call.tool, "exchange_item");
+        assert_eq!(call.arguments, json!({"order_id": "o1"}));
+        assert_eq!(call.approval, Ok(None));
+        assert_eq!(
+            serde_json::from_slice::<Value>(&call.forward_body).unwrap(),
+            message
+        );
+    }
+
+    #[test]
+    fn the_approval_is_read_from_meta_and_not_forwarded() {
+        let message = call(
+            json!("req-1"),
+            json!({"name": "exchange_item", "arguments": {},
+                   "_meta": {APPROVAL_META_KEY: {"operation_id": "exc_1", "revision": "1-a", "future": 1}}}),
+        );
+        let Ok(Incoming::Held(held)) = classify_json(&message) else {
+            panic!("expected a held call");
+        };
+        assert_eq!(
+            held.approval,
+            Ok(Some(ApprovalHeader {
+                operation_id: "exc_1".into(),
+                revision: "1-a".into()
+            }))
+        );
+        let forwarded: Value = serde_json::from_slice(&held.forward_body).unwrap();
+        assert_eq!(
+            forwarded,
+            call(
+                json!("req-1"),
+                json!({"name": "exchange_item", "arguments": {}})
+            ),
+            "_meta is dropped once the approval was its only member"
+        );
+
+        let with_progress = call(
+            json!(1),
+            json!({"name": "exchange_item",
+                   "_meta": {"progressToken": 7, APPROVAL_META_KEY: {"operation_id": "exc_1", "revision": "1-a"}}}),
+        );
+        let Ok(Incoming::Held(held)) = classify_json(&with_progress) else {
+            panic!("expected a held call");
+        };
+        let forwarded: Value = serde_json::from_slice(&held.forward_body).unwrap();
+        assert_eq!(forwarded["params"]["_meta"], json!({"progressToken": 7}));
+        assert_eq!(held.arguments, json!({}), "absent arguments are {{}}");
+    }
+
+    #[test]
+    fn malformed_approvals_are_reasons_not_approvals() {
+        for approval in [
+            json!("exc_1"),
+            json!({"operation_id": "exc_1"}),
+            json!({"operation_id": "exc 1", "revision": "r"}),
+            json!({"operation_id": "exc_1", "revision": 5}),
+            json!({"operation_id": "exc_1", "revision": ""}),
+        ] {
+            let message = call(
+                json!(1),
+                json!({"name": "exchange_item", "_meta": {APPROVAL_META_KEY: approval}}),
+            );
+            let Ok(Incoming::Held(held)) = classify_json(&message) else {
+                panic!("expected a held call");
+            };
+            let reason = held.approval.unwrap_err();
+            assert!(
+                reason.contains("operation_id") || reason.contains("revision"),
+                "{reason}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_held_calls_are_refused() {
+        let cases = [
+            (
+                json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "exchange_item"}}),
+                INVALID_REQUEST,
+                Value::Null,
+            ),
+            (
+                call(Value::Null, json!({"name": "exchange_item"})),
+                INVALID_REQUEST,
+                Value::Null,
+            ),
+            (
+                json!({"jsonrpc": "1.0", "id": 3, "method": "tools/call", "params": {"name": "exchange_item"}}),
+                INVALID_REQUEST,
+                json!(3),
+            ),
+            (
+                call(json!(4), json!({"name": "exchange_item", "arguments": [1]})),
+                INVALID_PARAMS,
+                json!(4),
+            ),
+            (
+                call(json!(5), json!({"name": "exchange_item", "_meta": "x"})),
+                INVALID_PARAMS,
+                json!(5),
+            ),
+        ];
+        for (message, code, id) in cases {
+            let error = classify_json(&message).unwrap_err();
+            assert_eq!((error.code, &error.id), (code, &id), "{message}");
+            assert_eq!(error.http_status(), if id.is_null() { 400 } else { 200 });
+        }
+    }
+
+    #[test]
+    fn everything_else_is_forwarded_as_it_came() {
+        for message in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+            call(json!(3), json!({"name": "lookup_order", "arguments": {}})),
+            json!({"jsonrpc": "2.0", "id": 4, "result": {}}),
+            json!([{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}]),
+        ] {
+            assert_eq!(
+                classify_json(&message),
+                Ok(Incoming::Other { body: None }),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn approvals_are_stripped_from_other_calls_too() {
+        let message = call(
+            json!(3),
+            json!({"name": "lookup_order", "_meta": {APPROVAL_META_KEY: {"operation_id": "a", "revision": "b"}}}),
+        );
+        let Ok(Incoming::Other { body: Some(body) }) = classify_json(&message) else {
+            panic!("expected a re-serialized body");
+        };
+        let forwarded: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(forwarded["params"], json!({"name": "lookup_order"}));
+    }
+
+    #[test]
+    fn batches_with_held_calls_and_bad_json_are_refused() {
+        let batch = json!([
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            call(json!(2), json!({"name": "exchange_item"})),
+        ]);
+        let error = classify_json(&batch).unwrap_err();
+        assert_eq!(error.code, INVALID_REQUEST);
+        assert!(error.message.contains("one by one"));
+        assert_eq!(error.http_status(), 400);
+
+        assert_eq!(classify(b"{not json", held).unwrap_err().code, PARSE_ERROR);
+        assert_eq!(classify(b"", held).unwrap_err().code, PARSE_ERROR);
+        assert_eq!(classify(b"[]", held).unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(classify(b"42", held).unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(
+            classify(br#"{"id": 1, "params": {}}"#, held).unwrap_err(),
+            RpcError::new(
+                json!(1),
+                INVALID_REQUEST,
+                "Invalid Request: not a JSON-RPC request, notification or response"
+            )
+        );
+    }
+
+    #[test]
+    fn a_name_given_twice_is_refused_whichever_comes_first() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lookup_order","name":"exchange_item"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exchange_item","name":"lookup_order"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"exchange_item"}}"#,
+        ] {
+            let error = classify(body.as_bytes(), held).unwrap_err();
+            assert_eq!(error.code, INVALID_REQUEST, "{body}");
+            assert!(error.message.contains("twice"), "{}", error.message);
+        }
+    }
+}

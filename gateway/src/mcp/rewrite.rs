@@ -1,0 +1,138 @@
+//! A recorded answer to a tools/call is replayed to every retry of its approval, and each
+//! retry is a new JSON-RPC request with its own `id`: the client matches the answer to the
+//! request by that `id`, so the recorded one is replaced.
+
+use serde_json::Value;
+
+use super::sse;
+
+/// The body with the `id` of each JSON-RPC response in it set to `id`, or `None` when there
+/// is nothing to change (not JSON or SSE, already that `id`, or not readable: then the
+/// recorded body is replayed as it is).
+///
+/// Only responses (objects with `result` or `error`) are changed: in an SSE stream, the
+/// server's own requests and notifications keep their ids.
+pub fn rewrite_response_id(
+    body: &[u8],
+    content_type: Option<&[u8]>,
+    id: &Value,
+) -> Option<Vec<u8>> {
+    let media_type = content_type
+        .and_then(|ct| std::str::from_utf8(ct).ok())
+        .and_then(|ct| ct.split(';').next())
+        .map(|mt| mt.trim().to_ascii_lowercase())?;
+    match media_type.as_str() {
+        "application/json" => {
+            let mut message: Value = serde_json::from_slice(body).ok()?;
+            if !set_response_id(&mut message, id) {
+                return None;
+            }
+            serde_json::to_vec(&message).ok()
+        }
+        "text/event-stream" => {
+            let text = std::str::from_utf8(body).ok()?;
+            sse::rewrite_data(text, |data| {
+                let mut message: Value = serde_json::from_str(data).ok()?;
+                set_response_id(&mut message, id)
+                    .then(|| serde_json::to_string(&message).ok())
+                    .flatten()
+            })
+            .map(String::into_bytes)
+        }
+        _ => None,
+    }
+}
+
+/// Set the `id` of a response; whether anything changed.
+fn set_response_id(message: &mut Value, id: &Value) -> bool {
+    let Some(object) = message.as_object_mut() else {
+        return false;
+    };
+    let is_response = !object.contains_key("method")
+        && (object.contains_key("result") || object.contains_key("error"));
+    if !is_response || object.get("id") == Some(id) {
+        return false;
+    }
+    object.insert("id".into(), id.clone());
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn json_ct() -> Option<&'static [u8]> {
+        Some(b"application/json; charset=utf-8")
+    }
+
+    #[test]
+    fn rewrites_a_json_response() {
+        let body = json!({"jsonrpc": "2.0", "id": 8, "result": {"content": []}}).to_string();
+        let rewritten = rewrite_response_id(body.as_bytes(), json_ct(), &json!("retry-2")).unwrap();
+        let value: Value = serde_json::from_slice(&rewritten).unwrap();
+        assert_eq!(
+            value,
+            json!({"jsonrpc": "2.0", "id": "retry-2", "result": {"content": []}})
+        );
+        assert_eq!(
+            rewrite_response_id(body.as_bytes(), json_ct(), &json!(8)),
+            None,
+            "the same id: replayed byte for byte"
+        );
+        let error =
+            json!({"jsonrpc": "2.0", "id": 8, "error": {"code": 1, "message": "x"}}).to_string();
+        let rewritten = rewrite_response_id(error.as_bytes(), json_ct(), &json!(9)).unwrap();
+        assert_eq!(
+            serde_json::from_slice::<Value>(&rewritten).unwrap()["id"],
+            9
+        );
+    }
+
+    #[test]
+    fn leaves_what_it_cannot_read() {
+        let id = json!(1);
+        assert_eq!(rewrite_response_id(b"not json", json_ct(), &id), None);
+        assert_eq!(rewrite_response_id(b"{}", json_ct(), &id), None);
+        assert_eq!(
+            rewrite_response_id(br#"{"id":2,"result":{}}"#, Some(b"text/plain"), &id),
+            None
+        );
+        assert_eq!(
+            rewrite_response_id(br#"{"id":2,"result":{}}"#, None, &id),
+            None
+        );
+        assert_eq!(
+            rewrite_response_id(br#"{"id":2,"method":"ping"}"#, json_ct(), &id),
+            None,
+            "a request is not an answer"
+        );
+    }
+
+    #[test]
+    fn rewrites_the_response_in_an_event_stream() {
+        let body = concat!(
+            ": keep-alive\n\n",
+            "event: message\nid: ev-1\n",
+            "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n",
+            "event: message\r\nid: ev-2\r\n",
+            "data: {\"jsonrpc\":\"2.0\",\r\ndata: \"id\":8,\"result\":{\"content\":[]}}\r\n\r\n",
+        );
+        let rewritten =
+            rewrite_response_id(body.as_bytes(), Some(b"text/event-stream"), &json!("r2")).unwrap();
+        let text = String::from_utf8(rewritten).unwrap();
+        let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
+        assert_eq!(events.len(), 3, "{text}");
+        assert_eq!(events[0], ": keep-alive");
+        assert!(events[1].contains("notifications/progress"), "{text}");
+        assert!(
+            events[2].starts_with("event: message\nid: ev-2\ndata: "),
+            "{text}"
+        );
+        let data = events[2].split("data: ").nth(1).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(data).unwrap(),
+            json!({"jsonrpc": "2.0", "id": "r2", "result": {"content": []}})
+        );
+    }
+}

@@ -1,0 +1,424 @@
+//! Operations on an MCP server (spec sections 4 and 6, "MCP"), over Streamable HTTP.
+//!
+//! A Personal Agent's POST to the MCP endpoint is read whole (at most `max_body_bytes`) and
+//! classified. A call of a tool that a `[[tool]]` policy names is held: it goes through the
+//! same flow as an API operation, and the gateway answers it as a JSON-RPC response (a tool
+//! error with the operation, or the recorded answer with the call's own `id`). Anything else
+//! is forwarded as it is, its answer streamed back ([`StreamingForwarder`]). Requests to the
+//! endpoint that are not POSTs, or not from a Personal Agent, never come here: they take
+//! pingora's proxy path untouched.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use pingora::proxy::Session;
+use serde_json::Value;
+
+use super::approver::Approver;
+use super::flow::{Decision, OperationRequest};
+use super::http_api;
+use super::mcp_forward::StreamingForwarder;
+use super::reply::Reply;
+use super::service::{GatewayProxy, Step};
+use super::upstream::{ForwardRequest, HOP_BY_HOP, UpstreamClient};
+use crate::config::{Mcp, Upstream};
+use crate::mcp::{
+    HeldCall, Incoming, RpcError, approval_required_result, check_standard_headers, classify,
+    codes, error_response, extension_required_result, result_response, rewrite_response_id,
+    tool_error_result,
+};
+use crate::metrics::Outcome;
+use crate::policy::{PathTemplate, Policy, RequestParts, canonical_json, extract};
+use crate::protocol::{ErrorBody, declares_operations_v2};
+use crate::store::RecordedResponse;
+
+/// The MCP endpoint: where it is, and how messages that need no approval are forwarded.
+pub struct McpEndpoint {
+    path: PathTemplate,
+    forwarder: StreamingForwarder,
+}
+
+impl McpEndpoint {
+    pub fn new(mcp: &Mcp, client: &UpstreamClient, settings: &Upstream) -> McpEndpoint {
+        McpEndpoint {
+            path: mcp.template.clone(),
+            forwarder: StreamingForwarder::new(client, settings),
+        }
+    }
+
+    /// Whether a request path is the endpoint, matched as forgivingly as policy routes, so
+    /// that no other spelling of it slips past.
+    pub fn matches(&self, path: &str) -> bool {
+        endpoint_matches(&self.path, path)
+    }
+}
+
+/// Also without `;parameters` in its segments: some servers drop them (`/mcp;x=1` is their
+/// `/mcp`), and a call that reached the MCP server that way would skip the gateway's checks.
+fn endpoint_matches(template: &PathTemplate, path: &str) -> bool {
+    if template.matches(path).is_some() {
+        return true;
+    }
+    let without_parameters: Vec<&str> = path
+        .split('/')
+        .map(|segment| segment.split(';').next().unwrap_or_default())
+        .collect();
+    template.matches(&without_parameters.join("/")).is_some()
+}
+
+impl GatewayProxy {
+    /// A Personal Agent request to the MCP endpoint.
+    pub(super) async fn mcp_step(&self, session: &mut Session, mcp: &McpEndpoint) -> Step {
+        if session.req_header().method != http::Method::POST {
+            return Step::Continue;
+        }
+        let body = match read_body(session, self.max_body_bytes).await {
+            Ok(body) => body,
+            Err(reply) => return Step::Respond(reply),
+        };
+        let header = session.req_header();
+        let headers = header.headers.clone();
+        let path_and_query = header
+            .uri
+            .path_and_query()
+            .map(|pq| pq.as_str().to_owned())
+            .unwrap_or_else(|| header.uri.path().to_owned());
+        let needs_approval = |name: &str| self.policies.find_tool(name).is_some();
+        let incoming = classify(&body, needs_approval).and_then(|incoming| {
+            check_standard_headers(
+                &incoming,
+                headers.get("mcp-method").map(|v| v.as_bytes()),
+                headers.get("mcp-name").map(|v| v.as_bytes()),
+                needs_approval,
+            )
+            .map(|()| incoming)
+        });
+        match incoming {
+            Err(error) => Step::Respond(rpc_error(&error)),
+            Ok(Incoming::Other { body: stripped }) => {
+                let body = stripped.map(Bytes::from).unwrap_or(body);
+                let request = forward_request(&headers, path_and_query, body);
+                mcp.forwarder.stream(session, request).await
+            }
+            Ok(Incoming::Held(call)) => match self.policies.find_tool(&call.tool) {
+                Some(policy) => {
+                    Step::Respond(self.held_call(&headers, path_and_query, policy, call).await)
+                }
+                // classify holds only calls of tools a policy names.
+                None => Step::Respond(rpc_error(&RpcError {
+                    id: call.id,
+                    code: codes::INVALID_REQUEST,
+                    message: "no policy for this tool".into(),
+                })),
+            },
+        }
+    }
+
+    /// The checks before the flow, in the API's order (extension, Session, approval syntax,
+    /// terms), then the flow itself.
+    async fn held_call(
+        &self,
+        headers: &http::HeaderMap,
+        path_and_query: String,
+        policy: Arc<Policy>,
+        call: HeldCall,
+    ) -> Reply {
+        let refused = |outcome: Outcome, reply: Reply| {
+            self.metrics.operation(&policy.name, outcome);
+            reply
+        };
+        match declares_operations_v2(
+            headers
+                .get_all("poppy-extensions")
+                .iter()
+                .map(|v| v.as_bytes()),
+        ) {
+            Err(e) => {
+                return refused(
+                    Outcome::BadRequest,
+                    Reply::error(
+                        400,
+                        &ErrorBody::new("invalid_header", e.to_string())
+                            .with("header", "Poppy-Extensions"),
+                    ),
+                );
+            }
+            Ok(false) => {
+                return refused(
+                    Outcome::ExtensionRequired,
+                    tool_result(&call.id, extension_required_result(&call.tool)),
+                );
+            }
+            Ok(true) => {}
+        }
+        let approver = match Approver::from_headers(
+            headers
+                .get("poppy-session")
+                .map(|v| v.as_bytes())
+                .unwrap_or_default(),
+            headers
+                .get(http::header::AUTHORIZATION)
+                .map(|v| v.as_bytes()),
+            &self.session_claims,
+        ) {
+            Ok(approver) => approver,
+            Err(e) => {
+                return refused(
+                    Outcome::BadRequest,
+                    Reply::error(401, &ErrorBody::new("invalid_session", e.to_string())),
+                );
+            }
+        };
+        let approval = match call.approval {
+            Ok(approval) => approval,
+            Err(reason) => {
+                return refused(
+                    Outcome::BadRequest,
+                    rpc_error(&RpcError {
+                        id: call.id,
+                        code: codes::INVALID_PARAMS,
+                        message: reason,
+                    }),
+                );
+            }
+        };
+        let no_captures = Vec::new();
+        let parts = RequestParts {
+            captures: &no_captures,
+            query: None,
+            headers,
+            body: None,
+            arguments: Some(&call.arguments),
+        };
+        let terms = match extract(&policy.terms, &parts) {
+            Ok(terms) => terms,
+            // A tool error, not a protocol error: the model can call again with it.
+            Err(e) => {
+                let text = format!("Not done: {e}. Nothing was performed.");
+                return refused(
+                    Outcome::BadRequest,
+                    tool_result(&call.id, tool_error_result(&text)),
+                );
+            }
+        };
+        let mut forward = forward_request(headers, path_and_query, Bytes::from(call.forward_body));
+        // The answer is recorded and its `id` rewritten for replays: it must not come back
+        // compressed.
+        forward
+            .headers
+            .retain(|(name, _)| name != http::header::ACCEPT_ENCODING);
+        let request = OperationRequest {
+            policy: Arc::clone(&policy),
+            approver,
+            approval,
+            terms,
+            fingerprint: fingerprint(&call.tool, &call.arguments),
+            forward,
+        };
+        render(self.flow.decide(request).await, &call.id)
+    }
+}
+
+/// The same tool with the same arguments (equal JSON, however its keys are ordered) is the
+/// same call; `_meta` is not part of it.
+fn fingerprint(tool: &str, arguments: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    for part in [
+        b"mcp tools/call".as_slice(),
+        tool.as_bytes(),
+        canonical_json(arguments).as_bytes(),
+    ] {
+        out.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        out.extend_from_slice(part);
+    }
+    out
+}
+
+/// The answer to a held call's decision.
+fn render(decision: Decision, id: &Value) -> Reply {
+    match decision {
+        Decision::ApprovalRequired {
+            operation,
+            rejected,
+        } => tool_result(id, approval_required_result(&operation, rejected)),
+        Decision::Performed(response)
+        | Decision::Released(response)
+        | Decision::Replayed(response) => Reply::from(with_id(response, id)),
+        // Sign-in challenges and 503s are HTTP answers, as for APIs.
+        other => http_api::render(other),
+    }
+}
+
+/// The recorded answer, addressed to this call's `id`.
+fn with_id(mut response: RecordedResponse, id: &Value) -> RecordedResponse {
+    let header = |wanted: &str| {
+        response
+            .headers
+            .iter()
+            .find(|(name, _)| name == wanted)
+            .map(|(_, value)| value.as_slice())
+    };
+    if header("content-encoding").is_some_and(|v| !v.eq_ignore_ascii_case(b"identity")) {
+        tracing::warn!(
+            "the MCP server compressed its answer although asked not to; replayed as recorded, with the first call's id"
+        );
+        return response;
+    }
+    if let Some(body) = rewrite_response_id(&response.body, header("content-type"), id) {
+        response.body = Bytes::from(body);
+    }
+    response
+}
+
+fn tool_result(id: &Value, result: Value) -> Reply {
+    Reply::json(200, &result_response(id, result)).with_header("cache-control", "no-store")
+}
+
+fn rpc_error(error: &RpcError) -> Reply {
+    Reply::json(
+        error.http_status(),
+        &error_response(&error.id, error.code, &error.message),
+    )
+    .with_header("cache-control", "no-store")
+}
+
+/// The Personal Agent's request as it goes upstream: without `Poppy-Approval`, hop-by-hop
+/// headers, its length (set anew) and `Expect` (the body is sent at once).
+fn forward_request(
+    headers: &http::HeaderMap,
+    path_and_query: String,
+    body: Bytes,
+) -> ForwardRequest {
+    let headers = headers
+        .iter()
+        .filter(|(name, _)| {
+            let name = name.as_str();
+            !matches!(name, "poppy-approval" | "content-length" | "expect")
+                && !HOP_BY_HOP.contains(&name)
+        })
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    ForwardRequest {
+        method: http::Method::POST,
+        path_and_query,
+        headers,
+        body,
+    }
+}
+
+/// The whole body, at most `limit` bytes. A larger one can't be looked into, so it is
+/// refused whatever it is: it could be a held call.
+async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, Reply> {
+    let refuse = |status: u16, message: String| {
+        let mut reply = rpc_error(&RpcError {
+            id: Value::Null,
+            code: codes::INVALID_REQUEST,
+            message,
+        });
+        reply.status = status;
+        reply
+    };
+    let too_large = || {
+        refuse(
+            413,
+            format!("the request body is larger than this gateway's limit of {limit} bytes"),
+        )
+    };
+    let declared = session
+        .req_header()
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(too_large());
+    }
+    let mut body = BytesMut::new();
+    loop {
+        match session.read_request_body().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > limit {
+                    return Err(too_large());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body.freeze()),
+            Err(e) => {
+                return Err(refuse(
+                    400,
+                    format!("the request body could not be read: {e}"),
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_fingerprint_is_the_tool_and_its_arguments() {
+        let a = fingerprint("exchange_item", &json!({"a": 1, "b": [1, 2]}));
+        let b: Value = serde_json::from_str(r#"{ "b": [1,2], "a": 1 }"#).unwrap();
+        assert_eq!(a, fingerprint("exchange_item", &b));
+        assert_ne!(a, fingerprint("cancel_order", &b));
+        assert_ne!(
+            a,
+            fingerprint("exchange_item", &json!({"a": 2, "b": [1, 2]}))
+        );
+    }
+
+    #[test]
+    fn the_endpoint_matches_in_every_spelling() {
+        let template = PathTemplate::parse("/mcp").unwrap();
+        for path in [
+            "/mcp",
+            "/MCP/",
+            "//mcp",
+            "/m%63p",
+            "/mcp;jsessionid=1",
+            "/mcp;/",
+        ] {
+            assert!(endpoint_matches(&template, path), "{path}");
+        }
+        for path in ["/mcp/x", "/", "/mcpx", "/x;/mcp"] {
+            assert!(!endpoint_matches(&template, path), "{path}");
+        }
+    }
+
+    #[test]
+    fn replays_carry_the_retry_id() {
+        let recorded = RecordedResponse {
+            status: 200,
+            headers: vec![("content-type".into(), b"application/json".to_vec())],
+            body: Bytes::from(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#),
+        };
+        let replayed = with_id(recorded.clone(), &json!("r-2"));
+        let body: Value = serde_json::from_slice(&replayed.body).unwrap();
+        assert_eq!(body["id"], "r-2");
+        assert_eq!(with_id(recorded.clone(), &json!(1)), recorded);
+    }
+
+    #[test]
+    fn approvals_and_hop_by_hop_headers_stay_here() {
+        let mut headers = http::HeaderMap::new();
+        for (name, value) in [
+            ("poppy-approval", "x"),
+            ("connection", "keep-alive"),
+            ("content-length", "10"),
+            ("mcp-session-id", "s1"),
+            ("poppy-session", "jwt"),
+        ] {
+            headers.insert(
+                http::HeaderName::from_static(name),
+                http::HeaderValue::from_static(value),
+            );
+        }
+        let forward = forward_request(&headers, "/mcp".into(), Bytes::from_static(b"{}"));
+        let names: Vec<&str> = forward.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names.contains(&"mcp-session-id") && names.contains(&"poppy-session"));
+    }
+}

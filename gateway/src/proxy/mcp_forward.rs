@@ -1,0 +1,143 @@
+//! Forwarding MCP messages that need no approval, with the answer streamed back as it comes.
+//!
+//! A Personal Agent's POST to the MCP endpoint is read whole before the gateway knows whether
+//! it is a held call, and pingora's proxy path cannot send a body that a filter has read. So
+//! the gateway forwards these itself. It does not buffer the answer: a `text/event-stream`
+//! answer (progress notifications, or the server's own requests such as elicitation, before
+//! the result) reaches the client event by event, as it would through the proxy path. Each
+//! read from the upstream may wait at most `[upstream] timeout`.
+
+use std::time::Duration;
+
+use pingora::connectors::http::Connector;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::proxy::Session;
+use pingora::upstreams::peer::HttpPeer;
+
+use super::reply::Reply;
+use super::service::Step;
+use super::upstream::{ForwardRequest, HOP_BY_HOP, UpstreamClient};
+use crate::config::Upstream;
+use crate::protocol::ErrorBody;
+
+/// The gateway's streaming client for MCP messages that need no approval.
+pub struct StreamingForwarder {
+    connector: Connector,
+    peer: HttpPeer,
+    timeout: Duration,
+}
+
+impl StreamingForwarder {
+    pub fn new(client: &UpstreamClient, settings: &Upstream) -> StreamingForwarder {
+        StreamingForwarder {
+            connector: Connector::new(None),
+            peer: client.peer().clone(),
+            timeout: settings.timeout,
+        }
+    }
+
+    /// Send `request` and stream the upstream's answer to `session`.
+    pub async fn stream(&self, session: &mut Session, request: ForwardRequest) -> Step {
+        // A fresh connection each time (never pooled): simple, and a stale pooled connection
+        // can't turn a message into a 502.
+        let mut upstream = match self.connector.get_http_session(&self.peer).await {
+            Ok((upstream, _reused)) => upstream,
+            Err(e) => return Step::Respond(unavailable(&e.to_string())),
+        };
+        upstream.set_read_timeout(Some(self.timeout));
+        upstream.set_write_timeout(Some(self.timeout));
+        let sent = async {
+            let mut header = RequestHeader::build(
+                request.method.clone(),
+                request.path_and_query.as_bytes(),
+                Some(request.headers.len() + 1),
+            )?;
+            for (name, value) in &request.headers {
+                header.append_header(name.clone(), value.clone())?;
+            }
+            header.insert_header(http::header::CONTENT_LENGTH, request.body.len().to_string())?;
+            upstream.write_request_header(Box::new(header)).await?;
+            if !request.body.is_empty() {
+                upstream
+                    .write_request_body(request.body.clone(), true)
+                    .await?;
+            }
+            upstream.finish_request_body().await?;
+            upstream.read_response_header().await
+        };
+        let head = match tokio::time::timeout(self.timeout, sent).await {
+            Ok(Ok(())) => upstream.response_header().map(downstream_header),
+            Ok(Err(e)) => Some(Err(e.to_string())),
+            Err(_) => Some(Err(format!("no answer within {:?}", self.timeout))),
+        };
+        let header = match head {
+            Some(Ok(header)) => header,
+            Some(Err(e)) => {
+                upstream.shutdown().await;
+                return Step::Respond(unavailable(&e));
+            }
+            None => {
+                upstream.shutdown().await;
+                return Step::Respond(unavailable("no response header"));
+            }
+        };
+        if let Err(e) = session.write_response_header(Box::new(header), false).await {
+            upstream.shutdown().await;
+            return Step::Answered(Err(e));
+        }
+        let streamed = async {
+            while let Some(chunk) = upstream.read_response_body().await? {
+                session.write_response_body(Some(chunk), false).await?;
+            }
+            session.write_response_body(None, true).await
+        }
+        .await;
+        upstream.shutdown().await;
+        if let Err(e) = &streamed {
+            // The header is out: the client sees the answer cut short, never a complete one.
+            tracing::warn!(error = %e, "MCP answer from the upstream cut short");
+        }
+        Step::Answered(streamed)
+    }
+}
+
+/// The downstream response header for the upstream's: its status and headers, less those of
+/// the upstream connection. Without a length the body is sent chunked, so each piece goes
+/// out as soon as it arrives.
+fn downstream_header(upstream: &ResponseHeader) -> Result<ResponseHeader, String> {
+    let mut header = ResponseHeader::build(upstream.status, Some(upstream.headers.len() + 1))
+        .map_err(|e| e.to_string())?;
+    let status = upstream.status.as_u16();
+    let bodyless = status < 200 || status == 204 || status == 304;
+    let chunked = !bodyless
+        && (upstream
+            .headers
+            .contains_key(http::header::TRANSFER_ENCODING)
+            || !upstream.headers.contains_key(http::header::CONTENT_LENGTH));
+    for (name, value) in upstream.headers.iter() {
+        if HOP_BY_HOP.contains(&name.as_str()) || (chunked && name == http::header::CONTENT_LENGTH)
+        {
+            continue;
+        }
+        header
+            .append_header(name.clone(), value.clone())
+            .map_err(|e| e.to_string())?;
+    }
+    if chunked {
+        header
+            .insert_header(http::header::TRANSFER_ENCODING, "chunked")
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(header)
+}
+
+fn unavailable(error: &str) -> Reply {
+    tracing::warn!(error = %error, "MCP upstream unreachable");
+    Reply::error(
+        502,
+        &ErrorBody::new(
+            "upstream_unavailable",
+            format!("the MCP server could not be reached: {error}"),
+        ),
+    )
+}

@@ -1,0 +1,247 @@
+//! `[mcp]` and `[[tool]]` policies: what loads, and the errors, with their file and line.
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers fail the test on setup errors"
+)]
+
+use std::path::{Path, PathBuf};
+
+use poppy_gateway::config::{self, ConfigErrors};
+use poppy_gateway::policy::TermSource;
+
+const GATEWAY: &str = r#"policies = ["policies/*.toml"]
+
+[server]
+listen = "127.0.0.1:8080"
+
+[upstream]
+url = "http://127.0.0.1:9000"
+
+[mcp]
+path = "/mcp"
+"#;
+
+const TOOL: &str = r#"[[tool]]
+name = "exchange_tool"
+tool = "exchange_item"
+id_prefix = "exc"
+expires_in = "15m"
+same_action = ["order_id", "item_id"]
+summary = "Exchange item **{item_id}** on order {order_id} for {replacement_sku} ({channel})."
+
+[tool.terms]
+order_id = { argument = "$.order_id" }
+item_id = { argument = "$.item_id" }
+replacement_sku = { argument = "$.replacement_sku" }
+channel = { value = "mcp" }
+"#;
+
+struct Files {
+    dir: tempfile::TempDir,
+}
+
+impl Files {
+    fn new(gateway: &str, policy: &str) -> Files {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("policies")).unwrap();
+        std::fs::write(dir.path().join("gateway.toml"), gateway).unwrap();
+        std::fs::write(dir.path().join("policies/tools.toml"), policy).unwrap();
+        Files { dir }
+    }
+
+    fn gateway(&self) -> PathBuf {
+        self.dir.path().join("gateway.toml")
+    }
+
+    fn policy(&self) -> PathBuf {
+        self.dir.path().join("policies/tools.toml")
+    }
+
+    fn load(&self) -> Result<config::Config, ConfigErrors> {
+        config::load(&self.gateway())
+    }
+
+    fn errors(&self) -> Vec<String> {
+        match self.load() {
+            Ok(_) => panic!("expected the config to be refused"),
+            Err(errors) => errors.0.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
+/// An error in `file` (at `line`, or anywhere in the file when `line` is 0) containing every
+/// needle.
+fn assert_error_at(errors: &[String], file: &Path, line: usize, needles: &[&str]) {
+    let prefix = if line == 0 {
+        format!("{}:", file.display())
+    } else {
+        format!("{}:{line}:", file.display())
+    };
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with(&prefix) && needles.iter().all(|n| e.contains(n))),
+        "no error at {prefix} containing {needles:?} in {errors:#?}"
+    );
+}
+
+#[test]
+fn a_tool_policy_loads_with_its_endpoint() {
+    let config = Files::new(GATEWAY, TOOL).load().unwrap();
+    assert_eq!(config.mcp.as_ref().unwrap().path, "/mcp");
+    let policy = config.policies.find_tool("exchange_item").unwrap();
+    assert_eq!(policy.name, "exchange_tool");
+    assert!(policy.route.is_none());
+    assert_eq!(
+        policy.terms[1],
+        (
+            "item_id".to_owned(),
+            TermSource::Argument("$.item_id".into())
+        )
+    );
+    assert!(config.policies.find_tool("exchange_tool").is_none());
+    assert!(config.policies.has_tools());
+}
+
+#[test]
+fn tools_need_an_mcp_table() {
+    let files = Files::new(&GATEWAY.replace("[mcp]\npath = \"/mcp\"\n", ""), TOOL);
+    assert_error_at(
+        &files.errors(),
+        &files.gateway(),
+        0,
+        &["exchange_tool", "[mcp]"],
+    );
+    // An [mcp] table alone (no tool yet) is fine.
+    let operation_only = r#"[[operation]]
+name = "cancel"
+method = "POST"
+path = "/orders/{order_id}/cancel"
+id_prefix = "can"
+expires_in = "1h"
+same_action = ["order_id"]
+summary = "Cancel {order_id}."
+
+[operation.terms]
+order_id = { path = "order_id" }
+"#;
+    assert!(Files::new(GATEWAY, operation_only).load().is_ok());
+}
+
+#[test]
+fn term_sources_belong_to_their_table() {
+    let files = Files::new(
+        GATEWAY,
+        &TOOL.replace(
+            r#"item_id = { argument = "$.item_id" }"#,
+            r#"item_id = { body = "$.item_id" }"#,
+        ),
+    );
+    assert_error_at(
+        &files.errors(),
+        &files.policy(),
+        11,
+        &["item_id", "argument"],
+    );
+
+    let files = Files::new(
+        GATEWAY,
+        &TOOL.replace(
+            r#"item_id = { argument = "$.item_id" }"#,
+            r#"item_id = { argument = "$.[[" }"#,
+        ),
+    );
+    assert_error_at(&files.errors(), &files.policy(), 11, &["JSONPath"]);
+
+    let operation = r#"[[operation]]
+name = "cancel"
+method = "POST"
+path = "/orders/{order_id}/cancel"
+id_prefix = "can"
+expires_in = "1h"
+same_action = ["order_id"]
+summary = "Cancel {order_id}."
+
+[operation.terms]
+order_id = { argument = "$.order_id" }
+"#;
+    let files = Files::new(GATEWAY, operation);
+    assert_error_at(&files.errors(), &files.policy(), 11, &["[[tool]]"]);
+}
+
+#[test]
+fn tools_are_linted_like_operations() {
+    let files = Files::new(GATEWAY, &TOOL.replace(" ({channel})", ""));
+    assert_error_at(
+        &files.errors(),
+        &files.policy(),
+        7,
+        &["tool `exchange_tool`", "leaves out term `channel`"],
+    );
+    let files = Files::new(
+        GATEWAY,
+        &TOOL.replace(r#"["order_id", "item_id"]"#, r#"["order"]"#),
+    );
+    assert_error_at(
+        &files.errors(),
+        &files.policy(),
+        6,
+        &["same_action", "order"],
+    );
+    let files = Files::new(
+        GATEWAY,
+        &TOOL.replace(r#"tool = "exchange_item""#, r#"tool = "exchange item""#),
+    );
+    assert_error_at(&files.errors(), &files.policy(), 3, &["MCP tool name"]);
+    let files = Files::new(
+        GATEWAY,
+        &TOOL.replace("name = ", "method = \"POST\"\nname = "),
+    );
+    assert_error_at(&files.errors(), &files.policy(), 2, &["method"]);
+}
+
+#[test]
+fn one_policy_per_tool() {
+    let twice = format!(
+        "{TOOL}\n{}",
+        TOOL.replace("exchange_tool", "exchange_again")
+    );
+    let files = Files::new(GATEWAY, &twice);
+    assert_error_at(
+        &files.errors(),
+        &files.gateway(),
+        0,
+        &["exchange_item", "two policies"],
+    );
+}
+
+#[test]
+fn the_mcp_path_is_checked() {
+    let files = Files::new(&GATEWAY.replace("\"/mcp\"", "\"mcp\""), TOOL);
+    assert_error_at(&files.errors(), &files.gateway(), 10, &["mcp.path"]);
+    let files = Files::new(&GATEWAY.replace("\"/mcp\"", "\"/mcp?x=1\""), TOOL);
+    assert_error_at(&files.errors(), &files.gateway(), 10, &["mcp.path"]);
+
+    let claims_the_endpoint = format!(
+        "{TOOL}\n{}",
+        r#"[[operation]]
+name = "mcp_post"
+method = "POST"
+path = "/MCP/"
+id_prefix = "m"
+expires_in = "1h"
+same_action = ["x"]
+summary = "{x}"
+
+[operation.terms]
+x = { value = 1 }
+"#
+    );
+    let files = Files::new(GATEWAY, &claims_the_endpoint);
+    assert_error_at(
+        &files.errors(),
+        &files.gateway(),
+        10,
+        &["mcp_post", "[[tool]]"],
+    );
+}
