@@ -1153,7 +1153,21 @@ async fn redis_cluster_claims_wait_for_their_own_primary_s_replica() {
             ClaimOutcome::Claimed
         );
     }
-    for replica in cluster.replicas_of(primary) {
+    // The topology a node reports can lag behind replicas that just attached: wait until the
+    // chosen primary's replica is listed, or the test would stop nothing.
+    let deadline = Instant::now() + EVENTUALLY;
+    let replicas = loop {
+        let replicas = cluster.replicas_of(primary);
+        if !replicas.is_empty() {
+            break replicas;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no replica of the chosen primary is listed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for replica in replicas {
         cluster.stop_node(replica);
     }
     // Readiness is about the primaries; a missing replica is WAIT's business.

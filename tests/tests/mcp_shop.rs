@@ -1,5 +1,5 @@
 //! The demo over MCP: the example shop's MCP tools behind the gateway with the example
-//! policies (`policies/shop.toml`), driven by a real MCP client, as docs/mcp.md walks it.
+//! policies (`policies/shop.toml`, `policies/shop-mcp.toml`), driven by a real MCP client, as docs/mcp.md walks it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
@@ -10,6 +10,7 @@ use poppy_e2e::{Client, GatewayBuilder, Request, Session, binaries};
 use serde_json::json;
 
 const SHOP_POLICIES: &str = include_str!("../../policies/shop.toml");
+const SHOP_TOOLS: &str = include_str!("../../policies/shop-mcp.toml");
 
 /// The shop binary on a free port; killed on drop.
 struct Shop {
@@ -50,6 +51,7 @@ async fn exchange_once(shop_args: &[&str]) {
     let shop = Shop::start(shop_args);
     let gateway = GatewayBuilder::new(&shop.url)
         .policy("shop.toml", SHOP_POLICIES)
+        .policy("shop-mcp.toml", SHOP_TOOLS)
         .extra_config("[mcp]\npath = \"/mcp\"")
         .start();
     let client = connect(&gateway.base_url(), &Session::signed_out("ses_demo"), true).await;

@@ -309,9 +309,9 @@ fn source_problem(
         (_, TermSource::Header(name)) => http::HeaderName::from_bytes(name.as_bytes())
             .is_err()
             .then(|| format!("`{name}` is not a header name")),
-        (Table::Tool, TermSource::Lookup(_)) => Some(
-            "`lookup` terms are for [[operation]] tables (tools have no lookups yet)".into(),
-        ),
+        (Table::Tool, TermSource::Lookup(_)) => {
+            Some("`lookup` terms are for [[operation]] tables (tools have no lookups yet)".into())
+        }
         (_, TermSource::Lookup(path)) => is_valid_json_path(path)
             .err()
             .map(|e| format!("lookup `{path}` is not a JSONPath: {e}")),
@@ -345,7 +345,9 @@ fn term_source(term: &TermFile) -> Result<TermSource, String> {
     }
     match sources.len() {
         1 => Ok(sources.remove(0)),
-        0 => Err("give exactly one source: path, body, query, header, value, lookup or argument".into()),
+        0 => Err(
+            "give exactly one source: path, body, query, header, value, lookup or argument".into(),
+        ),
         _ => Err("give exactly one source, not several".into()),
     }
 }
