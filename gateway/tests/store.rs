@@ -609,6 +609,29 @@ mod suite {
         }
     }
 
+    /// What an approval reads first: the record and the action's generation, together.
+    pub async fn lookup_with_generation_reads_both(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        assert_eq!(store.lookup_with_generation(&id).await.unwrap(), (None, 0));
+        store.claim(&id, &claim_by("o", 60_000)).await.unwrap();
+        let (record, generation) = store.lookup_with_generation(&id).await.unwrap();
+        assert!(matches!(
+            record.map(|r| r.state),
+            Some(RecordState::InFlight { .. })
+        ));
+        assert_eq!(generation, 0);
+        assert!(
+            store
+                .complete(&id, "o", &response(), now_ms() + 60_000)
+                .await
+                .unwrap()
+        );
+        let (record, generation) = store.lookup_with_generation(&id).await.unwrap();
+        assert_eq!(record.map(|r| r.state), Some(RecordState::Done(response())));
+        assert_eq!(generation, 1, "the same generation generation() reads");
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
+    }
+
     pub async fn ping_answers(store: Arc<dyn OperationStore>) {
         store.ping().await.unwrap();
     }
@@ -666,6 +689,7 @@ both_stores!(
     resolve_not_performed_forgets_the_claim,
     resolve_never_shortens_an_expiry,
     resolve_and_complete_race_one_winner,
+    lookup_with_generation_reads_both,
     ping_answers,
 );
 

@@ -178,8 +178,10 @@ impl OperationFlow {
             return self.mint(request, prepared, Some(approval)).await;
         };
 
-        // Checks 1 and 2: an existing record decides (replay, in flight, or not yours).
-        if let Some(record) = self.store.lookup(&id).await? {
+        // Checks 1 and 2: an existing record decides (replay, in flight, or not yours). The
+        // action's generation comes in the same round trip, for check 1 below.
+        let (record, generation) = self.store.lookup_with_generation(&id).await?;
+        if let Some(record) = record {
             return self
                 .answer_existing(request, prepared, approval, &id, record)
                 .await;
@@ -204,7 +206,6 @@ impl OperationFlow {
                 .rejected(&request.policy.name, Rejection::NotThisApprover);
             return self.mint(request, prepared, Some(approval)).await;
         };
-        let generation = self.store.generation(action.as_str()).await?;
         if action.operation_id(key, generation) != id {
             // Performed and forgotten, or an ID of another generation: not approvable now.
             self.metrics

@@ -47,6 +47,14 @@ impl OperationStore for InstrumentedStore {
         self.timed(StoreCall::Lookup, self.inner.lookup(id)).await
     }
 
+    async fn lookup_with_generation(
+        &self,
+        id: &OperationId,
+    ) -> Result<(Option<OperationRecord>, u64), StoreError> {
+        self.timed(StoreCall::Lookup, self.inner.lookup_with_generation(id))
+            .await
+    }
+
     async fn claim(&self, id: &OperationId, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
         self.timed(StoreCall::Claim, self.inner.claim(id, claim))
             .await

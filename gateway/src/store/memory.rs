@@ -177,6 +177,20 @@ impl OperationStore for MemoryStore {
         Ok(inner.live_record(id.as_str(), now).cloned())
     }
 
+    async fn lookup_with_generation(
+        &self,
+        id: &OperationId,
+    ) -> Result<(Option<OperationRecord>, u64), StoreError> {
+        let now = now_ms();
+        let inner = self.lock();
+        let generation = inner
+            .generations
+            .get(id.action_tag())
+            .filter(|entry| entry.live(now))
+            .map_or(0, |entry| entry.value);
+        Ok((inner.live_record(id.as_str(), now).cloned(), generation))
+    }
+
     async fn claim(&self, id: &OperationId, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
         let now = now_ms();
         let mut inner = self.lock();

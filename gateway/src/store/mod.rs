@@ -143,6 +143,18 @@ pub trait OperationStore: Send + Sync + 'static {
     /// The action's current generation (0 when never performed or forgotten).
     async fn generation(&self, action_tag: &str) -> Result<u64, StoreError>;
 
+    /// The record for this operation, if one exists, and its action's generation, in one
+    /// round trip: what an approval needs first (a replay needs nothing more).
+    async fn lookup_with_generation(
+        &self,
+        id: &OperationId,
+    ) -> Result<(Option<OperationRecord>, u64), StoreError> {
+        Ok((
+            self.lookup(id).await?,
+            self.generation(id.action_tag()).await?,
+        ))
+    }
+
     /// The record for this operation, if one exists.
     async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError>;
 

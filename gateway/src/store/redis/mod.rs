@@ -215,17 +215,35 @@ impl OperationStore for RedisStore {
             .links
             .run(|mut con| async move { redis::cmd("GET").arg(&key).query_async(&mut con).await })
             .await?;
-        match value {
-            Value::Nil => Ok(0),
-            Value::Int(n) => u64::try_from(n).map_err(|_| corrupt("negative generation")),
-            other => {
-                let text = bytes_of(other)?;
-                std::str::from_utf8(&text)
-                    .ok()
-                    .and_then(|t| t.parse().ok())
-                    .ok_or_else(|| corrupt("generation is not a number"))
-            }
-        }
+        decode_generation(value)
+    }
+
+    async fn lookup_with_generation(
+        &self,
+        id: &OperationId,
+    ) -> Result<(Option<OperationRecord>, u64), StoreError> {
+        // Both keys carry the action tag: one slot, one pipelined round trip.
+        let (record_key, generation_key) =
+            (self.record_key(id), self.generation_key(id.action_tag()));
+        let (record, generation): (Value, Value) = self
+            .links
+            .run(|mut con| async move {
+                redis::pipe()
+                    .cmd("HGETALL")
+                    .arg(&record_key)
+                    .cmd("GET")
+                    .arg(&generation_key)
+                    .query_async(&mut con)
+                    .await
+            })
+            .await?;
+        let fields = into_fields(record)?;
+        let record = if fields.is_empty() {
+            None
+        } else {
+            Some(decode_record(fields)?)
+        };
+        Ok((record, decode_generation(generation)?))
     }
 
     async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError> {
@@ -326,6 +344,21 @@ impl OperationStore for RedisStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.links.run(|con| con.ping()).await.map(drop)
+    }
+}
+
+/// A generation counter as Redis returns it: absent is 0.
+fn decode_generation(value: Value) -> Result<u64, StoreError> {
+    match value {
+        Value::Nil => Ok(0),
+        Value::Int(n) => u64::try_from(n).map_err(|_| corrupt("negative generation")),
+        other => {
+            let text = bytes_of(other)?;
+            std::str::from_utf8(&text)
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .ok_or_else(|| corrupt("generation is not a number"))
+        }
     }
 }
 
