@@ -1,0 +1,180 @@
+//! The machinery every measurement shares: options, the CPU plan, a private folder, and
+//! starting the upstream, the gateway and Redis for it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use tempfile::TempDir;
+
+use crate::children::{self, Event};
+use crate::cpu::CpuPlan;
+use crate::gateway::{self, GatewayConfig};
+use crate::load::{LoadResult, LoadSpec};
+use crate::procs::Proc;
+use crate::redis::RedisServer;
+
+/// Everything a run can be told.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub connections: usize,
+    /// Gateway threads, and nginx workers.
+    pub threads: usize,
+    /// Row ids to run (see `rows::all`).
+    pub rows: Vec<String>,
+    pub gateway_bin: PathBuf,
+    pub nginx: PathBuf,
+    pub redis_server: PathBuf,
+    pub plan: CpuPlan,
+    pub gateway_log: String,
+    pub max_body_bytes: usize,
+    /// Operations per Redis round-trip count (0: skip).
+    pub roundtrip_ops: u64,
+    /// Held requests in flight for the memory measurement (0: skip).
+    pub held: usize,
+    /// The gateway's body limit in the memory measurement; bodies fill it.
+    pub held_body_limit: usize,
+    pub timeout: Duration,
+    /// Iterations per row at most (besides the time bound).
+    pub max_iterations: u64,
+    /// Replay rows: how many performed approvals are retried.
+    pub replay_ops: usize,
+    /// Keep the folder of configs and logs (its path is printed) instead of deleting it.
+    pub keep_dir: bool,
+}
+
+/// Which store a gateway row uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    Memory,
+    Redis,
+}
+
+impl Store {
+    pub fn name(self) -> &'static str {
+        match self {
+            Store::Memory => "memory://",
+            Store::Redis => "redis",
+        }
+    }
+}
+
+pub struct Env {
+    pub opts: Options,
+    pub exe: PathBuf,
+    dir: Option<TempDir>,
+    redis: Option<RedisServer>,
+    started: usize,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        // Processes first (Redis), then the folder they wrote in.
+        self.redis = None;
+        if self.opts.keep_dir
+            && let Some(dir) = self.dir.take()
+        {
+            eprintln!(
+                "poppy-bench: configs and logs kept in {}",
+                dir.keep().display()
+            );
+        }
+    }
+}
+
+impl Env {
+    pub fn new(opts: Options) -> anyhow::Result<Env> {
+        Ok(Env {
+            opts,
+            exe: std::env::current_exe().context("path of poppy-bench")?,
+            dir: Some(tempfile::Builder::new().prefix("poppy-bench-").tempdir()?),
+            redis: None,
+            started: 0,
+        })
+    }
+
+    /// A new folder for one process's config and log.
+    pub fn folder(&mut self, name: &str) -> anyhow::Result<PathBuf> {
+        self.started += 1;
+        let root = self.dir.as_ref().context("the bench folder is gone")?;
+        let path = root.path().join(format!("{:02}-{name}", self.started));
+        std::fs::create_dir_all(&path)?;
+        Ok(path)
+    }
+
+    /// A fresh upstream.
+    pub fn upstream(&mut self) -> anyhow::Result<(Proc, SocketAddr)> {
+        children::start_upstream(&self.exe, self.opts.plan.upstream.as_deref())
+    }
+
+    /// The run's Redis (started on first use), emptied.
+    pub fn redis(&mut self) -> anyhow::Result<&RedisServer> {
+        if self.redis.is_none() {
+            let dir = self.folder("redis")?;
+            self.redis = Some(RedisServer::start(
+                &self.opts.redis_server,
+                &dir,
+                self.opts.plan.redis.as_deref(),
+            )?);
+        }
+        let redis = self.redis.as_ref().context("redis")?;
+        redis.flush()?;
+        Ok(redis)
+    }
+
+    pub fn redis_pid(&self) -> Option<u32> {
+        self.redis.as_ref().map(|r| r.proc.pid())
+    }
+
+    /// A fresh gateway in front of `upstream`.
+    pub fn gateway(
+        &mut self,
+        store: Store,
+        upstream: SocketAddr,
+        max_body_bytes: usize,
+    ) -> anyhow::Result<(Proc, SocketAddr)> {
+        let store_url = match store {
+            Store::Memory => "memory://".to_owned(),
+            Store::Redis => self.redis()?.url(),
+        };
+        let config = GatewayConfig {
+            threads: self.opts.threads,
+            store_url,
+            upstream,
+            max_body_bytes,
+            log_level: self.opts.gateway_log.clone(),
+        };
+        let dir = self.folder("gateway")?;
+        gateway::start(
+            &self.opts.gateway_bin,
+            &dir,
+            &config,
+            self.opts.plan.proxy.as_deref(),
+        )
+    }
+
+    /// A load spec for `addr` with this run's settings.
+    pub fn spec(&self, addr: SocketAddr, scenario: crate::scenario::Scenario) -> LoadSpec {
+        LoadSpec {
+            addr,
+            scenario,
+            connections: self.opts.connections,
+            warmup_ms: self.opts.warmup.as_millis() as u64,
+            duration_ms: self.opts.duration.as_millis() as u64,
+            max_iterations: self.opts.max_iterations,
+            timeout_ms: self.opts.timeout.as_millis() as u64,
+        }
+    }
+
+    /// Run a load generator on the load CPUs.
+    pub fn load(
+        &self,
+        spec: &LoadSpec,
+        on_event: impl FnMut(Event) -> anyhow::Result<()>,
+    ) -> anyhow::Result<LoadResult> {
+        children::run_load(&self.exe, spec, self.opts.plan.load.as_deref(), on_event)
+    }
+}

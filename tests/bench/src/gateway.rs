@@ -1,0 +1,142 @@
+//! The gateway under test: the release `poppy-gateway` binary with a config written for one
+//! row (threads, store, body limit), in front of the bench upstream.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::http1::call_blocking;
+use crate::procs::{Proc, Spawn, free_port, loopback};
+
+/// The signing keys of every bench gateway (Redis needs them set).
+pub const KEYS: &str = "poppy-bench-signing-key-0123456789abcdef";
+
+/// The policy of the PA rows: the spec's exchange example.
+pub const POLICY: &str = r#"
+[[operation]]
+name = "exchange"
+method = "POST"
+path = "/orders/{order_id}/exchanges"
+id_prefix = "exc"
+expires_in = "15m"
+same_action = ["order_id", "item_id"]
+summary = "Exchange item **{item_id}** on order {order_id} for {replacement_sku}."
+
+[operation.terms]
+order_id = { path = "order_id" }
+item_id = { body = "$.item_id" }
+replacement_sku = { body = "$.replacement_sku" }
+"#;
+
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    pub threads: usize,
+    pub store_url: String,
+    pub upstream: SocketAddr,
+    pub max_body_bytes: usize,
+    /// `RUST_LOG` of the gateway.
+    pub log_level: String,
+}
+
+/// gateway.toml for these ports.
+pub fn config_toml(config: &GatewayConfig, listen: u16, admin: u16) -> String {
+    format!(
+        r#"policies = ["policies/*.toml"]
+
+[server]
+listen = "127.0.0.1:{listen}"
+threads = {threads}
+max_body_bytes = {max_body}
+
+[upstream]
+url = "http://{upstream}"
+
+[admin]
+listen = "127.0.0.1:{admin}"
+
+[store]
+url = "{store}"
+"#,
+        threads = config.threads,
+        max_body = config.max_body_bytes,
+        upstream = config.upstream,
+        store = config.store_url,
+    )
+}
+
+/// Where the binary is unless given: next to this executable (the same target profile).
+pub fn default_binary() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("path of poppy-bench")?;
+    let dir = exe.parent().context("poppy-bench has no folder")?;
+    // Integration tests run from target/<profile>/deps.
+    let dir = if dir.ends_with("deps") {
+        dir.parent().unwrap_or(dir)
+    } else {
+        dir
+    };
+    Ok(dir.join("poppy-gateway"))
+}
+
+/// Write the config into `dir`, start the gateway and wait for `/healthz` and its port.
+pub fn start(
+    binary: &Path,
+    dir: &Path,
+    config: &GatewayConfig,
+    cpus: Option<&str>,
+) -> anyhow::Result<(Proc, SocketAddr)> {
+    if !binary.is_file() {
+        bail!(
+            "no gateway binary at {}: build it with `cargo build --release -p poppy-gateway` \
+             (same CARGO_TARGET_DIR), or pass --gateway-bin",
+            binary.display()
+        );
+    }
+    std::fs::create_dir_all(dir.join("policies"))?;
+    std::fs::write(dir.join("policies/bench.toml"), POLICY)?;
+    let listen = free_port()?;
+    let admin = loop {
+        let port = free_port()?;
+        if port != listen {
+            break port;
+        }
+    };
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, config_toml(config, listen, admin))?;
+    let mut proc = Spawn {
+        name: "poppy-gateway",
+        program: binary,
+        args: vec!["--config".into(), path.display().to_string()],
+        env: vec![
+            ("POPPY_GATEWAY_KEYS".into(), KEYS.into()),
+            ("RUST_LOG".into(), config.log_level.clone()),
+        ],
+        cpus,
+        log: Some(dir.join("gateway.log")),
+        stdin_piped: false,
+        terminate: false,
+    }
+    .start()?;
+    let (listen, admin) = (loopback(listen), loopback(admin));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        proc.check_running()?;
+        let healthy = matches!(
+            call_blocking(admin, "GET", "/healthz", Duration::from_millis(500)),
+            Ok((200, _))
+        );
+        if healthy {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "poppy-gateway did not answer /healthz on {admin}; its output:\n{}",
+                proc.log_tail()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    proc.wait_for_port(listen, Duration::from_secs(10))?;
+    Ok((proc, listen))
+}

@@ -1,0 +1,20 @@
+//! poppy-bench: poppy-gateway side by side with its upstream alone and with nginx, on one
+//! machine, in one run. See `BENCHMARKS.md` at the repository root.
+
+pub mod children;
+pub mod cli;
+pub mod cpu;
+pub mod env;
+pub mod gateway;
+pub mod held;
+pub mod http1;
+pub mod load;
+pub mod nginx;
+pub mod procs;
+pub mod redis;
+pub mod report;
+pub mod roundtrips;
+pub mod rows;
+pub mod run;
+pub mod scenario;
+pub mod upstream;

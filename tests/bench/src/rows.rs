@@ -1,0 +1,271 @@
+//! The rows of the table: what each one starts, and the traffic it drives.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+
+use crate::children::Event;
+use crate::env::{Env, Store};
+use crate::http1::call_blocking;
+use crate::load::LoadResult;
+use crate::nginx;
+use crate::procs::{TICKS_PER_SECOND, tree_kib, tree_ticks};
+use crate::scenario::Scenario;
+
+/// What sits between the load generator and the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Nothing: the upstream's own limit.
+    Upstream,
+    Nginx,
+    Gateway(Store),
+}
+
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub id: &'static str,
+    pub label: &'static str,
+    pub target: Target,
+    pub scenario: Scenario,
+}
+
+/// Every row, in table order. Ids ending in `g` are the GET variants of rows 1–3.
+pub fn all(replay_ops: usize) -> Vec<Row> {
+    use Store::{Memory, Redis};
+    use Target::{Gateway, Nginx, Upstream};
+    let row = |id, label, target, scenario| Row {
+        id,
+        label,
+        target,
+        scenario,
+    };
+    let replay = Scenario::Replay { ops: replay_ops };
+    vec![
+        row(
+            "1",
+            "upstream direct (POST)",
+            Upstream,
+            Scenario::plain_post(),
+        ),
+        row(
+            "2",
+            "nginx → upstream (POST)",
+            Nginx,
+            Scenario::plain_post(),
+        ),
+        row(
+            "3",
+            "gateway passthrough (POST)",
+            Gateway(Memory),
+            Scenario::plain_post(),
+        ),
+        row(
+            "1g",
+            "upstream direct (GET)",
+            Upstream,
+            Scenario::plain_get(),
+        ),
+        row("2g", "nginx → upstream (GET)", Nginx, Scenario::plain_get()),
+        row(
+            "3g",
+            "gateway passthrough (GET)",
+            Gateway(Memory),
+            Scenario::plain_get(),
+        ),
+        row(
+            "4",
+            "gateway minting (403), redis",
+            Gateway(Redis),
+            Scenario::Mint,
+        ),
+        row(
+            "5",
+            "approved executions (mint+approve), redis",
+            Gateway(Redis),
+            Scenario::approve(),
+        ),
+        row(
+            "6",
+            "replays of recorded answers, redis",
+            Gateway(Redis),
+            replay.clone(),
+        ),
+        row(
+            "7a",
+            "gateway minting (403), memory://",
+            Gateway(Memory),
+            Scenario::Mint,
+        ),
+        row(
+            "7b",
+            "approved executions, memory://",
+            Gateway(Memory),
+            Scenario::approve(),
+        ),
+        row("7c", "replays, memory://", Gateway(Memory), replay),
+    ]
+}
+
+/// The rows ratios are taken against: the upstream's and nginx's of the same method.
+pub fn references(id: &str) -> (&'static str, &'static str) {
+    if id.ends_with('g') {
+        ("1g", "2g")
+    } else {
+        ("1", "2")
+    }
+}
+
+/// One row's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowResult {
+    pub id: String,
+    pub label: String,
+    pub load: LoadResult,
+    /// Mint + approve pairs: `load.iterations` are executions.
+    pub pairs: bool,
+    /// CPU time of the process under test per request in the window (µs).
+    pub cpu_us_per_request: Option<f64>,
+    pub redis_cpu_us_per_request: Option<f64>,
+    /// VmHWM of the process under test (nginx: master + workers), KiB.
+    pub peak_rss_kib: Option<u64>,
+    /// VmRSS before any traffic, KiB.
+    pub idle_rss_kib: Option<u64>,
+    /// Requests the upstream received during the window.
+    pub upstream_calls: Option<u64>,
+    /// Connections the upstream accepted during the window (a proxy reusing its upstream
+    /// connections opens none once warm).
+    pub upstream_connections: Option<u64>,
+}
+
+#[derive(Default)]
+struct Samples {
+    ticks: Option<(u64, u64)>,
+    redis_ticks: Option<(u64, u64)>,
+    upstream: Option<(Counters, Counters)>,
+}
+
+pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
+    let (upstream, upstream_addr) = env.upstream()?;
+    let (proxy, addr) = match row.target {
+        Target::Upstream => (None, upstream_addr),
+        Target::Nginx => {
+            let dir = env.folder("nginx")?;
+            let (proc, addr) = nginx::start(
+                &env.opts.nginx,
+                &dir,
+                upstream_addr,
+                env.opts.threads,
+                env.opts.plan.proxy.as_deref(),
+            )?;
+            (Some(proc), addr)
+        }
+        Target::Gateway(store) => {
+            let (proc, addr) = env.gateway(store, upstream_addr, env.opts.max_body_bytes)?;
+            (Some(proc), addr)
+        }
+    };
+    let measured = proxy.as_ref().map_or(upstream.pid(), |p| p.pid());
+    let redis = match row.target {
+        Target::Gateway(Store::Redis) => env.redis_pid(),
+        _ => None,
+    };
+    // Let it finish starting up before reading its idle size.
+    std::thread::sleep(Duration::from_millis(300));
+    let idle_rss_kib = match row.target {
+        Target::Gateway(_) => Some(tree_kib(measured, "VmRSS")?),
+        _ => None,
+    };
+
+    let spec = env.spec(addr, row.scenario.clone());
+    let mut samples = Samples::default();
+    let count = || upstream_counters(upstream_addr);
+    let result = env
+        .load(&spec, |event| {
+            match event {
+                Event::Ready => {}
+                Event::MeasureStart => {
+                    samples.ticks = Some((tree_ticks(measured)?, 0));
+                    samples.redis_ticks = redis
+                        .map(crate::procs::cpu_ticks)
+                        .transpose()?
+                        .map(|t| (t, 0));
+                    samples.upstream = Some((count()?, Counters::default()));
+                }
+                Event::MeasureEnd => {
+                    if let Some(t) = samples.ticks.as_mut() {
+                        t.1 = tree_ticks(measured)?;
+                    }
+                    if let (Some(t), Some(pid)) = (samples.redis_ticks.as_mut(), redis) {
+                        t.1 = crate::procs::cpu_ticks(pid)?;
+                    }
+                    if let Some(c) = samples.upstream.as_mut() {
+                        c.1 = count()?;
+                    }
+                }
+            }
+            Ok(())
+        })
+        .with_context(|| format!("row {} ({})", row.id, row.label))?;
+
+    let peak_rss_kib = Some(tree_kib(measured, "VmHWM")?);
+    if let Some(mut proxy) = proxy {
+        proxy.check_running()?;
+    }
+    let per_request = |ticks: Option<(u64, u64)>| {
+        ticks.and_then(|(start, end)| {
+            (result.requests > 0).then(|| {
+                end.saturating_sub(start) as f64 / TICKS_PER_SECOND * 1e6 / result.requests as f64
+            })
+        })
+    };
+    if result.requests == 0 {
+        bail!(
+            "row {} completed no request in its window; first error: {}",
+            row.id,
+            result.first_error.as_deref().unwrap_or("none")
+        );
+    }
+    Ok(RowResult {
+        id: row.id.to_owned(),
+        label: row.label.to_owned(),
+        pairs: matches!(row.scenario, Scenario::Approve { .. }),
+        cpu_us_per_request: per_request(samples.ticks),
+        redis_cpu_us_per_request: per_request(samples.redis_ticks),
+        peak_rss_kib,
+        idle_rss_kib,
+        upstream_calls: samples
+            .upstream
+            .map(|(start, end)| end.count.saturating_sub(start.count)),
+        upstream_connections: samples
+            .upstream
+            .map(|(start, end)| end.connections.saturating_sub(start.connections)),
+        load: result,
+    })
+}
+
+/// What the bench upstream has counted so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub count: u64,
+    pub held: u64,
+    pub connections: u64,
+}
+
+pub fn upstream_counters(upstream: std::net::SocketAddr) -> anyhow::Result<Counters> {
+    let (status, body) = call_blocking(upstream, "GET", "/__bench/count", Duration::from_secs(5))?;
+    if status != 200 {
+        bail!("upstream /__bench/count answered {status}");
+    }
+    let value: serde_json::Value = serde_json::from_slice(&body)?;
+    let field = |name: &str| {
+        value[name]
+            .as_u64()
+            .with_context(|| format!("upstream {name}"))
+    };
+    Ok(Counters {
+        count: field("count")?,
+        held: field("held")?,
+        connections: field("connections")?,
+    })
+}

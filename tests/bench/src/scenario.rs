@@ -1,0 +1,343 @@
+//! What a load connection sends, row by row: plain requests (no `Poppy-Session`), mints,
+//! mint + approve pairs, and replays. Each iteration is one request, or one pair.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::{Deserialize, Serialize};
+
+use crate::http1::{self, Conn, Response};
+
+/// The exchange request's JSON body (the policy's terms `item_id` and `replacement_sku`).
+pub const ITEM_BODY: &str = r#"{"item_id":"itm_4Qa","replacement_sku":"stormline-insulated-m"}"#;
+/// The order of plain and minting rows.
+pub const ORDER: &str = "ord_bench";
+
+/// One row's traffic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Scenario {
+    /// Rows 1–3: the company's own traffic, no `Poppy-Session`. POST sends [`ITEM_BODY`].
+    Plain { method: String, path: String },
+    /// A Personal Agent request with no approval: `403 approval_required`.
+    Mint,
+    /// Mint, then approve with the returned operation_id and revision: `403`, then the
+    /// upstream's `201`. Every pair is a fresh operation (its own order_id). `pad_bytes` adds a
+    /// `note` of that many bytes to the body (not a term), for the memory measurement.
+    Approve {
+        order_prefix: String,
+        pad_bytes: usize,
+    },
+    /// Retries of `ops` performed approvals: the recorded `201`, upstream not called.
+    Replay { ops: usize },
+}
+
+impl Scenario {
+    /// Plain `POST /orders/ord_bench/exchanges` with the exchange body.
+    pub fn plain_post() -> Scenario {
+        Scenario::Plain {
+            method: "POST".into(),
+            path: format!("/orders/{ORDER}/exchanges"),
+        }
+    }
+
+    /// Plain `GET /orders/ord_bench`.
+    pub fn plain_get() -> Scenario {
+        Scenario::Plain {
+            method: "GET".into(),
+            path: format!("/orders/{ORDER}"),
+        }
+    }
+
+    pub fn approve() -> Scenario {
+        Scenario::Approve {
+            order_prefix: "ord".into(),
+            pad_bytes: 0,
+        }
+    }
+
+    /// Requests per iteration.
+    pub fn requests_per_iteration(&self) -> u64 {
+        match self {
+            Scenario::Approve { .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// The `Poppy-Session` of every Personal Agent request: an unsigned JWT (the gateway reads
+/// claims, it does not verify them). One Session, so replays are approvable by the requester.
+pub fn session_jwt() -> String {
+    let header = URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"poppy-session+jwt"}"#);
+    let payload =
+        URL_SAFE_NO_PAD.encode(r#"{"sid":"sess_bench","iss":"bench-agent","sub":"user_bench"}"#);
+    format!("{header}.{payload}.sig")
+}
+
+/// The exchange body, with a `note` of `pad` bytes when `pad > 0`.
+pub fn item_body(pad: usize) -> Vec<u8> {
+    if pad == 0 {
+        return ITEM_BODY.as_bytes().to_vec();
+    }
+    let mut body = ITEM_BODY.trim_end_matches('}').as_bytes().to_vec();
+    body.extend_from_slice(br#","note":""#);
+    body.extend(std::iter::repeat_n(b'x', pad));
+    body.extend_from_slice(br#""}"#);
+    body
+}
+
+/// A Personal Agent `POST /orders/{order}/exchanges`, with an approval when given.
+pub fn agent_request(session: &str, order: &str, body: &[u8], approval: Option<&str>) -> Vec<u8> {
+    let mut headers = vec![
+        ("Poppy-Session", session),
+        ("Poppy-Version", "0.4"),
+        ("Poppy-Extensions", "\"operations\";v=\"2\""),
+        ("Content-Type", "application/json"),
+    ];
+    if let Some(approval) = approval {
+        headers.push(("Poppy-Approval", approval));
+    }
+    http1::request(
+        "POST",
+        &format!("/orders/{order}/exchanges"),
+        &headers,
+        body,
+    )
+}
+
+#[derive(Deserialize)]
+struct Held {
+    operation: HeldOperation,
+}
+
+#[derive(Deserialize)]
+struct HeldOperation {
+    operation_id: String,
+    revision: String,
+}
+
+/// The `Poppy-Approval` value for a `403 approval_required` body.
+pub fn approval_for(body: &[u8]) -> anyhow::Result<String> {
+    let held: Held = serde_json::from_slice(body).context("403 body without an operation")?;
+    Ok(format!(
+        "operation_id=\"{}\", revision=\"{}\"",
+        held.operation.operation_id, held.operation.revision
+    ))
+}
+
+/// A connection that reconnects when the server closed it or a request failed.
+pub struct Link {
+    addr: SocketAddr,
+    timeout: Duration,
+    conn: Option<Conn>,
+}
+
+impl Link {
+    pub fn new(addr: SocketAddr, timeout: Duration) -> Link {
+        Link {
+            addr,
+            timeout,
+            conn: None,
+        }
+    }
+
+    /// Send and expect `status`; the error says what came instead.
+    pub async fn expect(&mut self, request: &[u8], status: u16) -> anyhow::Result<Response> {
+        let response = self.send(request).await?;
+        if response.status != status {
+            bail!(
+                "expected {status}, got {}: {}",
+                response.status,
+                String::from_utf8_lossy(&response.body[..response.body.len().min(300)])
+            );
+        }
+        Ok(response)
+    }
+
+    async fn send(&mut self, request: &[u8]) -> anyhow::Result<Response> {
+        let mut conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => Conn::connect(self.addr, self.timeout).await?,
+        };
+        let response = tokio::time::timeout(self.timeout, conn.send(request))
+            .await
+            .map_err(|_| anyhow::anyhow!("no response within {:?}", self.timeout))??;
+        if !response.close {
+            self.conn = Some(conn);
+        }
+        Ok(response)
+    }
+}
+
+/// What every connection of a row shares, made once before the load starts.
+pub struct Prepared {
+    session: String,
+    plain: Vec<u8>,
+    plain_status: u16,
+    mint: Vec<u8>,
+    /// Replay rows: the approved requests to retry.
+    replays: Vec<Vec<u8>>,
+    /// Distinguishes this run's order_ids from any earlier run's against the same store.
+    run_tag: String,
+}
+
+impl Prepared {
+    /// Build the requests; a replay row first performs its approvals (on one connection).
+    pub async fn new(
+        scenario: &Scenario,
+        addr: SocketAddr,
+        timeout: Duration,
+    ) -> anyhow::Result<Prepared> {
+        let session = session_jwt();
+        let (plain, plain_status) = match scenario {
+            Scenario::Plain { method, path } if method == "POST" => (
+                http1::request(
+                    "POST",
+                    path,
+                    &[("Content-Type", "application/json")],
+                    ITEM_BODY.as_bytes(),
+                ),
+                201,
+            ),
+            Scenario::Plain { method, path } => (http1::request(method, path, &[], b""), 200),
+            _ => (Vec::new(), 0),
+        };
+        let mint = agent_request(&session, ORDER, ITEM_BODY.as_bytes(), None);
+        let run_tag = format!(
+            "{:x}{:x}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0)
+        );
+        let mut prepared = Prepared {
+            session,
+            plain,
+            plain_status,
+            mint,
+            replays: Vec::new(),
+            run_tag,
+        };
+        if let Scenario::Replay { ops } = scenario {
+            let mut link = Link::new(addr, timeout);
+            for op in 0..(*ops).max(1) {
+                let order = format!("rep{}x{op}", prepared.run_tag);
+                let body = item_body(0);
+                let held = link
+                    .expect(&agent_request(&prepared.session, &order, &body, None), 403)
+                    .await?;
+                let approval = approval_for(&held.body)?;
+                let approved = agent_request(&prepared.session, &order, &body, Some(&approval));
+                link.expect(&approved, 201)
+                    .await
+                    .context("performing a replay row's approval")?;
+                prepared.replays.push(approved);
+            }
+        }
+        Ok(prepared)
+    }
+}
+
+/// One connection's state.
+pub struct Worker {
+    index: usize,
+    seq: u64,
+    link: Link,
+}
+
+impl Worker {
+    pub fn new(index: usize, addr: SocketAddr, timeout: Duration) -> Worker {
+        Worker {
+            index,
+            seq: 0,
+            link: Link::new(addr, timeout),
+        }
+    }
+
+    /// One iteration; `record(start, end)` is called for each request that succeeded.
+    pub async fn iterate(
+        &mut self,
+        scenario: &Scenario,
+        prepared: &Prepared,
+        record: &mut impl FnMut(Instant, Instant),
+    ) -> anyhow::Result<()> {
+        self.seq += 1;
+        match scenario {
+            Scenario::Plain { .. } => {
+                timed(
+                    record,
+                    self.link.expect(&prepared.plain, prepared.plain_status),
+                )
+                .await?;
+            }
+            Scenario::Mint => {
+                timed(record, self.link.expect(&prepared.mint, 403)).await?;
+            }
+            Scenario::Approve {
+                order_prefix,
+                pad_bytes,
+            } => {
+                let order = format!(
+                    "{order_prefix}{}c{}n{}",
+                    prepared.run_tag, self.index, self.seq
+                );
+                let body = item_body(*pad_bytes);
+                let mint = agent_request(&prepared.session, &order, &body, None);
+                let held = timed(record, self.link.expect(&mint, 403)).await?;
+                let approval = approval_for(&held.body)?;
+                let approved = agent_request(&prepared.session, &order, &body, Some(&approval));
+                timed(record, self.link.expect(&approved, 201)).await?;
+            }
+            Scenario::Replay { .. } => {
+                let pick = (self.index + self.seq as usize) % prepared.replays.len().max(1);
+                let Some(request) = prepared.replays.get(pick) else {
+                    bail!("replay row without performed approvals");
+                };
+                timed(record, self.link.expect(request, 201)).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn timed<T>(
+    record: &mut impl FnMut(Instant, Instant),
+    request: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    let start = Instant::now();
+    let result = request.await?;
+    record(start, Instant::now());
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padded_bodies_are_json_with_a_note() {
+        let body: serde_json::Value = serde_json::from_slice(&item_body(10)).unwrap();
+        assert_eq!(body["note"], "xxxxxxxxxx");
+        assert_eq!(body["item_id"], "itm_4Qa");
+        assert_eq!(item_body(0), ITEM_BODY.as_bytes());
+    }
+
+    #[test]
+    fn approvals_are_read_from_the_403_body() {
+        let body = br#"{"error":"approval_required","operation":{"operation_id":"exc_a","revision":"1-b","summary":"s"}}"#;
+        assert_eq!(
+            approval_for(body).unwrap(),
+            r#"operation_id="exc_a", revision="1-b""#
+        );
+        assert!(approval_for(b"{}").is_err());
+    }
+
+    #[test]
+    fn the_session_is_a_three_part_jwt() {
+        assert_eq!(session_jwt().split('.').count(), 3);
+    }
+}
