@@ -90,6 +90,8 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let grace = config.server.shutdown_grace.as_secs();
     let conf = ServerConf {
         threads: config.server.threads,
+        // One single-threaded runtime per thread: work stealing cost passthrough CPU (BENCHMARKS.md).
+        work_stealing: false,
         grace_period_seconds: Some(grace),
         graceful_shutdown_timeout_seconds: Some(1),
         ..ServerConf::default()

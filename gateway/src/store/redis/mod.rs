@@ -47,6 +47,7 @@ pub const MAX_WAIT_TIMEOUT: Duration = Duration::from_secs(1);
 const CLAIM_LUA: &str = include_str!("../lua/claim.lua");
 const COMPLETE_LUA: &str = include_str!("../lua/complete.lua");
 const RELEASE_LUA: &str = include_str!("../lua/release.lua");
+const LOOKUP_LUA: &str = include_str!("../lua/lookup.lua");
 
 /// Whose in-flight record `complete.lua` and `release.lua` may finish.
 enum Mode<'a> {
@@ -73,6 +74,7 @@ pub struct RedisStore {
     claim: Lua,
     complete: Lua,
     release: Lua,
+    lookup: Lua,
 }
 
 impl fmt::Debug for RedisStore {
@@ -121,6 +123,7 @@ impl RedisStore {
             claim: Lua::new(CLAIM_LUA),
             complete: Lua::new(COMPLETE_LUA),
             release: Lua::new(RELEASE_LUA),
+            lookup: Lua::new(LOOKUP_LUA),
         })
     }
 
@@ -222,28 +225,27 @@ impl OperationStore for RedisStore {
         &self,
         id: &OperationId,
     ) -> Result<(Option<OperationRecord>, u64), StoreError> {
-        // Both keys carry the action tag: one slot, one pipelined round trip.
-        let (record_key, generation_key) =
-            (self.record_key(id), self.generation_key(id.action_tag()));
-        let (record, generation): (Value, Value) = self
-            .links
-            .run(|mut con| async move {
-                redis::pipe()
-                    .cmd("HGETALL")
-                    .arg(&record_key)
-                    .cmd("GET")
-                    .arg(&generation_key)
-                    .query_async(&mut con)
-                    .await
-            })
-            .await?;
-        let fields = into_fields(record)?;
+        // One script, one command: the record and the counter share the action tag's slot.
+        let call = self
+            .lookup
+            .call()
+            .key(self.record_key(id))
+            .key(self.generation_key(id.action_tag()));
+        let ran = script::run(&self.links, &call, None).await?;
+        let Value::Array(mut parts) = ran.value else {
+            return Err(corrupt("lookup script answered no pair"));
+        };
+        if parts.len() != 2 {
+            return Err(corrupt("lookup script answered no pair"));
+        }
+        let generation = decode_generation(parts.pop().unwrap_or(Value::Nil))?;
+        let fields = into_fields(parts.pop().unwrap_or(Value::Nil))?;
         let record = if fields.is_empty() {
             None
         } else {
             Some(decode_record(fields)?)
         };
-        Ok((record, decode_generation(generation)?))
+        Ok((record, generation))
     }
 
     async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError> {
