@@ -219,7 +219,27 @@ async fn a_record_that_changes_is_never_approved(store: Store) {
     assert_eq!(stack.upstream.count_for("POST", "/orders/o1/annotate"), 0);
 }
 
+/// Check 2 before the lookup: once performed, retries replay even while the lookup fails.
+async fn a_performed_operation_replays_while_its_lookup_fails(store: Store) {
+    let stack = Stack::start_with(store, |b| {
+        b.policy("a.toml", &lookup_policy("$.method"))
+            .upstream_timeout("1s")
+    });
+    let request = annotate(&Session::signed_out("ses_replay"), "o1");
+    let operation = stack.gateway.send(&request).await.operation();
+    let approved = request.approve(&operation);
+    let first = stack.gateway.send(&approved).await;
+    first.assert_status(201, "performed");
+    // The upstream now answers nothing in time: every lookup would fail.
+    stack.upstream.hold();
+    let replay = stack.gateway.send(&approved).await;
+    stack.upstream.release();
+    replay.assert_replay_of(&first, "a retry while the lookup cannot be read");
+    assert_eq!(stack.upstream.count_for("POST", "/orders/o1/annotate"), 1);
+}
+
 poppy_e2e::store_tests!(
+    a_performed_operation_replays_while_its_lookup_fails,
     lookups_carry_the_credentials_and_encode_values,
     a_failing_lookup_forwards_nothing,
     a_value_that_could_name_another_record_is_refused,

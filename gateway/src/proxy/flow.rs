@@ -163,6 +163,42 @@ impl OperationFlow {
         decision
     }
 
+    /// Checks 1 and 2 alone, for an approval whose request can't be prepared before a policy
+    /// lookup runs: an operation this approver already performed (or is performing) is
+    /// answered from its record, whatever the upstream's records say now. `None` when there
+    /// is no such record (or the store can't say): the request then goes the normal way.
+    pub async fn answer_from_record(
+        &self,
+        policy: &Policy,
+        approver: &Approver,
+        approval: &ApprovalHeader,
+    ) -> Option<Decision> {
+        let id = OperationId::parse(&approval.operation_id)?;
+        let approver = if id.kind() == ScopeKind::Session && approver.kind == ScopeKind::Account {
+            approver.session_only()
+        } else {
+            approver.clone()
+        };
+        let record = self.store.lookup(&id).await.ok()??;
+        if record.scope != approver.scope || record.policy != policy.name {
+            return None;
+        }
+        let decision = match record.state {
+            RecordState::Done(response) => Decision::Replayed(response),
+            RecordState::InFlight { lease_until_ms, .. } if lease_until_ms < now_millis() => {
+                self.log_unknown(
+                    &id,
+                    &policy.name,
+                    "its lease ran out with no answer recorded",
+                );
+                Decision::Unknown(id)
+            }
+            RecordState::InFlight { .. } => Decision::InProgress(id),
+        };
+        self.metrics.operation(&policy.name, decision.outcome());
+        Some(decision)
+    }
+
     async fn decide_checked(
         &self,
         request: &OperationRequest,

@@ -168,7 +168,19 @@ impl GatewayProxy {
             return Step::Continue;
         };
         let prepared = match self.operation_request(session, &policy, captures).await {
-            Ok(request) => http_api::prepare(request, &self.upstream).await,
+            Ok(request) => {
+                // Check 2 comes before the lookup: a performed operation is replayed even
+                // while the upstream's records can't be read.
+                if let (Some(_), Some(approval)) = (&policy.lookup, &request.approval)
+                    && let Some(decision) = self
+                        .flow
+                        .answer_from_record(&policy, &request.approver, approval)
+                        .await
+                {
+                    return Step::Respond(http_api::render(decision));
+                }
+                http_api::prepare(request, &self.upstream).await
+            }
             Err(refused) => Err(refused),
         };
         match prepared {
