@@ -10,13 +10,8 @@ use std::fmt;
 
 use serde_json::Value;
 
+use super::placeholders::{Piece, Syntax, tokenize};
 use super::terms::{TermSource, Terms, query_json};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Piece {
-    Text(String),
-    Term(String),
-}
 
 /// A lookup URL template: a path (and optional query) on the upstream, with `{term}` placeholders.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,37 +71,11 @@ impl LookupTemplate {
         if text.contains('#') || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(LookupTemplateError::BadCharacter);
         }
-        let mut pieces = Vec::new();
-        let mut literal = String::new();
-        let mut chars = text.char_indices();
-        while let Some((at, c)) = chars.next() {
-            match c {
-                '}' => return Err(LookupTemplateError::Unmatched(at)),
-                '{' => {
-                    let mut name = String::new();
-                    loop {
-                        match chars.next() {
-                            Some((_, '}')) => break,
-                            Some((_, c)) => name.push(c),
-                            None => return Err(LookupTemplateError::Unclosed(at)),
-                        }
-                    }
-                    if name.is_empty()
-                        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                    {
-                        return Err(LookupTemplateError::BadName(name));
-                    }
-                    if !literal.is_empty() {
-                        pieces.push(Piece::Text(std::mem::take(&mut literal)));
-                    }
-                    pieces.push(Piece::Term(name));
-                }
-                c => literal.push(c),
-            }
-        }
-        if !literal.is_empty() {
-            pieces.push(Piece::Text(literal));
-        }
+        let pieces = tokenize(text, false).map_err(|e| match e {
+            Syntax::Unclosed(at) => LookupTemplateError::Unclosed(at),
+            Syntax::Unmatched(at) => LookupTemplateError::Unmatched(at),
+            Syntax::BadName(name) => LookupTemplateError::BadName(name),
+        })?;
         Ok(LookupTemplate {
             text: text.to_owned(),
             pieces,

@@ -4,6 +4,7 @@
 mod fingerprint;
 mod live;
 mod lookup;
+mod placeholders;
 mod route;
 mod summary;
 mod terms;

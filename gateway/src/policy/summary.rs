@@ -6,13 +6,8 @@
 
 use serde_json::Value;
 
+use super::placeholders::{Piece, Syntax, tokenize};
 use super::terms::{Terms, canonical_json};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Piece {
-    Text(String),
-    Term(String),
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SummaryError {
@@ -32,45 +27,11 @@ pub struct SummaryTemplate {
 
 impl SummaryTemplate {
     pub fn parse(text: &str) -> Result<SummaryTemplate, SummaryError> {
-        let mut pieces = Vec::new();
-        let mut literal = String::new();
-        let mut chars = text.char_indices().peekable();
-        while let Some((at, c)) = chars.next() {
-            match c {
-                '{' if chars.peek().map(|p| p.1) == Some('{') => {
-                    chars.next();
-                    literal.push('{');
-                }
-                '}' if chars.peek().map(|p| p.1) == Some('}') => {
-                    chars.next();
-                    literal.push('}');
-                }
-                '}' => return Err(SummaryError::Unmatched(at)),
-                '{' => {
-                    let mut name = String::new();
-                    loop {
-                        match chars.next() {
-                            Some((_, '}')) => break,
-                            Some((_, c)) => name.push(c),
-                            None => return Err(SummaryError::Unclosed(at)),
-                        }
-                    }
-                    if name.is_empty()
-                        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                    {
-                        return Err(SummaryError::BadName(name));
-                    }
-                    if !literal.is_empty() {
-                        pieces.push(Piece::Text(std::mem::take(&mut literal)));
-                    }
-                    pieces.push(Piece::Term(name));
-                }
-                c => literal.push(c),
-            }
-        }
-        if !literal.is_empty() {
-            pieces.push(Piece::Text(literal));
-        }
+        let pieces = tokenize(text, true).map_err(|e| match e {
+            Syntax::Unclosed(at) => SummaryError::Unclosed(at),
+            Syntax::Unmatched(at) => SummaryError::Unmatched(at),
+            Syntax::BadName(name) => SummaryError::BadName(name),
+        })?;
         Ok(SummaryTemplate { pieces })
     }
 
