@@ -93,7 +93,8 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
             println!("{}: ok", config.path.display());
             println!(
                 "upstream {}  store {}",
-                config.upstream.url, config.store.url
+                config.upstream.url,
+                server::redact(&config.store.url)
             );
             if let Some(mcp) = &config.mcp {
                 println!("mcp endpoint {}", mcp.path);

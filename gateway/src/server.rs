@@ -172,12 +172,27 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     Ok(())
 }
 
-/// A store URL without its password, for logs.
-fn redact(url: &str) -> String {
+/// A store URL without its password, for logs and `check`.
+pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             format!("{}://***@{}", &url[..scheme], &url[at + 1..])
         }
         _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn store_urls_lose_their_password() {
+        assert_eq!(
+            redact("redis://user:secret@h:6379/0"),
+            "redis://***@h:6379/0"
+        );
+        assert_eq!(redact("redis://h:6379/0"), "redis://h:6379/0");
+        assert_eq!(redact("memory://"), "memory://");
     }
 }

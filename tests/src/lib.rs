@@ -23,6 +23,7 @@ pub mod rfc3339;
 pub mod run;
 pub mod shop;
 pub mod stack;
+pub mod thirdparty;
 pub mod upstream;
 pub mod wait;
 

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::protocol::OperationId;
+use crate::protocol::{OperationId, constant_time_eq};
 use crate::proxy::now_millis;
 use crate::store::{OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome};
 
@@ -32,13 +32,7 @@ pub fn authorized(token: Option<&str>, authorization: Option<&[u8]>) -> Result<(
     };
     let expected = format!("Bearer {token}");
     let given = authorization.unwrap_or_default();
-    let same = given.len() == expected.len()
-        && given
-            .iter()
-            .zip(expected.as_bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    if same {
+    if constant_time_eq(given, expected.as_bytes()) {
         Ok(())
     } else {
         Err((

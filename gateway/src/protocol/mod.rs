@@ -39,3 +39,8 @@ fn combine_lines<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     }
     joined
 }
+
+/// Whether two secrets are equal, in time that does not depend on where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

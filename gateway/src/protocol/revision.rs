@@ -5,6 +5,7 @@
 //! approval is recomputing the MAC from the retried request, so different terms can never
 //! share a revision and nothing unapproved needs to be stored.
 
+use super::constant_time_eq;
 use super::signing::{Keys, SigningKey};
 
 /// 22 base64url characters: 132 bits of HMAC-SHA-256.
@@ -85,10 +86,6 @@ fn mac(key: &SigningKey, input: &RevisionInput<'_>, expires_at: i64) -> String {
         ],
         MAC_LEN,
     )
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
