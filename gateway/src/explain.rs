@@ -12,10 +12,8 @@ pub mod cli;
 use serde_json::{Value, json};
 
 use crate::config::{Config, SessionClaims};
-use crate::policy::{
-    Captures, Policy, RequestParts, TermSource, Terms, canonical_json, extract_from_answer,
-    extract_from_request, has_ambiguous_segments, request_fingerprint,
-};
+use crate::ingress::{self, Refusal, RouteMatch, Target, reading::HttpRequest};
+use crate::policy::{Captures, Policy, TermSource, Terms, canonical_json, extract_from_answer};
 use crate::protocol::{ErrorBody, Operation, OperationId, Revision, RevisionInput, SigningKey};
 use crate::proxy::Approver;
 
@@ -85,30 +83,50 @@ impl Explanation {
 }
 
 /// Explain `request` against the loaded config. `now` is unix seconds (for `expires_at`).
+/// The request goes through the same ingress as in the gateway: the same refusals, the same
+/// terms, the same fingerprint.
 pub fn explain(config: &Config, request: &ExplainRequest, now: i64) -> Explanation {
-    if has_ambiguous_segments(&request.path) {
-        return Explanation::Refused {
-            status: 400,
-            body: body(&ErrorBody::new(
-                "invalid_path",
-                "the path has `.`, `..` or encoded slash segments; send it in its plain form",
-            )),
-        };
-    }
-    let Some((policy, captures)) = config.policies.find_route(&request.method, &request.path)
-    else {
-        return Explanation::NoMatch {
-            routes: config
-                .policies
-                .iter()
-                .filter_map(|p| {
-                    let route = p.route.as_ref()?;
-                    Some(format!("{:<7} {}  ({})", route.method, route.path, p.name))
-                })
-                .collect(),
-        };
+    let refused = |refusal: Refusal| Explanation::Refused {
+        status: refusal.status,
+        body: body(&refusal.to_error_body()),
     };
-    match explain_policy(config, &policy, captures, request, now) {
+    let raw_target = match &request.query {
+        Some(query) => format!("{}?{query}", request.path),
+        None => request.path.clone(),
+    };
+    let target = match ingress::headers::check_all(&request.headers)
+        .and_then(|()| ingress::check_target(raw_target.as_bytes()))
+        .and_then(|target| {
+            ingress::headers::check_personal_agent(&request.headers).map(|()| target)
+        }) {
+        Ok(target) => target,
+        Err(refusal) => return refused(refusal),
+    };
+    let method = request.method.to_ascii_uppercase();
+    let route = ingress::match_route(
+        &config.policies,
+        config.mcp.as_ref().map(|mcp| &mcp.template),
+        &method,
+        &target.path,
+        ingress::headers::is_form_content_type(&request.headers),
+    );
+    let (policy, captures) = match route {
+        Err(refusal) => return refused(refusal),
+        Ok(RouteMatch::Policy(policy, captures)) => (policy, captures),
+        Ok(RouteMatch::Mcp | RouteMatch::None) => {
+            return Explanation::NoMatch {
+                routes: config
+                    .policies
+                    .iter()
+                    .filter_map(|p| {
+                        let route = p.route.as_ref()?;
+                        Some(format!("{:<7} {}  ({})", route.method, route.path, p.name))
+                    })
+                    .collect(),
+            };
+        }
+    };
+    match explain_policy(config, &policy, captures, &target, request, now) {
         Ok(explanation) => explanation,
         Err((status, error)) => Explanation::Rejected {
             policy: policy.name.clone(),
@@ -123,38 +141,25 @@ fn explain_policy(
     config: &Config,
     policy: &Policy,
     captures: Captures,
+    target: &Target,
     request: &ExplainRequest,
     now: i64,
 ) -> Result<Explanation, (u16, ErrorBody)> {
     let approver = approver(request, &config.session)
         .map_err(|e| (401, ErrorBody::new("invalid_session", e.to_string())))?;
-    let parsed_body: Option<Value> = if request.body.is_empty() {
-        None
-    } else {
-        serde_json::from_slice(&request.body).ok()
-    };
-    if policy.needs_body() && parsed_body.is_none() {
-        return Err((
-            400,
-            ErrorBody::new(
-                "invalid_body",
-                "this action's terms come from a JSON request body, and the body is missing or not JSON",
-            ),
-        ));
-    }
-    let parts = RequestParts {
-        captures: &captures,
-        query: request.query.as_deref(),
-        headers: &request.headers,
-        body: parsed_body.as_ref(),
-        arguments: None,
-    };
-    let mut terms = extract_from_request(&policy.terms, &parts).map_err(|e| {
-        (
-            400,
-            ErrorBody::new("missing_term", e.to_string()).with("term", e.term()),
-        )
-    })?;
+    let method = request.method.to_ascii_uppercase();
+    let reading = ingress::read_policy_request(
+        policy,
+        &captures,
+        &HttpRequest {
+            method: &method,
+            target,
+            headers: &request.headers,
+            body: &request.body,
+        },
+    )
+    .map_err(|refusal| (refusal.status, refusal.to_error_body()))?;
+    let mut terms = reading.terms;
 
     let mut lookup = None;
     let mut lookup_placeholders = false;
@@ -192,8 +197,7 @@ fn explain_policy(
         &approver,
         &terms,
         &summary,
-        request,
-        parsed_body.as_ref(),
+        &reading.fingerprint,
         now,
     );
     let answer = body(&ErrorBody::approval_required(
@@ -268,8 +272,7 @@ fn mint(
     approver: &Approver,
     terms: &Terms,
     summary: &str,
-    request: &ExplainRequest,
-    parsed_body: Option<&Value>,
+    fingerprint: &[u8],
     now: i64,
 ) -> Operation {
     let key = SigningKey::random();
@@ -282,19 +285,12 @@ fn mint(
     let id = OperationId::derive(&key, &policy.id_prefix, approver.kind, &material, 0);
     let terms_value = Value::Object(terms.clone().into_iter().collect());
     let terms_json = canonical_json(&terms_value);
-    let fingerprint = request_fingerprint(
-        &request.method.to_ascii_uppercase(),
-        &request.path,
-        request.query.as_deref(),
-        parsed_body,
-        &request.body,
-    );
     let input = RevisionInput {
         operation_id: id.as_str(),
         summary,
         terms: &terms_json,
         scope: &approver.scope,
-        request: &fingerprint,
+        request: fingerprint,
     };
     let expires_at = now.saturating_add(policy.expires_in.as_secs() as i64);
     Operation {

@@ -170,7 +170,7 @@ async fn failed_checks_perform_nothing(store: Store) {
         (
             "the approved body with an extra member",
             request.clone().json(&json!({
-                "item_id": "i1", "replacement_sku": "sku-a", "quantity": 5
+                "item_id": "i1", "replacement_sku": "sku-a", "note": "gift"
             })),
             op.clone(),
         ),
@@ -286,7 +286,9 @@ async fn performed_operation_never_runs_again(store: Store) {
 }
 
 /// The body is compared as JSON: the same terms serialised differently are the same request.
-async fn reserialized_json_body_is_the_same_request(store: Store) {
+/// The revision covers the bytes that are forwarded: the same JSON re-serialized (another key
+/// order, other spacing) is another request, approved separately; the operation stays the same.
+async fn reserialized_json_body_is_another_request(store: Store) {
     let stack = Stack::start(store);
     let request = Request::exchange(&Session::signed_out("ses_json"), "o1", "i1", "s1");
     let op = stack.gateway.send(&request).await.operation();
@@ -294,9 +296,17 @@ async fn reserialized_json_body_is_the_same_request(store: Store) {
         b"{ \"replacement_sku\" : \"s1\",\n  \"item_id\": \"i1\" }".to_vec(),
         "application/json",
     );
+    let again = stack
+        .gateway
+        .send(&reserialized.clone().approve(&op))
+        .await
+        .operation();
+    assert_eq!(again.operation_id, op.operation_id, "the same action");
+    assert_ne!(again.revision, op.revision, "other bytes, another revision");
+    stack.assert_executions(0, "a re-serialized body was never approved");
     stack
         .gateway
-        .send(&reserialized.approve(&op))
+        .send(&reserialized.approve(&again))
         .await
         .assert_upstream_answer(1, "POST", "/orders/o1/exchanges");
 }
@@ -308,5 +318,5 @@ store_tests!(
     failed_checks_perform_nothing,
     expired_revision_is_refused,
     performed_operation_never_runs_again,
-    reserialized_json_body_is_the_same_request,
+    reserialized_json_body_is_another_request,
 );

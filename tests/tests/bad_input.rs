@@ -18,10 +18,10 @@ const SOME_APPROVAL: &str = "operation_id=\"exc_aaaaaaaaaaaaaaaaaaaaaaaaa\", rev
 
 /// A JSON exchange body of exactly `len` bytes.
 fn body_of_len(len: usize) -> Vec<u8> {
-    let empty = json!({"item_id": "i1", "replacement_sku": "s1", "pad": ""}).to_string();
+    let empty = json!({"item_id": "i1", "replacement_sku": "s1", "note": ""}).to_string();
     assert!(len >= empty.len());
     let body =
-        json!({"item_id": "i1", "replacement_sku": "s1", "pad": "x".repeat(len - empty.len())})
+        json!({"item_id": "i1", "replacement_sku": "s1", "note": "x".repeat(len - empty.len())})
             .to_string()
             .into_bytes();
     assert_eq!(body.len(), len);

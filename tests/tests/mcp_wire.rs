@@ -433,21 +433,32 @@ async fn answers_of_other_tools_stream() {
     );
 }
 
-/// `/MCP/`, `/mcp;x=1`: a server may take them for its endpoint, so the gateway does too.
+/// `/MCP/`, `//mcp`: a server may take them for its endpoint, so the gateway does too; spellings
+/// it could only guess at (`/mcp;x=1`, which Tomcat reads as `/mcp`; `/mcp.json`) are refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_spellings_of_the_endpoint_are_the_endpoint() {
     let stack = McpStack::start(Store::Memory, AnswerMode::Json);
     let raw = stack.raw(&Session::signed_out("ses_spell")).await;
-    for (i, path) in ["/MCP/", "/mcp;jsessionid=1", "//mcp"]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, path) in ["/MCP/", "//mcp"].into_iter().enumerate() {
         let id = json!(i);
         let mut request = raw.request(&exchange(id.clone()));
         request.path = path.to_owned();
         let result = result_of(&raw.send(&request).await, &id);
         held_operation(&result, path);
     }
+    let posts = stack.server.posts().len();
+    for path in ["/mcp;jsessionid=1", "/mcp.json", "/mcp%3B"] {
+        let mut request = raw.request(&exchange(json!(9)));
+        request.path = path.to_owned();
+        raw.send(&request)
+            .await
+            .assert_error(400, "invalid_path", path);
+    }
+    assert_eq!(
+        stack.server.posts().len(),
+        posts,
+        "refused spellings reach nothing"
+    );
     stack
         .server
         .assert_executions(0, "held whatever the spelling");

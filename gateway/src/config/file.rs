@@ -100,6 +100,10 @@ pub struct OperationFile {
     pub terms: BTreeMap<Spanned<String>, Spanned<TermFile>>,
     /// `[operation.lookup]`: an upstream record that `lookup` terms are read from.
     pub lookup: Option<Spanned<LookupFile>>,
+    /// JSONPaths of body fields that are not terms and do not affect the action.
+    pub ignore: Option<Spanned<Vec<String>>>,
+    /// Query parameters that are not terms and do not affect the action.
+    pub ignore_query: Option<Spanned<Vec<String>>>,
 }
 
 /// One term: exactly one of these keys.
@@ -147,4 +151,6 @@ pub struct ToolFile {
     pub summary: Spanned<String>,
     #[serde(default)]
     pub terms: BTreeMap<Spanned<String>, Spanned<TermFile>>,
+    /// JSONPaths of `arguments` that are not terms and do not affect the action.
+    pub ignore: Option<Spanned<Vec<String>>>,
 }

@@ -86,8 +86,31 @@ fn compile_operation(
         same_action: &op.same_action,
         summary: &op.summary,
         terms: &op.terms,
+        ignore: op.ignore.as_ref(),
     };
     let action = compile_action(path, source, &keys, template.as_ref(), errors);
+    let ignore_query = op
+        .ignore_query
+        .as_ref()
+        .map(|names| names.get_ref().clone())
+        .unwrap_or_default();
+    for name in &ignore_query {
+        let is_term = op
+            .terms
+            .values()
+            .any(|t| t.get_ref().query.as_deref() == Some(name));
+        if name.is_empty() || is_term {
+            let span = op
+                .ignore_query
+                .as_ref()
+                .map(Spanned::span)
+                .unwrap_or_default();
+            errors.push(at(
+                span,
+                format!("ignore_query: `{name}` is empty or a term's own parameter"),
+            ));
+        }
+    }
     let lookup =
         super::lookup::compile_lookup(op.lookup.as_ref(), &op.terms).unwrap_or_else(|problems| {
             for (span, problem) in problems {
@@ -109,6 +132,8 @@ fn compile_operation(
         same_action: action.same_action,
         summary: action.summary,
         terms: action.terms,
+        ignore: action.ignore,
+        ignore_query,
         source: action.source,
     })
 }
@@ -138,6 +163,8 @@ pub(super) struct ActionKeys<'a> {
     pub same_action: &'a Spanned<Vec<String>>,
     pub summary: &'a Spanned<String>,
     pub terms: &'a BTreeMap<Spanned<String>, Spanned<TermFile>>,
+    /// `ignore`: JSONPaths of fields that are not terms (body, or tool arguments).
+    pub ignore: Option<&'a Spanned<Vec<String>>>,
 }
 
 /// The shared keys, validated.
@@ -148,6 +175,7 @@ pub(super) struct Action {
     pub same_action: Vec<String>,
     pub summary: SummaryTemplate,
     pub terms: Vec<(String, TermSource)>,
+    pub ignore: Vec<String>,
     /// `file:line:column` of the table's name.
     pub source: String,
 }
@@ -272,7 +300,24 @@ pub(super) fn compile_action(
         let e = ConfigError::at(path, source, Some(op.name.span()), "");
         (e.line, e.column)
     };
+    let ignore = op
+        .ignore
+        .map(|paths| paths.get_ref().clone())
+        .unwrap_or_default();
+    for ignored in &ignore {
+        if let Err(e) = is_valid_json_path(ignored) {
+            let span = op.ignore.map(Spanned::span).unwrap_or_default();
+            errors.push(at(
+                span,
+                format!("ignore: `{ignored}` is not a JSONPath: {e}"),
+            ));
+        }
+    }
+    if errors.len() > start {
+        return None;
+    }
     Some(Action {
+        ignore,
         name: name.clone(),
         id_prefix: prefix.clone(),
         expires_in,

@@ -56,6 +56,7 @@ pub(super) fn compile_tool(
         same_action: &tool.same_action,
         summary: &tool.summary,
         terms: &tool.terms,
+        ignore: tool.ignore.as_ref(),
     };
     let action = compile_action(path, source, &keys, None, errors);
     if errors.len() > start {
@@ -72,6 +73,8 @@ pub(super) fn compile_tool(
         same_action: action.same_action,
         summary: action.summary,
         terms: action.terms,
+        ignore: action.ignore,
+        ignore_query: Vec::new(),
         source: action.source,
     })
 }

@@ -22,7 +22,8 @@ pub struct ExplainArgs {
     /// `Authorization` given here is used to decide who may approve.
     #[arg(long = "header", value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
-    /// The request body: the text itself, or `@file` to read it from a file.
+    /// The request body: the text itself, or `@file` to read it from a file (sent as
+    /// `Content-Type: application/json` unless a `--header` says otherwise).
     #[arg(long)]
     pub body: Option<String>,
     /// Explain the request as signed in (with a made-up bearer token, unless --header gives one).
@@ -91,17 +92,25 @@ fn request(args: &ExplainArgs) -> Result<ExplainRequest, ArgsError> {
             .map_err(|_| ArgsError::Header(raw.clone()))?;
         headers.append(name, value);
     }
+    let body = args
+        .body
+        .as_deref()
+        .map(text_or_file)
+        .transpose()?
+        .unwrap_or_default();
+    // A body is JSON unless `-H 'Content-Type: …'` says otherwise, as agents send it.
+    if !body.is_empty() && !headers.contains_key(http::header::CONTENT_TYPE) {
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+    }
     Ok(ExplainRequest {
         method,
         path,
         query: args.query.clone().or(query),
         headers,
-        body: args
-            .body
-            .as_deref()
-            .map(text_or_file)
-            .transpose()?
-            .unwrap_or_default(),
+        body,
         signed_in: args.signed_in,
         lookup_answer: args
             .lookup_answer

@@ -1,47 +1,59 @@
 //! The fingerprint of an HTTP API request that a revision covers: an approval only ever
-//! approves the request that returned the operation. Shared by the HTTP adapter and `explain`.
+//! approves the request that returned the operation, byte for byte as it is forwarded.
+//! Shared by the ingress and `explain`.
 
-use serde_json::Value;
-
-use super::terms::canonical_json;
-
-/// Method, path, query and body, each length-prefixed. The same method, URL and body (equal
-/// JSON however its keys are ordered or spaced) is the same request.
+/// Method, target (path and query exactly as forwarded), the headers that bind it (name and
+/// raw value: `Content-Type` and every term header) and the body bytes, each length-prefixed.
 pub fn request_fingerprint(
     method: &str,
-    path: &str,
-    query: Option<&str>,
-    parsed_body: Option<&Value>,
-    raw_body: &[u8],
+    path_and_query: &str,
+    headers: &[(&str, &[u8])],
+    body: &[u8],
 ) -> Vec<u8> {
-    let mut fingerprint = Vec::with_capacity(path.len() + raw_body.len() + 32);
-    for part in [
-        method.as_bytes(),
-        path.as_bytes(),
-        query.unwrap_or("").as_bytes(),
-    ] {
+    let mut fingerprint = Vec::with_capacity(path_and_query.len() + body.len() + 64);
+    let mut push = |part: &[u8]| {
         fingerprint.extend_from_slice(&(part.len() as u64).to_be_bytes());
         fingerprint.extend_from_slice(part);
+    };
+    push(method.as_bytes());
+    push(path_and_query.as_bytes());
+    for (name, value) in headers {
+        push(name.as_bytes());
+        push(value);
     }
-    match parsed_body {
-        Some(json) => fingerprint.extend_from_slice(canonical_json(json).as_bytes()),
-        None => fingerprint.extend_from_slice(raw_body),
-    }
+    push(body);
     fingerprint
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
-    fn equal_json_is_the_same_request() {
-        let a = request_fingerprint("POST", "/o", None, Some(&json!({"a":1,"b":2})), b"x");
-        let b = request_fingerprint("POST", "/o", None, Some(&json!({"b":2,"a":1})), b"y");
-        assert_eq!(a, b);
-        let other =
-            request_fingerprint("POST", "/o", Some("q=1"), Some(&json!({"a":1,"b":2})), b"x");
-        assert_ne!(a, other);
+    fn every_byte_that_is_forwarded_counts() {
+        let json: &[(&str, &[u8])] = &[("content-type", b"application/json")];
+        let a = request_fingerprint("POST", "/o", json, br#"{"a":1,"b":2}"#);
+        assert_eq!(
+            a,
+            request_fingerprint("POST", "/o", json, br#"{"a":1,"b":2}"#)
+        );
+        for other in [
+            request_fingerprint("POST", "/o", json, br#"{"b":2,"a":1}"#),
+            request_fingerprint("POST", "/o?q=1", json, br#"{"a":1,"b":2}"#),
+            request_fingerprint("PUT", "/o", json, br#"{"a":1,"b":2}"#),
+            request_fingerprint(
+                "POST",
+                "/o",
+                &[("content-type", b"text/plain")],
+                br#"{"a":1,"b":2}"#,
+            ),
+        ] {
+            assert_ne!(a, other);
+        }
+        // Length prefixes: moving a byte between parts is another request.
+        assert_ne!(
+            request_fingerprint("POST", "/ab", &[], b"c"),
+            request_fingerprint("POST", "/a", &[], b"bc")
+        );
     }
 }

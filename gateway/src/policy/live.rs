@@ -69,6 +69,8 @@ mod tests {
             terms: vec![("id".into(), TermSource::Path("id".into()))],
             source: "test".into(),
             lookup: None,
+            ignore: Vec::new(),
+            ignore_query: Vec::new(),
         }
     }
 

@@ -43,6 +43,11 @@ pub struct Policy {
     pub source: String,
     /// `[operation.lookup]`: the upstream record that `lookup` terms are read from.
     pub lookup: Option<LookupTemplate>,
+    /// JSONPaths of body fields (tool arguments, for `[[tool]]`) that are not terms: the
+    /// policy says they do not affect the action. Any other field is refused.
+    pub ignore: Vec<String>,
+    /// Query parameters that are not terms and do not affect the action.
+    pub ignore_query: Vec<String>,
 }
 
 /// The method and path an HTTP policy applies to.

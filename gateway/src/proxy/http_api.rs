@@ -1,65 +1,41 @@
-//! Operations on HTTP APIs (spec sections 4 and 6, "APIs"): prepare a read request for the
-//! flow, and render its decision as an HTTP response.
+//! Operations on HTTP APIs (spec sections 4 and 6, "APIs"): run a read request's lookup for
+//! the flow, and render the flow's decision as an HTTP response.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde_json::Value;
 
 use super::approver::Approver;
 use super::flow::{Decision, OperationRequest};
 use super::reply::Reply;
-use super::upstream::{ForwardRequest, HOP_BY_HOP, UpstreamClient};
+use super::upstream::{ForwardRequest, UpstreamClient};
+use crate::ingress::PolicyReading;
 use crate::metrics::Outcome;
-use crate::policy::{
-    Captures, Policy, RequestParts, TermSource, Terms, extract_from_answer, extract_from_request,
-    request_fingerprint,
-};
+use crate::policy::{Policy, TermSource, Terms, extract_from_answer};
 use crate::protocol::{ApprovalHeader, ErrorBody};
 
-/// A Personal Agent request to a policy route, read whole.
+/// A Personal Agent request to a policy route, read whole and read once by the ingress.
 pub struct ApiRequest {
     pub policy: Arc<Policy>,
-    pub captures: Captures,
     pub approver: Approver,
     pub approval: Option<ApprovalHeader>,
-    pub method: http::Method,
-    pub path: String,
-    pub query: Option<String>,
+    /// The terms from the request and the fingerprint the revision covers.
+    pub reading: PolicyReading,
+    /// The request's headers, for the lookup.
     pub headers: http::HeaderMap,
-    pub body: Bytes,
+    /// What is sent upstream once approved: the bytes the fingerprint covers.
+    pub forward: ForwardRequest,
 }
 
-/// Parse the body, extract the terms and run the policy's lookup, if any. A bad request (or a
-/// failed lookup) is answered with its reply, and nothing is forwarded.
+/// Run the policy's lookup, if any, and hand the request to the flow. A failed lookup is
+/// answered with its reply, and nothing is forwarded.
 pub async fn prepare(
     request: ApiRequest,
     upstream: &UpstreamClient,
 ) -> Result<OperationRequest, (Reply, Outcome)> {
     let bad = |body: ErrorBody| (Reply::error(400, &body), Outcome::BadRequest);
     let policy = &request.policy;
-    let parsed_body: Option<Value> = if request.body.is_empty() {
-        None
-    } else {
-        serde_json::from_slice(&request.body).ok()
-    };
-    if policy.needs_body() && parsed_body.is_none() {
-        let detail = if request.body.is_empty() {
-            "this action's terms come from a JSON request body, and the request has none"
-        } else {
-            "the request body is not valid JSON, and this action's terms come from it"
-        };
-        return Err(bad(ErrorBody::new("invalid_body", detail)));
-    }
-    let parts = RequestParts {
-        captures: &request.captures,
-        query: request.query.as_deref(),
-        headers: &request.headers,
-        body: parsed_body.as_ref(),
-        arguments: None,
-    };
-    let mut terms = extract_from_request(&policy.terms, &parts)
-        .map_err(|e| bad(ErrorBody::new("missing_term", e.to_string()).with("term", e.term())))?;
+    let mut terms = request.reading.terms;
     if let Some(template) = &policy.lookup {
         // The same lookup runs for the retry with the approval, so its revision matches only
         // while the upstream's record says what the User approved.
@@ -82,22 +58,13 @@ pub async fn prepare(
             )
         })?;
     }
-
-    let fingerprint = request_fingerprint(
-        request.method.as_str(),
-        &request.path,
-        request.query.as_deref(),
-        parsed_body.as_ref(),
-        &request.body,
-    );
-    let forward = forward_request(&request);
     Ok(OperationRequest {
         policy: Arc::clone(&request.policy),
         approver: request.approver,
         approval: request.approval,
         terms,
-        fingerprint,
-        forward,
+        fingerprint: request.reading.fingerprint,
+        forward: request.forward,
     })
 }
 
@@ -141,30 +108,6 @@ async fn lookup(
     }
     extract_from_answer(policy_terms, &answer.body, terms)
         .map_err(|e| format!("GET {path_and_query} on the upstream: {e}"))
-}
-
-/// The request to send upstream: the Personal Agent's own, without `Poppy-Approval` and
-/// hop-by-hop headers.
-fn forward_request(request: &ApiRequest) -> ForwardRequest {
-    let headers = request
-        .headers
-        .iter()
-        .filter(|(name, _)| {
-            let name = name.as_str();
-            name != "poppy-approval" && name != "content-length" && !HOP_BY_HOP.contains(&name)
-        })
-        .map(|(name, value)| (name.clone(), value.clone()))
-        .collect();
-    let path_and_query = match &request.query {
-        Some(query) => format!("{}?{query}", request.path),
-        None => request.path.clone(),
-    };
-    ForwardRequest {
-        method: request.method.clone(),
-        path_and_query,
-        headers,
-        body: request.body.clone(),
-    }
 }
 
 /// The HTTP answer to a decision.

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use pingora::proxy::Session;
 use serde_json::Value;
 
@@ -19,16 +19,20 @@ use super::flow::{Decision, OperationRequest};
 use super::http_api;
 use super::mcp_forward::StreamingForwarder;
 use super::reply::Reply;
-use super::service::{GatewayProxy, Step};
-use super::upstream::{ForwardRequest, HOP_BY_HOP, UpstreamClient};
+use super::service::{GatewayProxy, Step, read_body};
+use super::upstream::{ForwardRequest, UpstreamClient, forwarded_headers};
 use crate::config::{Mcp, Upstream};
+use crate::ingress::Target;
+use crate::ingress::fields::check_fields;
+use crate::ingress::headers::check_operation_request;
+use crate::ingress::json::check_value;
 use crate::mcp::{
     HeldCall, Incoming, RpcError, approval_required_result, check_standard_headers, classify,
     codes, error_response, extension_required_result, result_response, rewrite_response_id,
     tool_error_result,
 };
 use crate::metrics::Outcome;
-use crate::policy::{PathTemplate, Policy, RequestParts, canonical_json, extract};
+use crate::policy::{PathTemplate, Policy, RequestParts, TermSource, canonical_json, extract};
 use crate::protocol::{ErrorBody, declares_operations_v2};
 use crate::store::RecordedResponse;
 
@@ -46,43 +50,41 @@ impl McpEndpoint {
         }
     }
 
-    /// Whether a request path is the endpoint, matched as forgivingly as policy routes, so
-    /// that no other spelling of it slips past.
-    pub fn matches(&self, path: &str) -> bool {
-        endpoint_matches(&self.path, path)
+    /// The endpoint's path, matched by the ingress as forgivingly as policy routes (other
+    /// spellings a server might read as it, such as `/mcp;x=1`, are refused there).
+    pub fn template(&self) -> &PathTemplate {
+        &self.path
     }
-}
-
-/// Also without `;parameters` in its segments: some servers drop them (`/mcp;x=1` is their
-/// `/mcp`), and a call that reached the MCP server that way would skip the gateway's checks.
-fn endpoint_matches(template: &PathTemplate, path: &str) -> bool {
-    if template.matches(path).is_some() {
-        return true;
-    }
-    let without_parameters: Vec<&str> = path
-        .split('/')
-        .map(|segment| segment.split(';').next().unwrap_or_default())
-        .collect();
-    template.matches(&without_parameters.join("/")).is_some()
 }
 
 impl GatewayProxy {
     /// A Personal Agent request to the MCP endpoint.
-    pub(super) async fn mcp_step(&self, session: &mut Session, mcp: &McpEndpoint) -> Step {
+    pub(super) async fn mcp_step(
+        &self,
+        session: &mut Session,
+        mcp: &McpEndpoint,
+        target: Target,
+    ) -> Step {
         if session.req_header().method != http::Method::POST {
             return Step::Continue;
         }
+        if let Err(refusal) = check_operation_request(&session.req_header().headers) {
+            return Step::Respond(Reply::refusal(&refusal));
+        }
         let body = match read_body(session, self.max_body_bytes).await {
             Ok(body) => body,
-            Err(reply) => return Step::Respond(reply),
+            Err(refusal) => {
+                let mut reply = rpc_error(&RpcError {
+                    id: Value::Null,
+                    code: codes::INVALID_REQUEST,
+                    message: refusal.detail,
+                });
+                reply.status = refusal.status;
+                return Step::Respond(reply);
+            }
         };
-        let header = session.req_header();
-        let headers = header.headers.clone();
-        let path_and_query = header
-            .uri
-            .path_and_query()
-            .map(|pq| pq.as_str().to_owned())
-            .unwrap_or_else(|| header.uri.path().to_owned());
+        let headers = session.req_header().headers.clone();
+        let path_and_query = target.path_and_query();
         let needs_approval = |name: &str| self.policies.find_tool(name).is_some();
         let incoming = classify(&body, needs_approval).and_then(|incoming| {
             check_standard_headers(
@@ -97,7 +99,12 @@ impl GatewayProxy {
             Err(error) => Step::Respond(rpc_error(&error)),
             Ok(Incoming::Other { body: stripped }) => {
                 let body = stripped.map(Bytes::from).unwrap_or(body);
-                let request = forward_request(&headers, path_and_query, body);
+                let request = ForwardRequest {
+                    method: http::Method::POST,
+                    path_and_query,
+                    headers: forwarded_headers(&headers),
+                    body,
+                };
                 mcp.forwarder.stream(session, request).await
             }
             Ok(Incoming::Held(call)) => match self.policies.find_tool(&call.tool) {
@@ -182,6 +189,25 @@ impl GatewayProxy {
                 );
             }
         };
+        // The arguments are what the MCP server executes: one reading by every parser, and
+        // nothing in them outside the summary.
+        let covering = policy
+            .terms
+            .iter()
+            .filter_map(|(_, source)| match source {
+                TermSource::Argument(path) => Some(path.as_str()),
+                _ => None,
+            })
+            .chain(policy.ignore.iter().map(String::as_str));
+        if let Err(refusal) = check_value(&call.arguments)
+            .and_then(|()| check_fields(&call.arguments, covering, "arguments"))
+        {
+            let text = format!("Not done: {}. Nothing was performed.", refusal.detail);
+            return refused(
+                Outcome::BadRequest,
+                tool_result(&call.id, tool_error_result(&text)),
+            );
+        }
         let no_captures = Vec::new();
         let parts = RequestParts {
             captures: &no_captures,
@@ -201,7 +227,12 @@ impl GatewayProxy {
                 );
             }
         };
-        let mut forward = forward_request(headers, path_and_query, Bytes::from(call.forward_body));
+        let mut forward = ForwardRequest {
+            method: http::Method::POST,
+            path_and_query,
+            headers: forwarded_headers(headers),
+            body: Bytes::from(call.forward_body),
+        };
         // The answer is recorded and its `id` rewritten for replays: it must not come back
         // compressed.
         forward
@@ -282,77 +313,6 @@ fn rpc_error(error: &RpcError) -> Reply {
     .with_header("cache-control", "no-store")
 }
 
-/// The Personal Agent's request as it goes upstream: without `Poppy-Approval`, hop-by-hop
-/// headers, its length (set anew) and `Expect` (the body is sent at once).
-fn forward_request(
-    headers: &http::HeaderMap,
-    path_and_query: String,
-    body: Bytes,
-) -> ForwardRequest {
-    let headers = headers
-        .iter()
-        .filter(|(name, _)| {
-            let name = name.as_str();
-            !matches!(name, "poppy-approval" | "content-length" | "expect")
-                && !HOP_BY_HOP.contains(&name)
-        })
-        .map(|(name, value)| (name.clone(), value.clone()))
-        .collect();
-    ForwardRequest {
-        method: http::Method::POST,
-        path_and_query,
-        headers,
-        body,
-    }
-}
-
-/// The whole body, at most `limit` bytes. A larger one can't be looked into, so it is
-/// refused whatever it is: it could be a held call.
-async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, Reply> {
-    let refuse = |status: u16, message: String| {
-        let mut reply = rpc_error(&RpcError {
-            id: Value::Null,
-            code: codes::INVALID_REQUEST,
-            message,
-        });
-        reply.status = status;
-        reply
-    };
-    let too_large = || {
-        refuse(
-            413,
-            format!("the request body is larger than this gateway's limit of {limit} bytes"),
-        )
-    };
-    let declared = session
-        .req_header()
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit as u64) {
-        return Err(too_large());
-    }
-    let mut body = BytesMut::new();
-    loop {
-        match session.read_request_body().await {
-            Ok(Some(chunk)) => {
-                if body.len() + chunk.len() > limit {
-                    return Err(too_large());
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(None) => return Ok(body.freeze()),
-            Err(e) => {
-                return Err(refuse(
-                    400,
-                    format!("the request body could not be read: {e}"),
-                ));
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,24 +328,6 @@ mod tests {
             a,
             fingerprint("exchange_item", &json!({"a": 2, "b": [1, 2]}))
         );
-    }
-
-    #[test]
-    fn the_endpoint_matches_in_every_spelling() {
-        let template = PathTemplate::parse("/mcp").unwrap();
-        for path in [
-            "/mcp",
-            "/MCP/",
-            "//mcp",
-            "/m%63p",
-            "/mcp;jsessionid=1",
-            "/mcp;/",
-        ] {
-            assert!(endpoint_matches(&template, path), "{path}");
-        }
-        for path in ["/mcp/x", "/", "/mcpx", "/x;/mcp"] {
-            assert!(!endpoint_matches(&template, path), "{path}");
-        }
     }
 
     #[test]
@@ -416,8 +358,8 @@ mod tests {
                 http::HeaderValue::from_static(value),
             );
         }
-        let forward = forward_request(&headers, "/mcp".into(), Bytes::from_static(b"{}"));
-        let names: Vec<&str> = forward.headers.iter().map(|(n, _)| n.as_str()).collect();
+        let forward = forwarded_headers(&headers);
+        let names: Vec<&str> = forward.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names.len(), 2, "{names:?}");
         assert!(names.contains(&"mcp-session-id") && names.contains(&"poppy-session"));
     }

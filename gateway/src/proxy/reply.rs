@@ -28,6 +28,11 @@ impl Reply {
         }
     }
 
+    /// The ingress refused the request; nothing was forwarded.
+    pub fn refusal(refusal: &crate::ingress::Refusal) -> Reply {
+        Reply::error(refusal.status, &refusal.to_error_body())
+    }
+
     /// `503` with `Retry-After`: try the same request again later.
     pub fn retry_later(seconds: u32, body: &ErrorBody) -> Reply {
         Reply::error(503, body).with_header("retry-after", seconds.to_string())

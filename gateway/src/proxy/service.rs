@@ -15,19 +15,13 @@ use super::flow::OperationFlow;
 use super::http_api::{self, ApiRequest};
 use super::mcp_api::McpEndpoint;
 use super::reply::Reply;
-use super::upstream::UpstreamClient;
+use super::upstream::{ForwardRequest, UpstreamClient, forwarded_headers};
 use super::well_known;
 use crate::config::SessionClaims;
+use crate::ingress::{self, Refusal, RouteMatch, Target, reading::HttpRequest};
 use crate::metrics::{Metrics, Outcome};
-use crate::policy::{Captures, LivePolicies, Policy, has_ambiguous_segments};
+use crate::policy::{Captures, LivePolicies, Policy};
 use crate::protocol::{ApprovalHeader, ErrorBody, declares_operations_v2};
-
-/// Headers some frameworks read to run a handler for another method than the request's.
-const METHOD_OVERRIDES: [&str; 3] = [
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
-];
 
 /// What a request step decided.
 pub(super) enum Step {
@@ -121,8 +115,7 @@ impl ProxyHttp for GatewayProxy {
 impl GatewayProxy {
     async fn classify(&self, session: &mut Session) -> Step {
         let header = session.req_header();
-        let path = header.uri.path().to_owned();
-        if path == well_known::PATH
+        if header.uri.path() == well_known::PATH
             && (header.method == http::Method::GET || header.method == http::Method::HEAD)
         {
             let doc =
@@ -130,44 +123,40 @@ impl GatewayProxy {
                     .await;
             return Step::Respond(Reply::json(200, &doc));
         }
+        if let Err(refusal) = ingress::headers::check_all(&header.headers) {
+            return Step::Respond(Reply::refusal(&refusal));
+        }
         // Only Personal Agent requests (they carry Poppy-Session) can be operations.
         if !header.headers.contains_key("poppy-session") {
             return Step::Continue;
         }
-        // An upstream that honours a method override would run another route's handler than
-        // the one the gateway matched.
-        if let Some(name) = METHOD_OVERRIDES
-            .iter()
-            .find(|name| header.headers.contains_key(**name))
-        {
-            return Step::Respond(Reply::error(
-                400,
-                &ErrorBody::new(
-                    "invalid_header",
-                    format!("{name} is not accepted from a Personal Agent: send the real method"),
-                )
-                .with("header", *name),
-            ));
-        }
-        if has_ambiguous_segments(&path) {
-            return Step::Respond(Reply::error(
-                400,
-                &ErrorBody::new(
-                    "invalid_path",
-                    "the path has `.`, `..` or encoded slash segments; send it in its plain form",
-                ),
-            ));
-        }
-        if let Some(mcp) = &self.mcp
-            && mcp.matches(&path)
-        {
-            return self.mcp_step(session, mcp).await;
-        }
-        let Some((policy, captures)) = self.policies.find_route(header.method.as_str(), &path)
-        else {
-            return Step::Continue;
+        let routed = ingress::check_target(header.raw_path()).and_then(|target| {
+            ingress::headers::check_personal_agent(&header.headers)?;
+            let route = ingress::match_route(
+                &self.policies.snapshot(),
+                self.mcp.as_ref().map(McpEndpoint::template),
+                header.method.as_str(),
+                &target.path,
+                ingress::headers::is_form_content_type(&header.headers),
+            )?;
+            Ok((target, route))
+        });
+        let (target, route) = match routed {
+            Ok(routed) => routed,
+            Err(refusal) => return Step::Respond(Reply::refusal(&refusal)),
         };
-        let prepared = match self.operation_request(session, &policy, captures).await {
+        let (policy, captures) = match route {
+            RouteMatch::None => return Step::Continue,
+            RouteMatch::Mcp => match &self.mcp {
+                Some(mcp) => return self.mcp_step(session, mcp, target).await,
+                None => return Step::Continue,
+            },
+            RouteMatch::Policy(policy, captures) => (policy, captures),
+        };
+        let prepared = match self
+            .operation_request(session, &policy, captures, target)
+            .await
+        {
             Ok(request) => {
                 // Check 2 comes before the lookup: a performed operation is replayed even
                 // while the upstream's records can't be read.
@@ -193,12 +182,14 @@ impl GatewayProxy {
         }
     }
 
-    /// The checks that come before the flow: negotiation, Session, approval syntax, body size.
+    /// The checks that come before the flow, in the spec's order: negotiation, Session, body
+    /// size, approval syntax, then the ingress's one strict reading of the request.
     async fn operation_request(
         &self,
         session: &mut Session,
         policy: &Arc<Policy>,
         captures: Captures,
+        target: Target,
     ) -> Result<ApiRequest, (Reply, Outcome)> {
         let bad = |status: u16, body: ErrorBody| (Reply::error(status, &body), Outcome::BadRequest);
         let header = session.req_header();
@@ -235,52 +226,11 @@ impl GatewayProxy {
         )
         .map_err(|e: ApproverError| bad(401, ErrorBody::new("invalid_session", e.to_string())))?;
 
-        let too_large = || {
-            bad(
-                413,
-                ErrorBody::new(
-                    "body_too_large",
-                    format!(
-                        "the request body is larger than this gateway's limit of {} bytes",
-                        self.max_body_bytes
-                    ),
-                ),
-            )
-        };
-        let declared_length = headers
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        if declared_length.is_some_and(|len| len > self.max_body_bytes as u64) {
-            return Err(too_large());
-        }
-
         let method = header.method.clone();
-        let path = header.uri.path().to_owned();
-        let query = header.uri.query().map(str::to_owned);
         let headers = headers.clone();
-
-        let mut body = BytesMut::new();
-        loop {
-            match session.read_request_body().await {
-                Ok(Some(chunk)) => {
-                    if body.len() + chunk.len() > self.max_body_bytes {
-                        return Err(too_large());
-                    }
-                    body.extend_from_slice(&chunk);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    return Err(bad(
-                        400,
-                        ErrorBody::new(
-                            "invalid_body",
-                            format!("the request body could not be read: {e}"),
-                        ),
-                    ));
-                }
-            }
-        }
+        let body = read_body(session, self.max_body_bytes)
+            .await
+            .map_err(|refusal| (Reply::refusal(&refusal), Outcome::BadRequest))?;
 
         // After the body: a request too large is refused as that, whatever else is wrong.
         let approval = if headers.contains_key("poppy-approval") {
@@ -303,16 +253,69 @@ impl GatewayProxy {
             None
         };
 
+        let reading = ingress::read_policy_request(
+            policy,
+            &captures,
+            &HttpRequest {
+                method: method.as_str(),
+                target: &target,
+                headers: &headers,
+                body: &body,
+            },
+        )
+        .map_err(|refusal| (Reply::refusal(&refusal), Outcome::BadRequest))?;
+
+        let forward = ForwardRequest {
+            method,
+            path_and_query: target.path_and_query(),
+            headers: forwarded_headers(&headers),
+            body,
+        };
         Ok(ApiRequest {
             policy: Arc::clone(policy),
-            captures,
             approver,
             approval,
-            method,
-            path,
-            query,
+            reading,
             headers,
-            body: Bytes::from(body),
+            forward,
         })
+    }
+}
+
+/// The whole request body, at most `limit` bytes (over it, or declared over it: `413`). Read
+/// before anything is decided: a request that can't be read whole can't be checked.
+pub(super) async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, Refusal> {
+    let too_large = || {
+        Refusal::new(
+            413,
+            "body_too_large",
+            format!("the request body is larger than this gateway's limit of {limit} bytes"),
+        )
+    };
+    let declared = session
+        .req_header()
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(too_large());
+    }
+    let mut body = BytesMut::new();
+    loop {
+        match session.read_request_body().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > limit {
+                    return Err(too_large());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body.freeze()),
+            Err(e) => {
+                return Err(Refusal::body(format!(
+                    "the request body could not be read: {e}"
+                )));
+            }
+        }
     }
 }

@@ -31,6 +31,21 @@ pub const HOP_BY_HOP: [&str; 9] = [
     "upgrade",
 ];
 
+/// A Personal Agent's headers as they go upstream with an operation: without `Poppy-Approval`
+/// (the gateway's business), hop-by-hop headers, `Content-Length` (set anew for the body) and
+/// `Expect` (the body is sent at once). HTTP and MCP operations both go through here.
+pub fn forwarded_headers(headers: &http::HeaderMap) -> Vec<(http::HeaderName, http::HeaderValue)> {
+    headers
+        .iter()
+        .filter(|(name, _)| {
+            let name = name.as_str();
+            !matches!(name, "poppy-approval" | "content-length" | "expect")
+                && !HOP_BY_HOP.contains(&name)
+        })
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect()
+}
+
 /// A request to send upstream, complete with its body.
 #[derive(Debug, Clone)]
 pub struct ForwardRequest {

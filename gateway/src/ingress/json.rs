@@ -1,0 +1,502 @@
+//! Strict JSON: a body every common parser reads as the same value, or a refusal naming the
+//! field that two parsers could read differently.
+//!
+//! Refused, beyond what RFC 8259 already forbids:
+//! - a byte order mark, and text that is not UTF-8 (parsers strip, replace or reject them);
+//! - a member name twice in one object (first-wins parsers act on the other value), or two
+//!   names equal when case-folded (`amount`, `AMOUNT`, `amount` with `ſ`/`K` folding: Go's
+//!   decoder matches struct fields case-insensitively);
+//! - `\u0000` and lone surrogates in strings (C-based servers cut at NUL; parsers disagree on
+//!   unpaired surrogates);
+//! - a number not written as it reads (`10.50`, `1e2`, `-0`, `1.0e1`): the summary shows the
+//!   number's value, so its text must be that value's one spelling, and an integer beyond
+//!   ±(2^53 − 1), which JavaScript and every double-based parser round. Send such values as
+//!   strings.
+//! - nesting deeper than [`MAX_DEPTH`].
+
+use serde_json::{Map, Number, Value};
+
+use super::Refusal;
+
+/// Deeper bodies are refused (recursive parsers differ in their limits).
+pub const MAX_DEPTH: usize = 64;
+
+/// The largest integer every double-based parser reads exactly.
+const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Parse a request body strictly.
+pub fn parse_strict(bytes: &[u8]) -> Result<Value, Refusal> {
+    if bytes.starts_with(&[0xef, 0xbb, 0xbf]) {
+        return Err(Refusal::body(
+            "the JSON body starts with a byte order mark: send it without one",
+        ));
+    }
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| Refusal::body(format!("the JSON body is not valid UTF-8 ({e})")))?;
+    let mut parser = Parser {
+        text,
+        at: 0,
+        path: vec![],
+    };
+    parser.skip_space();
+    let value = parser.value(0)?;
+    parser.skip_space();
+    if parser.at != text.len() {
+        return Err(parser.syntax("text after the JSON value"));
+    }
+    Ok(value)
+}
+
+/// The same rules for a value that was already parsed (MCP tool arguments, whose member names
+/// the JSON-RPC reader checked for duplicates): case-folded twins and integer ranges.
+pub fn check_value(value: &Value) -> Result<(), Refusal> {
+    check_value_at(value, &mut vec![], 0)
+}
+
+fn check_value_at(value: &Value, path: &mut Vec<PathPart>, depth: usize) -> Result<(), Refusal> {
+    if depth > MAX_DEPTH {
+        return Err(too_deep(path));
+    }
+    match value {
+        Value::Object(map) => {
+            let mut folded = std::collections::HashMap::new();
+            for (name, member) in map {
+                path.push(PathPart::Name(name.clone()));
+                if let Some(other) = folded.insert(fold_case(name), name) {
+                    return Err(case_twin(path, other));
+                }
+                check_value_at(member, path, depth + 1)?;
+                path.pop();
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                path.push(PathPart::Index(i));
+                check_value_at(item, path, depth + 1)?;
+                path.pop();
+            }
+        }
+        Value::Number(number) if !is_safe_integer_or_float(number) => {
+            return Err(unsafe_number(path, &number.to_string()));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Case folding as Go's `strings.EqualFold` sees it, near enough: `ſ` is `s`, `K` (Kelvin) is
+/// `k`.
+pub fn fold_case(name: &str) -> String {
+    name.chars()
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// One step of a JSONPath, for error messages.
+#[derive(Debug, Clone)]
+pub(crate) enum PathPart {
+    Name(String),
+    Index(usize),
+}
+
+/// `$.a.b[0]`, or `$['odd name']` where a name is not a plain identifier.
+pub(crate) fn json_path(parts: &[PathPart]) -> String {
+    let mut out = String::from("$");
+    for part in parts {
+        match part {
+            PathPart::Name(name)
+                if !name.is_empty()
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+            {
+                out.push('.');
+                out.push_str(name);
+            }
+            PathPart::Name(name) => {
+                out.push_str("['");
+                out.push_str(&name.replace('\\', "\\\\").replace('\'', "\\'"));
+                out.push_str("']");
+            }
+            PathPart::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+fn field(refusal: Refusal, path: &[PathPart]) -> Refusal {
+    refusal.naming("field", json_path(path))
+}
+
+fn too_deep(path: &[PathPart]) -> Refusal {
+    field(
+        Refusal::body(format!(
+            "the JSON body nests deeper than {MAX_DEPTH} levels"
+        )),
+        path,
+    )
+}
+
+fn case_twin(path: &[PathPart], other: &str) -> Refusal {
+    let at = json_path(path);
+    field(
+        Refusal::body(format!(
+            "`{at}` and `{other}` differ only in letter case: some parsers read them as one field, send one"
+        )),
+        path,
+    )
+}
+
+fn unsafe_number(path: &[PathPart], text: &str) -> Refusal {
+    let at = json_path(path);
+    field(
+        Refusal::body(format!(
+            "`{at}` is the number {text}, which is beyond ±(2^53 − 1) or not written as it reads: parsers round or respell it differently. Write it in its shortest form (10.5, not 10.50; 100, not 1e2), or send it as a string"
+        )),
+        path,
+    )
+}
+
+fn is_safe_integer_or_float(number: &Number) -> bool {
+    if let Some(n) = number.as_u64() {
+        n <= MAX_SAFE_INTEGER
+    } else if let Some(n) = number.as_i64() {
+        n.unsigned_abs() <= MAX_SAFE_INTEGER
+    } else {
+        number.as_f64().is_some_and(f64::is_finite)
+    }
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    at: usize,
+    path: Vec<PathPart>,
+}
+
+impl Parser<'_> {
+    fn syntax(&self, what: &str) -> Refusal {
+        field(
+            Refusal::body(format!(
+                "the body is not valid JSON: {what} at byte {}",
+                self.at
+            )),
+            &self.path,
+        )
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn skip_space(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    fn expect(&mut self, literal: &str) -> Result<(), Refusal> {
+        if self.text[self.at..].starts_with(literal) {
+            self.at += literal.len();
+            Ok(())
+        } else {
+            Err(self.syntax(&format!("expected `{literal}`")))
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Value, Refusal> {
+        if depth > MAX_DEPTH {
+            return Err(too_deep(&self.path));
+        }
+        match self.peek() {
+            Some(b'{') => self.object(depth),
+            Some(b'[') => self.array(depth),
+            Some(b'"') => self.string().map(Value::String),
+            Some(b't') => self.expect("true").map(|()| Value::Bool(true)),
+            Some(b'f') => self.expect("false").map(|()| Value::Bool(false)),
+            Some(b'n') => self.expect("null").map(|()| Value::Null),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(_) => Err(self.syntax("unexpected character")),
+            None => Err(self.syntax("unexpected end")),
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<Value, Refusal> {
+        self.at += 1;
+        let mut map = Map::new();
+        let mut folded: std::collections::HashMap<String, String> = Default::default();
+        self.skip_space();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Ok(Value::Object(map));
+        }
+        loop {
+            self.skip_space();
+            if self.peek() != Some(b'"') {
+                return Err(self.syntax("expected a member name"));
+            }
+            let name = self.string()?;
+            self.path.push(PathPart::Name(name.clone()));
+            if map.contains_key(&name) {
+                let at = json_path(&self.path);
+                return Err(field(
+                    Refusal::body(format!(
+                        "`{at}` appears twice: parsers disagree on which value wins, send it once"
+                    )),
+                    &self.path,
+                ));
+            }
+            if let Some(other) = folded.insert(fold_case(&name), name.clone()) {
+                return Err(case_twin(&self.path, &other));
+            }
+            self.skip_space();
+            self.expect(":")?;
+            self.skip_space();
+            let value = self.value(depth + 1)?;
+            self.path.pop();
+            map.insert(name, value);
+            self.skip_space();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b'}') => {
+                    self.at += 1;
+                    return Ok(Value::Object(map));
+                }
+                _ => return Err(self.syntax("expected `,` or `}`")),
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<Value, Refusal> {
+        self.at += 1;
+        let mut items = Vec::new();
+        self.skip_space();
+        if self.peek() == Some(b']') {
+            self.at += 1;
+            return Ok(Value::Array(items));
+        }
+        loop {
+            self.skip_space();
+            self.path.push(PathPart::Index(items.len()));
+            items.push(self.value(depth + 1)?);
+            self.path.pop();
+            self.skip_space();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b']') => {
+                    self.at += 1;
+                    return Ok(Value::Array(items));
+                }
+                _ => return Err(self.syntax("expected `,` or `]`")),
+            }
+        }
+    }
+
+    fn string(&mut self) -> Result<String, Refusal> {
+        self.at += 1;
+        let mut out = String::new();
+        loop {
+            let rest = &self.text[self.at..];
+            let Some(offset) = rest.find(['"', '\\']) else {
+                return Err(self.syntax("unterminated string"));
+            };
+            let plain = &rest[..offset];
+            if plain.chars().any(|c| c < ' ') {
+                return Err(self.syntax("a control character in a string"));
+            }
+            out.push_str(plain);
+            self.at += offset;
+            if self.peek() == Some(b'"') {
+                self.at += 1;
+                return Ok(out);
+            }
+            self.at += 1;
+            let escaped = match self.peek() {
+                Some(b'"') => '"',
+                Some(b'\\') => '\\',
+                Some(b'/') => '/',
+                Some(b'b') => '\u{8}',
+                Some(b'f') => '\u{c}',
+                Some(b'n') => '\n',
+                Some(b'r') => '\r',
+                Some(b't') => '\t',
+                Some(b'u') => {
+                    self.at += 1;
+                    let unit = self.hex4()?;
+                    let c = if (0xd800..0xdc00).contains(&unit) {
+                        self.expect("\\u")
+                            .map_err(|_| self.syntax("a lone surrogate in a string"))?;
+                        let low = self.hex4()?;
+                        if !(0xdc00..0xe000).contains(&low) {
+                            return Err(self.syntax("a lone surrogate in a string"));
+                        }
+                        char::from_u32(0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00))
+                    } else {
+                        char::from_u32(unit)
+                    };
+                    match c {
+                        Some('\0') => {
+                            return Err(field(
+                                Refusal::body(
+                                    "a string has \\u0000, where some servers cut it: leave it out",
+                                ),
+                                &self.path,
+                            ));
+                        }
+                        Some(c) => {
+                            out.push(c);
+                            continue;
+                        }
+                        None => return Err(self.syntax("a lone surrogate in a string")),
+                    }
+                }
+                _ => return Err(self.syntax("an invalid escape")),
+            };
+            out.push(escaped);
+            self.at += 1;
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, Refusal> {
+        let digits = self.text.get(self.at..self.at + 4).unwrap_or_default();
+        let unit = (digits.len() == 4 && digits.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| u32::from_str_radix(digits, 16).ok())
+            .flatten()
+            .ok_or_else(|| self.syntax("an invalid \\u escape"))?;
+        self.at += 4;
+        Ok(unit)
+    }
+
+    fn number(&mut self) -> Result<Value, Refusal> {
+        let start = self.at;
+        let bytes = self.text.as_bytes();
+        let digits = |at: &mut usize| {
+            let from = *at;
+            while bytes.get(*at).is_some_and(u8::is_ascii_digit) {
+                *at += 1;
+            }
+            *at - from
+        };
+        let mut at = self.at;
+        if bytes.get(at) == Some(&b'-') {
+            at += 1;
+        }
+        let int_digits = digits(&mut at);
+        let leading_zero = int_digits > 1 && bytes.get(at - int_digits) == Some(&b'0');
+        if int_digits == 0 || leading_zero {
+            return Err(self.syntax("an invalid number"));
+        }
+        if bytes.get(at) == Some(&b'.') {
+            at += 1;
+            if digits(&mut at) == 0 {
+                return Err(self.syntax("an invalid number"));
+            }
+        }
+        if matches!(bytes.get(at), Some(b'e' | b'E')) {
+            at += 1;
+            if matches!(bytes.get(at), Some(b'+' | b'-')) {
+                at += 1;
+            }
+            if digits(&mut at) == 0 {
+                return Err(self.syntax("an invalid number"));
+            }
+        }
+        self.at = at;
+        let text = &self.text[start..at];
+        let number: Number =
+            serde_json::from_str(text).map_err(|_| unsafe_number(&self.path, text))?;
+        if number.to_string() != text || !is_safe_integer_or_float(&number) {
+            return Err(unsafe_number(&self.path, text));
+        }
+        Ok(Value::Number(number))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn named(body: &str) -> Option<String> {
+        parse_strict(body.as_bytes())
+            .unwrap_err()
+            .names
+            .map(|(_, v)| v)
+    }
+
+    #[test]
+    fn ordinary_json_reads_as_serde_reads_it() {
+        for body in [
+            r#"{"item_id":"itm_4Qa","qty":2,"price":10.5,"ok":true,"none":null}"#,
+            r#" { "a" : [ 1 , -2 , 0.25 , 1.5 , "x\u00e9\n\ud83d\ude00" ] } "#,
+            r#"{"n":9007199254740991,"m":-9007199254740991,"f":100.0}"#,
+            r#""text""#,
+            "[]",
+        ] {
+            let strict = parse_strict(body.as_bytes()).unwrap();
+            let serde: Value = serde_json::from_str(body).unwrap();
+            assert_eq!(strict, serde, "{body}");
+        }
+    }
+
+    #[test]
+    fn ambiguous_json_is_refused_naming_the_field() {
+        assert_eq!(named(r#"{"a":1,"a":2}"#).as_deref(), Some("$.a"));
+        assert_eq!(
+            named(r#"{"x":{"b":[{"c":1,"c":2}]}}"#).as_deref(),
+            Some("$.x.b[0].c")
+        );
+        assert_eq!(
+            named(r#"{"amount":1,"AMOUNT":2}"#).as_deref(),
+            Some("$.AMOUNT")
+        );
+        assert_eq!(
+            named(r#"{"class":1,"claſſ":2}"#).as_deref(),
+            Some("$['claſſ']")
+        );
+        assert_eq!(named(r#"{"n":9007199254740992}"#).as_deref(), Some("$.n"));
+        assert_eq!(
+            named(r#"{"n":18446744073709551616}"#).as_deref(),
+            Some("$.n")
+        );
+        assert_eq!(named(r#"{"n":-9007199254740992}"#).as_deref(), Some("$.n"));
+        for body in [
+            r#"{"n":10.50}"#,
+            r#"{"n":1e2}"#,
+            r#"{"n":1E2}"#,
+            r#"{"n":-0}"#,
+            r#"{"n":1e400}"#,
+            r#"{"n":0.1000000000000000055511151231257827}"#,
+            r#"{"s":"a\u0000b"}"#,
+            r#"{"s":"\ud800"}"#,
+            r#"{"s":"\udc00x"}"#,
+            "\u{feff}{}",
+            r#"{"a":1,}"#,
+            r#"{"a":01}"#,
+            r#"{"a":NaN}"#,
+            "{\"a\":\"\t\"}",
+            r#"{"a":1} {"a":2}"#,
+            r#"{'a':1}"#,
+        ] {
+            assert!(parse_strict(body.as_bytes()).is_err(), "{body}");
+        }
+        assert!(parse_strict(b"{\"a\":\"\xff\"}").is_err());
+        let deep = "[".repeat(MAX_DEPTH + 2) + &"]".repeat(MAX_DEPTH + 2);
+        assert!(parse_strict(deep.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn parsed_values_are_checked_the_same_way() {
+        assert!(check_value(&json!({"a": {"b": 1, "c": [1.5, "x"]}})).is_ok());
+        assert!(check_value(&json!({"a": 1, "A": 2})).is_err());
+        assert!(check_value(&json!({"a": [9_007_199_254_740_993_u64]})).is_err());
+    }
+
+    #[test]
+    fn json_paths_are_readable() {
+        let parts = vec![
+            PathPart::Name("a".into()),
+            PathPart::Index(2),
+            PathPart::Name("odd key's".into()),
+        ];
+        assert_eq!(json_path(&parts), r"$.a[2]['odd key\'s']");
+    }
+}

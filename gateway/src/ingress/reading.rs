@@ -1,0 +1,129 @@
+//! The canonical reading of a Personal Agent request to a policy route: its terms, and the
+//! fingerprint its revision covers, or a refusal.
+//!
+//! **What is approved is what is sent.** The gateway forwards the request's own bytes (target,
+//! body, headers), and the fingerprint covers those bytes, not a re-serialization of them: the
+//! method, the target exactly as received, `Content-Type`, every header that carries a term,
+//! and the body byte for byte. A retry that differs in any of them, even by a duplicate key
+//! or a key order, gets a new revision. Together with the strict rules (one reading of the
+//! target, query and body by every common framework), this makes what the upstream executes
+//! the request the User approved.
+
+use http::HeaderMap;
+use serde_json::Value;
+
+use crate::policy::{
+    Captures, Policy, RequestParts, TermSource, Terms, extract_from_request, request_fingerprint,
+};
+
+use super::fields::check_fields;
+use super::headers::{check_operation_request, is_json_content_type, single_value};
+use super::json::parse_strict;
+use super::query;
+use super::{Refusal, Target};
+
+/// A Personal Agent request to a policy route, as received.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpRequest<'a> {
+    pub method: &'a str,
+    pub target: &'a Target,
+    pub headers: &'a HeaderMap,
+    pub body: &'a [u8],
+}
+
+/// What the operation flow needs from the request.
+#[derive(Debug, Clone)]
+pub struct PolicyReading {
+    /// Every term but `lookup` ones (the caller reads those from the upstream).
+    pub terms: Terms,
+    /// What the revision covers: exactly the bytes that are forwarded.
+    pub fingerprint: Vec<u8>,
+}
+
+/// Read a request to `policy`'s route strictly.
+pub fn read_policy_request(
+    policy: &Policy,
+    captures: &Captures,
+    request: &HttpRequest<'_>,
+) -> Result<PolicyReading, Refusal> {
+    check_operation_request(request.headers)?;
+
+    let parameters = query::parse_strict(request.target.query.as_deref())?;
+    for (name, _) in &parameters {
+        let is_term = policy
+            .terms
+            .iter()
+            .any(|(_, source)| matches!(source, TermSource::Query(q) if q == name));
+        if !is_term && !policy.ignore_query.iter().any(|ignored| ignored == name) {
+            return Err(Refusal::new(
+                400,
+                "unexpected_parameter",
+                format!("the query parameter `{name}` is not a term of this action, so it is not in the summary the user approves: leave it out (or the company lists it in the policy's `ignore_query`)"),
+            )
+            .naming("parameter", name.as_str()));
+        }
+    }
+
+    let body = read_body(policy, request)?;
+
+    let mut bound_headers = Vec::new();
+    for (term, source) in &policy.terms {
+        if let TermSource::Header(name) = source {
+            let value = single_value(request.headers, name)
+                .map_err(|refusal| refusal.naming("term", term.as_str()))?;
+            bound_headers.push((name.as_str(), value.unwrap_or_default().as_bytes()));
+        }
+    }
+    let content_type = request
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .map(|v| v.as_bytes())
+        .unwrap_or_default();
+    bound_headers.push(("content-type", content_type));
+
+    let parts = RequestParts {
+        captures,
+        query: request.target.query.as_deref(),
+        headers: request.headers,
+        body: body.as_ref(),
+        arguments: None,
+    };
+    let terms = extract_from_request(&policy.terms, &parts)
+        .map_err(|e| Refusal::new(400, "missing_term", e.to_string()).naming("term", e.term()))?;
+    let fingerprint = request_fingerprint(
+        request.method,
+        &request.target.path_and_query(),
+        &bound_headers,
+        request.body,
+    );
+    Ok(PolicyReading { terms, fingerprint })
+}
+
+/// The body: empty, or JSON by its `Content-Type`, strictly parsed, every field covered.
+fn read_body(policy: &Policy, request: &HttpRequest<'_>) -> Result<Option<Value>, Refusal> {
+    if request.body.is_empty() {
+        if policy.needs_body() {
+            return Err(Refusal::body(
+                "this action's terms come from a JSON request body, and the request has none",
+            ));
+        }
+        return Ok(None);
+    }
+    if !is_json_content_type(request.headers) {
+        return Err(Refusal::body(
+            "a request to this action with a body must send it as JSON, with `Content-Type: application/json` (UTF-8): other types are read differently by different frameworks",
+        )
+        .naming("header", "content-type"));
+    }
+    let body = parse_strict(request.body)?;
+    let covering = policy
+        .terms
+        .iter()
+        .filter_map(|(_, source)| match source {
+            TermSource::Body(path) => Some(path.as_str()),
+            _ => None,
+        })
+        .chain(policy.ignore.iter().map(String::as_str));
+    check_fields(&body, covering, "body")?;
+    Ok(Some(body))
+}

@@ -1,0 +1,169 @@
+//! Which policy a Personal Agent request is for: its route, the MCP endpoint, or none. A
+//! request that some framework would route to a policy's handler, but that is not that
+//! policy's method and path, is refused rather than passed through.
+
+use std::sync::Arc;
+
+use crate::policy::{Captures, PathTemplate, Policy, PolicySet};
+
+use super::Refusal;
+
+/// What a checked target is, for the gateway.
+#[derive(Debug, Clone)]
+pub enum RouteMatch {
+    /// An HTTP policy's route, with its captures.
+    Policy(Arc<Policy>, Captures),
+    /// The MCP endpoint (`[mcp] path`).
+    Mcp,
+    /// Nothing that needs approval: pass through.
+    None,
+}
+
+/// Match a Personal Agent request whose target passed [`super::check_target`]. `form_body`:
+/// the request has a form `Content-Type`.
+pub fn match_route(
+    policies: &PolicySet,
+    mcp: Option<&PathTemplate>,
+    method: &str,
+    path: &str,
+    form_body: bool,
+) -> Result<RouteMatch, Refusal> {
+    if mcp.is_some_and(|template| template.matches(path).is_some()) {
+        return Ok(RouteMatch::Mcp);
+    }
+    if let Some((policy, captures)) = policies.find_route(method, path) {
+        return Ok(RouteMatch::Policy(policy, captures));
+    }
+    // HEAD runs the GET handler in Flask, Express, Rails and most others.
+    if method.eq_ignore_ascii_case("HEAD")
+        && let Some((policy, _)) = policies.find_route("GET", path)
+    {
+        return Err(Refusal::new(
+            400,
+            "invalid_method",
+            format!(
+                "HEAD runs the GET handler in many frameworks, and GET on this path is the action `{}`: send GET",
+                policy.name
+            ),
+        ));
+    }
+    // A format suffix (`/exchanges.json`) is stripped by Rails, Django REST framework and
+    // older Spring before routing.
+    if let Some(stripped) = without_format_suffix(path) {
+        let is_mcp = mcp.is_some_and(|template| template.matches(stripped).is_some());
+        if is_mcp || policies.find_route(method, stripped).is_some() {
+            return Err(Refusal::path(format!(
+                "`{path}` is an action's path with a format suffix, which some frameworks strip: send it without the suffix"
+            )));
+        }
+    }
+    // A form POST can carry `_method`, which Rails, Laravel and Symfony read as the method.
+    if form_body
+        && method.eq_ignore_ascii_case("POST")
+        && let Some(policy) = policies.iter().find(|p| {
+            p.route
+                .as_ref()
+                .is_some_and(|route| route.path.matches(path).is_some())
+        })
+    {
+        return Err(Refusal::header(
+            "content-type",
+            format!(
+                "a form body on the path of the action `{}` can override the method in some frameworks: send JSON, with the action's own method",
+                policy.name
+            ),
+        ));
+    }
+    Ok(RouteMatch::None)
+}
+
+/// The path without a `.ext` suffix on its last segment (letters and digits, 1 to 10).
+fn without_format_suffix(path: &str) -> Option<&str> {
+    let trimmed = path.trim_end_matches('/');
+    let (stem, ext) = trimmed.rsplit_once('.')?;
+    let last_segment_has_it = !ext.contains('/') && !stem.ends_with('/');
+    let extension_like =
+        (1..=10).contains(&ext.len()) && ext.bytes().all(|b| b.is_ascii_alphanumeric());
+    (last_segment_has_it && extension_like).then_some(stem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_policy_file;
+
+    fn policies() -> PolicySet {
+        let toml = r#"
+[[operation]]
+name = "exchange"
+method = "POST"
+path = "/orders/{order_id}/exchanges"
+id_prefix = "exc"
+expires_in = "15m"
+same_action = ["order_id"]
+summary = "Exchange on {order_id}."
+[operation.terms]
+order_id = { path = "order_id" }
+
+[[operation]]
+name = "confirm"
+method = "GET"
+path = "/confirm/{code}"
+id_prefix = "cnf"
+expires_in = "15m"
+same_action = ["code"]
+summary = "Confirm {code}."
+[operation.terms]
+code = { path = "code" }
+"#;
+        PolicySet::new(parse_policy_file(std::path::Path::new("p.toml"), toml).unwrap())
+    }
+
+    fn route(method: &str, path: &str, form: bool) -> Result<RouteMatch, Refusal> {
+        let mcp = PathTemplate::parse("/mcp").unwrap();
+        match_route(&policies(), Some(&mcp), method, path, form)
+    }
+
+    #[test]
+    fn policy_routes_and_the_endpoint_match() {
+        assert!(matches!(
+            route("POST", "/orders/o1/exchanges", false),
+            Ok(RouteMatch::Policy(..))
+        ));
+        assert!(matches!(
+            route("post", "/ORDERS//o%31/exchanges/", false),
+            Ok(RouteMatch::Policy(..))
+        ));
+        assert!(matches!(route("POST", "/MCP/", false), Ok(RouteMatch::Mcp)));
+        assert!(matches!(
+            route("GET", "/orders/o1", false),
+            Ok(RouteMatch::None)
+        ));
+        assert!(matches!(
+            route("PUT", "/orders/o1/exchanges", false),
+            Ok(RouteMatch::None)
+        ));
+    }
+
+    #[test]
+    fn lookalikes_are_refused() {
+        for (method, path) in [
+            ("POST", "/orders/o1/exchanges.json"),
+            ("POST", "/orders/o1/exchanges.JSON/"),
+            ("POST", "/mcp.json"),
+            ("HEAD", "/confirm/c1"),
+        ] {
+            assert!(route(method, path, false).is_err(), "{method} {path}");
+        }
+        // A form body on the policy route itself is the strict body rules' business.
+        assert!(matches!(
+            route("POST", "/orders/o1/exchanges", true),
+            Ok(RouteMatch::Policy(..))
+        ));
+        assert!(route("POST", "/confirm/c1", true).is_err());
+        assert!(matches!(
+            route("POST", "/orders/o1.json/exchanges", false),
+            Ok(RouteMatch::Policy(..))
+        ));
+    }
+}
