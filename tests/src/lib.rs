@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod answer;
 pub mod binaries;
+pub mod frameworks;
 pub mod gateway;
 pub mod markdown;
 pub mod mcp_client;
