@@ -32,6 +32,22 @@ pub fn match_route(
         return Ok(RouteMatch::Mcp);
     }
     if let Some((policy, captures)) = policies.find_route(method, path) {
+        // `/confirm/{code}` with `/confirm/c1.json`: Rails runs it with code `c1`.
+        if policy
+            .route
+            .as_ref()
+            .is_some_and(|route| route.path.ends_with_capture())
+            && without_format_suffix(path).is_some()
+        {
+            return Err(Refusal::path(format!(
+                "`{path}` ends in what some frameworks strip as a format suffix, and it is the term `{}` of the action `{}`: the upstream could act on another value",
+                captures
+                    .last()
+                    .map(|(name, _)| name.as_str())
+                    .unwrap_or_default(),
+                policy.name
+            )));
+        }
         return Ok(RouteMatch::Policy(policy, captures));
     }
     // HEAD runs the GET handler in Flask, Express, Rails and most others.
@@ -161,6 +177,11 @@ code = { path = "code" }
             Ok(RouteMatch::Policy(..))
         ));
         assert!(route("POST", "/confirm/c1", true).is_err());
+        assert!(route("GET", "/confirm/c1.json", false).is_err());
+        assert!(matches!(
+            route("GET", "/confirm/c1", false),
+            Ok(RouteMatch::Policy(..))
+        ));
         assert!(matches!(
             route("POST", "/orders/o1.json/exchanges", false),
             Ok(RouteMatch::Policy(..))

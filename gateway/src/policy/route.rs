@@ -72,6 +72,11 @@ impl PathTemplate {
         })
     }
 
+    /// Whether the last segment is a `{capture}`.
+    pub fn ends_with_capture(&self) -> bool {
+        matches!(self.segments.last(), Some(Segment::Capture(_)))
+    }
+
     /// Match a request path (without its query).
     pub fn matches(&self, path: &str) -> Option<Captures> {
         let mut captures = Vec::new();
