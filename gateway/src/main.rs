@@ -125,6 +125,7 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
                         println!("          lookup GET {lookup}");
                     }
                 }
+                println!("          {}", policy.accepted_parts());
             }
             ExitCode::SUCCESS
         }

@@ -64,6 +64,46 @@ impl Policy {
         self.terms.iter().any(|(_, source)| source.needs_body())
     }
 
+    /// What a request to this policy may carry besides its path, for `check`: every other body
+    /// field and query parameter is refused (`unexpected_field`, `unexpected_parameter`).
+    pub fn accepted_parts(&self) -> String {
+        let list = |items: Vec<&str>| {
+            if items.is_empty() {
+                "none".to_owned()
+            } else {
+                items.join(", ")
+            }
+        };
+        let of = |wanted: fn(&TermSource) -> Option<&str>| {
+            self.terms.iter().filter_map(|(_, s)| wanted(s)).collect::<Vec<_>>()
+        };
+        let (document, fields) = if self.tool.is_some() {
+            ("arguments", of(|s| match s {
+                TermSource::Argument(p) => Some(p.as_str()),
+                _ => None,
+            }))
+        } else {
+            ("body", of(|s| match s {
+                TermSource::Body(p) => Some(p.as_str()),
+                _ => None,
+            }))
+        };
+        let ignored = list(self.ignore.iter().map(String::as_str).collect());
+        if self.tool.is_some() {
+            return format!("accepts {document}: terms {}; ignored {ignored}", list(fields));
+        }
+        let query = of(|s| match s {
+            TermSource::Query(q) => Some(q.as_str()),
+            _ => None,
+        });
+        format!(
+            "accepts {document}: terms {}; ignored {ignored} | query: terms {}; ignored {}",
+            list(fields),
+            list(query),
+            list(self.ignore_query.iter().map(String::as_str).collect())
+        )
+    }
+
     /// The canonical bytes of the `same_action` values, which identify the action.
     pub fn action_material(&self, terms: &Terms) -> Vec<Vec<u8>> {
         self.same_action
