@@ -158,7 +158,9 @@ async fn run_agent(sdk: Sdk, gateway: &Gateway, upstream: &PythonMcpServer) -> R
     let child = command.spawn().expect("start the agent script");
     let output = tokio::time::timeout(SCRIPT_LIMIT, child.wait_with_output())
         .await
-        .unwrap_or_else(|_| panic!("{sdk:?}: the agent script did not finish within {SCRIPT_LIMIT:?}"))
+        .unwrap_or_else(|_| {
+            panic!("{sdk:?}: the agent script did not finish within {SCRIPT_LIMIT:?}")
+        })
         .expect("the agent script's output");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -193,7 +195,12 @@ fn no_raise(run: &Run, step: &str, result: &Value) {
 }
 
 fn assert_run(run: &Run) {
-    assert!(run.steps.contains_key("done"), "{:?}:\n{}", run.sdk, run.output);
+    assert!(
+        run.steps.contains_key("done"),
+        "{:?}:\n{}",
+        run.sdk,
+        run.output
+    );
 
     // Tools listed: the held tool's outputSchema admits the operation too; others unchanged.
     let list = run.step("list");
@@ -215,17 +222,31 @@ fn assert_run(run: &Run) {
     assert_eq!(held["result"]["isError"], true, "{}", run.context("held"));
     let op1 = operation(&held["result"]);
     assert!(
-        op1["operation_id"].as_str().is_some_and(|id| id.starts_with("exc_")),
+        op1["operation_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("exc_")),
         "{}",
         run.context("held")
     );
-    assert!(op1["summary"].as_str().is_some_and(|s| s.contains("itm_4Qa")));
+    assert!(
+        op1["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("itm_4Qa"))
+    );
     assert_eq!(held["executions"], 0, "held: nothing performed");
 
     let approve = run.step("approve");
     no_raise(run, "approve", &approve["result"]);
-    assert_eq!(approve["result"]["isError"], false, "{}", run.context("approve"));
-    assert_eq!(approve["result"]["structuredContent"]["exchange_id"], "exg_1");
+    assert_eq!(
+        approve["result"]["isError"],
+        false,
+        "{}",
+        run.context("approve")
+    );
+    assert_eq!(
+        approve["result"]["structuredContent"]["exchange_id"],
+        "exg_1"
+    );
     assert_eq!(approve["executions"], 1, "approved: performed once");
 
     // The SDK matched the replay to its own request: it carries the retry's JSON-RPC id.
@@ -241,7 +262,12 @@ fn assert_run(run: &Run) {
 
     let concurrent = run.step("concurrent");
     assert_eq!(concurrent["started"], true, "{}", run.context("concurrent"));
-    assert_eq!(concurrent["executions_during"], 2, "{}", run.context("concurrent"));
+    assert_eq!(
+        concurrent["executions_during"],
+        2,
+        "{}",
+        run.context("concurrent")
+    );
     let retries = concurrent["retries"].as_array().expect("retries");
     assert_eq!(retries.len(), 20);
     for retry in retries {
@@ -254,7 +280,10 @@ fn assert_run(run: &Run) {
             "each retry: in progress or the recorded result: {retry}"
         );
     }
-    assert_eq!(concurrent["first"]["structuredContent"]["exchange_id"], "exg_2");
+    assert_eq!(
+        concurrent["first"]["structuredContent"]["exchange_id"],
+        "exg_2"
+    );
     assert_eq!(
         concurrent["after"]["structuredContent"],
         concurrent["first"]["structuredContent"]
@@ -273,8 +302,18 @@ fn assert_run(run: &Run) {
         "{}",
         run.context("other_session")
     );
-    assert_eq!(other["a_before"], other["a_after"], "{}", run.context("other_session"));
-    assert_eq!(other["b_before"], other["b_after"], "{}", run.context("other_session"));
+    assert_eq!(
+        other["a_before"],
+        other["a_after"],
+        "{}",
+        run.context("other_session")
+    );
+    assert_eq!(
+        other["b_before"],
+        other["b_after"],
+        "{}",
+        run.context("other_session")
+    );
     if run.sdk.has_sessions() && !matches!(run.sdk, Sdk::Python2Handshake) {
         assert!(other["a_before"].is_string() && other["b_before"].is_string());
         assert_ne!(other["a_before"], other["b_before"]);
@@ -282,7 +321,8 @@ fn assert_run(run: &Run) {
     for works in ["a_works", "b_works"] {
         no_raise(run, "other_session", &other[works]);
         assert_eq!(
-            other[works]["isError"], false,
+            other[works]["isError"],
+            false,
             "{works}: {}",
             run.context("other_session")
         );
@@ -292,15 +332,34 @@ fn assert_run(run: &Run) {
     let changed = run.step("changed");
     no_raise(run, "changed", &changed["result"]);
     let new = operation(&changed["result"]);
-    assert_eq!(new["operation_id"], changed["first"]["operation_id"], "{}", run.context("changed"));
-    assert_ne!(new["revision"], changed["first"]["revision"], "a new revision");
+    assert_eq!(
+        new["operation_id"],
+        changed["first"]["operation_id"],
+        "{}",
+        run.context("changed")
+    );
+    assert_ne!(
+        new["revision"], changed["first"]["revision"],
+        "a new revision"
+    );
     assert!(new["terms"]["replacement_sku"] == "stormline-insulated-l");
-    assert_eq!(changed["executions"], 2, "changed arguments perform nothing");
+    assert_eq!(
+        changed["executions"], 2,
+        "changed arguments perform nothing"
+    );
 
     let plain = run.step("no_extension");
     no_raise(run, "no_extension", &plain["result"]);
-    assert_eq!(plain["result"]["isError"], true, "{}", run.context("no_extension"));
-    assert!(plain["result"]["structuredContent"].is_null(), "no operation");
+    assert_eq!(
+        plain["result"]["isError"],
+        true,
+        "{}",
+        run.context("no_extension")
+    );
+    assert!(
+        plain["result"]["structuredContent"].is_null(),
+        "no operation"
+    );
     assert_eq!(plain["executions"], 2);
 }
 
@@ -319,10 +378,19 @@ async fn drive(sdk: Sdk, json: bool, store: Store) {
     let gateway = builder.start();
     let run = run_agent(sdk, &gateway, &upstream).await;
     assert_run(&run);
+    // Clients closing their GET streams and sessions is routine, not an ERROR. (pingora's
+    // connection pool logs a lost race for an idle upstream connection at ERROR, harmlessly:
+    // it then opens a new one.)
     let log = gateway.log();
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|line| {
+            line.contains(" ERROR ") && !line.contains("failed to acquire reusable stream")
+        })
+        .collect();
     assert!(
-        !log.contains("ERROR"),
-        "{sdk:?}: no ERROR in the gateway's log:\n{log}"
+        errors.is_empty(),
+        "{sdk:?}: no ERROR in the gateway's log: {errors:#?}\n{log}"
     );
     drop(gateway);
     drop(redis);

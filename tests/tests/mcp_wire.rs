@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use poppy_e2e::gateway::{HTTP_TIMEOUT, http_client};
 use poppy_e2e::mcp_client::{
-    APPROVAL_KEY, MCP_PATH, assert_rpc_error, held_operation, rpc_response, sse_messages,
-    text_of, tools_call, with_meta,
+    APPROVAL_KEY, MCP_PATH, assert_rpc_error, held_operation, rpc_response, sse_messages, text_of,
+    tools_call, with_meta,
 };
 use poppy_e2e::{AnswerMode, McpStack, Operation, Request, Session, Store, store_tests};
 use serde_json::{Value, json};
@@ -314,7 +314,10 @@ fn assert_retry_result(answer: &poppy_e2e::Answer, id: &Value, error: &str, cont
     assert_eq!(result["isError"], true, "{context}: {result}");
     let advice = &result["_meta"][RETRY_KEY];
     assert_eq!(advice["error"], error, "{context}: {result}");
-    assert!(advice["retry_after"].as_u64().is_some(), "{context}: {result}");
+    assert!(
+        advice["retry_after"].as_u64().is_some(),
+        "{context}: {result}"
+    );
     let text = text_of(&result);
     assert!(
         text.starts_with("Not failed, and not done yet") && text.contains("same approval"),
@@ -344,7 +347,12 @@ async fn a_retry_in_flight_is_told_to_retry(store: Store) {
     };
     stack.server.wait_for_executions(1, ARRIVAL).await;
     let retry = raw.post(&approved(exchange(json!(3)), &operation)).await;
-    assert_retry_result(&retry, &json!(3), "operation_in_progress", "a retry while in flight");
+    assert_retry_result(
+        &retry,
+        &json!(3),
+        "operation_in_progress",
+        "a retry while in flight",
+    );
     assert_eq!(
         result_of(&retry, &json!(3))["_meta"][RETRY_KEY]["operation_id"],
         operation.operation_id.as_str()

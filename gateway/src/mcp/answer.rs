@@ -47,7 +47,12 @@ pub const RETRY_META_KEY: &str = "personalagentprotocol.org/retry";
 /// others show it as a bare transport error). Its text says that nothing failed and to send
 /// the same approval again; `_meta` says the same for programs: `error` (the HTTP API's
 /// error code), `retry_after` (seconds) and the `operation_id` when there is one.
-pub fn retry_result(error: &str, operation_id: Option<&str>, retry_after: u32, detail: &str) -> Value {
+pub fn retry_result(
+    error: &str,
+    operation_id: Option<&str>,
+    retry_after: u32,
+    detail: &str,
+) -> Value {
     let text = format!(
         "Not failed, and not done yet: {detail}. Send the same call with the same approval again in {retry_after} s (do not ask the user to approve again)."
     );
@@ -110,11 +115,22 @@ mod tests {
 
     #[test]
     fn retry_results_say_not_failed_and_when() {
-        let result = retry_result("operation_in_progress", Some("exc_1"), 1, "this call is being performed");
+        let result = retry_result(
+            "operation_in_progress",
+            Some("exc_1"),
+            1,
+            "this call is being performed",
+        );
         assert_eq!(result["isError"], true);
-        assert!(result.get("structuredContent").is_none(), "nothing for an outputSchema to refuse");
+        assert!(
+            result.get("structuredContent").is_none(),
+            "nothing for an outputSchema to refuse"
+        );
         let text = result["content"][0]["text"].as_str().unwrap();
-        assert!(text.starts_with("Not failed, and not done yet: this call is being performed."), "{text}");
+        assert!(
+            text.starts_with("Not failed, and not done yet: this call is being performed."),
+            "{text}"
+        );
         assert_eq!(
             result["_meta"][RETRY_META_KEY],
             json!({"error": "operation_in_progress", "retry_after": 1, "operation_id": "exc_1"})

@@ -79,7 +79,10 @@ pub fn widen_tools_list(message: &mut Value, is_held: impl Fn(&str) -> bool) -> 
     };
     let mut changed = false;
     for tool in tools {
-        let held = tool.get("name").and_then(Value::as_str).is_some_and(&is_held);
+        let held = tool
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(&is_held);
         if !held {
             continue;
         }
@@ -194,13 +197,18 @@ mod tests {
             {"name": "exchange_item", "inputSchema": {"type": "object"}, "outputSchema": exchange_schema()}]}});
         let held = |name: &str| name == "exchange_item";
         let json_body = message.to_string();
-        let widened = widen_tools_list_body(json_body.as_bytes(), Some(b"application/json"), held).unwrap();
+        let widened =
+            widen_tools_list_body(json_body.as_bytes(), Some(b"application/json"), held).unwrap();
         let value: Value = serde_json::from_slice(&widened).unwrap();
         assert!(value["result"]["tools"][0]["outputSchema"]["anyOf"].is_array());
         let stream = format!("event: message\ndata: {message}\n\n");
-        let widened = widen_tools_list_body(stream.as_bytes(), Some(b"text/event-stream"), held).unwrap();
+        let widened =
+            widen_tools_list_body(stream.as_bytes(), Some(b"text/event-stream"), held).unwrap();
         let text = String::from_utf8(widened).unwrap();
-        assert!(text.starts_with("event: message\ndata: ") && text.contains("anyOf"), "{text}");
+        assert!(
+            text.starts_with("event: message\ndata: ") && text.contains("anyOf"),
+            "{text}"
+        );
         assert_eq!(
             widen_tools_list_body(json_body.as_bytes(), Some(b"application/json"), |_| false),
             None

@@ -184,18 +184,30 @@ mod tests {
             version: &version,
             replay: true,
         };
-        let replayed = readdress_response(body.as_bytes(), Some(b"text/event-stream"), &to).unwrap();
+        let replayed =
+            readdress_response(body.as_bytes(), Some(b"text/event-stream"), &to).unwrap();
         let text = String::from_utf8(replayed).unwrap();
         assert!(!text.contains("progress"), "{text}");
-        assert!(text.starts_with("id: ev-0\ndata: \n\nevent: message\nid: ev-2\ndata: "), "{text}");
+        assert!(
+            text.starts_with("id: ev-0\ndata: \n\nevent: message\nid: ev-2\ndata: "),
+            "{text}"
+        );
         let data = text.split("data: ").last().unwrap().trim();
         assert_eq!(
             serde_json::from_str::<Value>(data).unwrap(),
             json!({"jsonrpc": "2.0", "id": 9, "result": {"content": [], "resultType": "complete"}})
         );
-        let first_answer = Readdress { replay: false, ..to };
-        let again = readdress_response(body.as_bytes(), Some(b"text/event-stream"), &first_answer).unwrap();
-        assert!(String::from_utf8(again).unwrap().contains("notifications/progress"));
+        let first_answer = Readdress {
+            replay: false,
+            ..to
+        };
+        let again =
+            readdress_response(body.as_bytes(), Some(b"text/event-stream"), &first_answer).unwrap();
+        assert!(
+            String::from_utf8(again)
+                .unwrap()
+                .contains("notifications/progress")
+        );
     }
 
     #[test]

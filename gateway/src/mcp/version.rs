@@ -74,7 +74,12 @@ mod tests {
     #[test]
     fn result_type_only_from_2026_07_28() {
         let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}});
-        for old in [None, Some("2025-03-26"), Some("2025-06-18"), Some("2025-11-25")] {
+        for old in [
+            None,
+            Some("2025-03-26"),
+            Some("2025-06-18"),
+            Some("2025-11-25"),
+        ] {
             let v = version(old, &call);
             assert!(!v.results_have_type(), "{old:?}");
             assert_eq!(v.finish(json!({"content": []})), json!({"content": []}));
@@ -95,6 +100,9 @@ mod tests {
             "the header wins"
         );
         let typed = json!({"resultType": "input_required"});
-        assert_eq!(version(Some("2026-07-28"), &call).finish(typed.clone()), typed);
+        assert_eq!(
+            version(Some("2026-07-28"), &call).finish(typed.clone()),
+            typed
+        );
     }
 }

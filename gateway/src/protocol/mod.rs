@@ -78,7 +78,10 @@ mod tests {
             let mut lines: Vec<&[u8]> = member_lines.iter().map(|l| l.as_bytes()).collect();
             lines.insert(at, b"");
             let approval = ApprovalHeader::parse(lines).expect("an empty line is ignored");
-            assert_eq!((approval.operation_id.as_str(), approval.revision.as_str()), ("o1", "r1"));
+            assert_eq!(
+                (approval.operation_id.as_str(), approval.revision.as_str()),
+                ("o1", "r1")
+            );
         }
         let only_empty: [&[u8]; 2] = [b"", b""];
         assert!(declares_operations_v2(only_empty).is_ok_and(|declared| !declared));

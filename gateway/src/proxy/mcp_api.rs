@@ -502,7 +502,11 @@ mod tests {
             ],
             body: Bytes::from(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#),
         };
-        let replayed = readdressed(recorded.clone(), &reply_to(json!("r-2"), Some("session-a"), "2025-11-25"), true);
+        let replayed = readdressed(
+            recorded.clone(),
+            &reply_to(json!("r-2"), Some("session-a"), "2025-11-25"),
+            true,
+        );
         let body: Value = serde_json::from_slice(&replayed.body).unwrap();
         assert_eq!(body["id"], "r-2");
         let sessions: Vec<&[u8]> = replayed
@@ -512,8 +516,17 @@ mod tests {
             .map(|(_, value)| value.as_slice())
             .collect();
         assert_eq!(sessions, [b"session-a".as_slice()]);
-        let sessionless = readdressed(recorded.clone(), &reply_to(json!(1), None, "2026-07-28"), true);
-        assert!(sessionless.headers.iter().all(|(name, _)| name != "mcp-session-id"));
+        let sessionless = readdressed(
+            recorded.clone(),
+            &reply_to(json!(1), None, "2026-07-28"),
+            true,
+        );
+        assert!(
+            sessionless
+                .headers
+                .iter()
+                .all(|(name, _)| name != "mcp-session-id")
+        );
         let body: Value = serde_json::from_slice(&sessionless.body).unwrap();
         assert_eq!(body["result"]["resultType"], "complete");
     }
@@ -522,7 +535,11 @@ mod tests {
     fn answers_that_are_not_final_are_tool_results() {
         let to = reply_to(json!(7), Some("s1"), "2026-07-28");
         let operation = crate::protocol::OperationId::parse("exc_sAAAAAAAAAAAAAAAABBBBBBBB");
-        for decision in [Decision::StoreUnavailable, Decision::UpstreamUnavailable, Decision::ShuttingDown] {
+        for decision in [
+            Decision::StoreUnavailable,
+            Decision::UpstreamUnavailable,
+            Decision::ShuttingDown,
+        ] {
             let reply = render(decision, &to);
             assert_eq!(reply.status, 200);
             let body: Value = serde_json::from_slice(&reply.body).unwrap();
@@ -530,7 +547,12 @@ mod tests {
             assert_eq!(body["result"]["isError"], true);
             assert_eq!(body["result"]["resultType"], "complete");
             assert!(body["result"]["_meta"][crate::mcp::RETRY_META_KEY]["error"].is_string());
-            assert!(reply.headers.iter().any(|(n, v)| n == "mcp-session-id" && v == b"s1"));
+            assert!(
+                reply
+                    .headers
+                    .iter()
+                    .any(|(n, v)| n == "mcp-session-id" && v == b"s1")
+            );
         }
         let reply = render(Decision::InProgress(operation.unwrap()), &to);
         assert_eq!(reply.status, 200);
