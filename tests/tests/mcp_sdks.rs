@@ -21,11 +21,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use poppy_e2e::mcp_client::MCP_PATH;
+use poppy_e2e::gateway::{HTTP_TIMEOUT, http_client};
+use poppy_e2e::mcp_client::{MCP_PATH, rpc_response};
 use poppy_e2e::mcp_stack::TOOL_POLICIES;
 use poppy_e2e::thirdparty::{deps_dir, node_project, python};
-use poppy_e2e::{Gateway, GatewayBuilder, RedisServer, Session, Store, store_tests};
-use serde_json::Value;
+use poppy_e2e::{Gateway, GatewayBuilder, RedisServer, Request, Session, Store, store_tests};
+use serde_json::{Value, json};
 
 /// Long enough for a slow CI machine to run a whole script; a hung SDK fails the test.
 const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
@@ -395,6 +396,254 @@ async fn drive(sdk: Sdk, json: bool, store: Store) {
     drop(gateway);
     drop(redis);
 }
+
+/// Raw JSON-RPC through the gateway in one protocol version: an MCP session from
+/// `initialize` before 2026-07-28, the version in each request's `_meta` from then on.
+struct RawVersion<'a> {
+    gateway: &'a Gateway,
+    session: Session,
+    version: &'static str,
+    mcp_session: Option<String>,
+    next_id: std::cell::Cell<u64>,
+}
+
+impl<'a> RawVersion<'a> {
+    async fn open(gateway: &'a Gateway, version: &'static str) -> RawVersion<'a> {
+        let mut raw = RawVersion {
+            gateway,
+            session: Session::signed_out(&format!("ses_v{}", version.replace('-', ""))),
+            version,
+            mcp_session: None,
+            next_id: std::cell::Cell::new(1),
+        };
+        if version < "2026-07-28" {
+            let init = raw
+                .send(
+                    "initialize",
+                    json!({"protocolVersion": version, "capabilities": {},
+                        "clientInfo": {"name": "raw", "version": "1"}}),
+                    true,
+                )
+                .await;
+            raw.mcp_session = init.header("mcp-session-id").map(str::to_owned);
+            assert!(raw.mcp_session.is_some(), "{}", init.describe());
+            raw.notify("notifications/initialized").await;
+        }
+        raw
+    }
+
+    fn request(&self, body: &Value, extension: bool) -> Request {
+        let mut request = Request::agent("POST", MCP_PATH, &self.session)
+            .json(body)
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", self.version);
+        if let Some(id) = &self.mcp_session {
+            request = request.header("Mcp-Session-Id", id);
+        }
+        if let Some(method) = body["method"].as_str() {
+            request = request.header("Mcp-Method", method);
+        }
+        if let Some(name) = body["params"]["name"].as_str() {
+            request = request.header("Mcp-Name", name);
+        }
+        if extension {
+            request
+        } else {
+            request.without_header("Poppy-Extensions")
+        }
+    }
+
+    async fn notify(&self, method: &str) {
+        let body = json!({"jsonrpc": "2.0", "method": method});
+        self.gateway.send(&self.request(&body, true)).await;
+    }
+
+    async fn send(&self, method: &str, mut params: Value, extension: bool) -> poppy_e2e::Answer {
+        if self.version >= "2026-07-28" {
+            params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(self.version);
+            params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+            params["_meta"]["io.modelcontextprotocol/clientInfo"] =
+                json!({"name": "raw", "version": "1"});
+        }
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.gateway.send(&self.request(&body, extension)).await
+    }
+
+    /// The result of a call, asserting a JSON-RPC result for its id.
+    async fn result(&self, method: &str, params: Value, extension: bool) -> Value {
+        let id = self.next_id.get();
+        let answer = self.send(method, params, extension).await;
+        answer.assert_status(200, "an MCP answer");
+        let message = rpc_response(&answer);
+        assert_eq!(message["id"], id, "{}", answer.describe());
+        message
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("a result: {}", answer.describe()))
+    }
+
+    async fn call(&self, arguments: Value, approval: Option<&Value>, extension: bool) -> Value {
+        let mut params = json!({"name": "exchange_item", "arguments": arguments});
+        if let Some(op) = approval {
+            params["_meta"][APPROVAL_KEY] =
+                json!({"operation_id": op["operation_id"], "revision": op["revision"]});
+        }
+        self.result("tools/call", params, extension).await
+    }
+}
+
+const APPROVAL_KEY: &str = "personalagentprotocol.org/approval";
+
+/// Every result the gateway writes itself validates against the MCP specification's own
+/// JSON Schema of the version the request speaks (tests/deps/mcp/schema): the widened
+/// tools/list, the held call, a new revision, a missing term, no extension, a replay, and
+/// "in progress".
+async fn own_results_validate_for_each_version(store: Store) {
+    let redis = (store == Store::Redis).then(RedisServer::start);
+    let upstream = PythonMcpServer::start(true);
+    let mut builder = GatewayBuilder::new(&upstream.url())
+        .policy("tools.toml", TOOL_POLICIES)
+        .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\""));
+    if let Some(redis) = &redis {
+        builder = builder.store_url(&redis.url());
+    }
+    let gateway = builder.start();
+    let http = http_client(HTTP_TIMEOUT);
+    let mut checks: Vec<Value> = Vec::new();
+    let mut executions = 0;
+    for version in ["2025-06-18", "2025-11-25", "2026-07-28"] {
+        let raw = RawVersion::open(&gateway, version).await;
+        let mut check = |what: &str, kind: &str, value: Value| {
+            checks.push(json!({"version": version, "type": kind, "what": what, "value": value}));
+        };
+        let tools = raw.result("tools/list", json!({}), true).await;
+        let exchange_tool = tools["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|t| t["name"] == "exchange_item"))
+            .cloned()
+            .expect("exchange_item listed");
+        assert!(
+            exchange_tool["outputSchema"]["anyOf"].is_array(),
+            "{version}: {exchange_tool}"
+        );
+        check("tools/list", "ListToolsResult", tools);
+
+        let order = format!("ord_{}", version.replace('-', ""));
+        let arguments = |order: &str, sku: &str| json!({"order_id": order, "item_id": "itm_4Qa", "replacement_sku": sku});
+        let held = raw.call(arguments(&order, "m"), None, true).await;
+        let op = held["structuredContent"]["operation"].clone();
+        assert!(op["operation_id"].is_string(), "{version}: {held}");
+        check("held", "CallToolResult", held);
+        let rejected = raw.call(arguments(&order, "l"), Some(&op), true).await;
+        check("new revision", "CallToolResult", rejected);
+        let missing = raw
+            .call(
+                json!({"order_id": order, "replacement_sku": "m"}),
+                None,
+                true,
+            )
+            .await;
+        assert_eq!(missing["isError"], true, "{version}: {missing}");
+        check("missing term", "CallToolResult", missing);
+        let plain = raw.call(arguments(&order, "m"), None, false).await;
+        check("no extension", "CallToolResult", plain);
+
+        let performed = raw.call(arguments(&order, "m"), Some(&op), true).await;
+        executions += 1;
+        assert_eq!(
+            performed["structuredContent"]["execution"], executions,
+            "{version}"
+        );
+        let replayed = raw.call(arguments(&order, "m"), Some(&op), true).await;
+        assert_eq!(
+            replayed["structuredContent"],
+            performed["structuredContent"]
+        );
+        check("replay", "CallToolResult", replayed);
+
+        let busy_order = format!("{order}_busy");
+        let busy = raw.call(arguments(&busy_order, "m"), None, true).await;
+        let busy_op = busy["structuredContent"]["operation"].clone();
+        http.post(format!("{}/hold", upstream.url()))
+            .send()
+            .await
+            .unwrap();
+        let first = {
+            let request = raw.request(
+                &json!({"jsonrpc": "2.0", "id": "first", "method": "tools/call", "params": {
+                    "name": "exchange_item", "arguments": arguments(&busy_order, "m"),
+                    "_meta": {
+                        APPROVAL_KEY: {"operation_id": busy_op["operation_id"], "revision": busy_op["revision"]},
+                        "io.modelcontextprotocol/protocolVersion": version,
+                        "io.modelcontextprotocol/clientCapabilities": {},
+                    }}}),
+                true,
+            );
+            let client = gateway.client();
+            tokio::spawn(async move { client.send(&request).await })
+        };
+        executions += 1;
+        let count_url = format!("{}/count", upstream.url());
+        let started = poppy_e2e::wait::until_some(Duration::from_secs(10), || async {
+            let counts: Value = http.get(&count_url).send().await.ok()?.json().await.ok()?;
+            (counts["exchange_item"] == executions).then_some(())
+        })
+        .await;
+        assert!(
+            started.is_some(),
+            "{version}: the approved call reached the server"
+        );
+        let in_progress = raw
+            .call(arguments(&busy_order, "m"), Some(&busy_op), true)
+            .await;
+        assert_eq!(
+            in_progress["_meta"][RETRY_KEY]["error"], "operation_in_progress",
+            "{version}: {in_progress}"
+        );
+        check("in progress", "CallToolResult", in_progress);
+        http.post(format!("{}/release", upstream.url()))
+            .send()
+            .await
+            .unwrap();
+        first
+            .await
+            .unwrap()
+            .assert_status(200, "the first call, once released");
+    }
+
+    let mut validate = tokio::process::Command::new(python("mcp1"))
+        .arg(deps_dir().join("mcp/validate.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start validate.py");
+    let lines: String = checks.iter().map(|c| format!("{c}\n")).collect();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = validate.stdin.take().unwrap();
+        stdin.write_all(lines.as_bytes()).await.unwrap();
+    }
+    let output = tokio::time::timeout(SCRIPT_LIMIT, validate.wait_with_output())
+        .await
+        .expect("validate.py finishes")
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "results that do not validate:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr).trim(),
+        format!("checked {}, 0 errors", checks.len())
+    );
+}
+
+store_tests!(own_results_validate_for_each_version);
 
 macro_rules! sdk_tests {
     ($($name:ident: $sdk:expr, $json:expr;)+) => {
