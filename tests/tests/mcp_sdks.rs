@@ -378,6 +378,10 @@ async fn drive(sdk: Sdk, json: bool, store: Store) {
     }
     let gateway = builder.start();
     let run = run_agent(sdk, &gateway, &upstream).await;
+    if std::env::var_os("POPPY_E2E_SDK_OUTPUT").is_some() {
+        // What the SDK saw, for docs/mcp.md and for debugging an SDK upgrade.
+        println!("{sdk:?} json={json}:\n{}", run.output);
+    }
     assert_run(&run);
     // Clients closing their GET streams and sessions is routine, not an ERROR. (pingora's
     // connection pool logs a lost race for an idle upstream connection at ERROR, harmlessly:
