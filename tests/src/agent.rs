@@ -160,6 +160,12 @@ impl Request {
         self
     }
 
+    /// Add a header line, keeping any of the same name (a field sent on several lines).
+    pub fn header_line(mut self, name: &str, value: &str) -> Request {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
     pub fn without_header(mut self, name: &str) -> Request {
         self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         self

@@ -18,3 +18,16 @@ pub fn free_port() -> u16 {
         }
     }
 }
+
+/// A port that stays taken but refuses every connection, until the socket is dropped: bound,
+/// never listening. For "nothing listens there" tests: a port from [`free_port`] could be
+/// taken meanwhile by another test's server, which would then receive what was meant to be
+/// refused.
+pub fn refusing_port() -> (u16, tokio::net::TcpSocket) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a TCP socket");
+    socket
+        .bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .expect("bind 127.0.0.1:0");
+    let port = socket.local_addr().expect("a bound address").port();
+    (port, socket)
+}

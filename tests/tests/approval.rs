@@ -67,6 +67,37 @@ async fn unknown_approval_members_are_ignored(store: Store) {
     stack.assert_executions(1, "one approval");
 }
 
+/// An empty `Poppy-Approval` field line adds nothing, wherever it is among the lines (HTTP's
+/// rule for empty list members): first, between, or last, the approval is the same.
+async fn empty_approval_lines_are_ignored_anywhere(store: Store) {
+    let stack = Stack::start(store);
+    let request = Request::exchange(&Session::signed_out("ses_lines"), "o1", "i1", "s1");
+    let op = stack.gateway.send(&request).await.operation();
+    let members = [
+        format!("operation_id=\"{}\"", op.operation_id),
+        format!("revision=\"{}\"", op.revision),
+    ];
+    let mut first = None;
+    for empty_at in 0..=members.len() {
+        let mut lines: Vec<&str> = members.iter().map(String::as_str).collect();
+        lines.insert(empty_at, "");
+        let approved = lines.iter().fold(request.clone(), |r, line| {
+            r.header_line("Poppy-Approval", line)
+        });
+        let answer = stack.gateway.send(&approved).await;
+        match &first {
+            None => {
+                answer.assert_upstream_answer(1, "POST", "/orders/o1/exchanges");
+                first = Some(answer);
+            }
+            Some(first) => {
+                answer.assert_replay_of(first, &format!("an empty line at {empty_at}"));
+            }
+        }
+    }
+    stack.assert_executions(1, "one approval, however its lines are split");
+}
+
 /// Once performed, a new request for the same action is a new operation.
 async fn new_request_after_performing_is_a_new_operation(store: Store) {
     let stack = Stack::start(store);
@@ -314,6 +345,7 @@ async fn reserialized_json_body_is_another_request(store: Store) {
 store_tests!(
     approved_request_is_performed_once_then_replayed,
     unknown_approval_members_are_ignored,
+    empty_approval_lines_are_ignored_anywhere,
     new_request_after_performing_is_a_new_operation,
     failed_checks_perform_nothing,
     expired_revision_is_refused,

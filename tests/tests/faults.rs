@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use poppy_e2e::ports::free_port;
+use poppy_e2e::ports::refusing_port;
 use poppy_e2e::{
     GatewayBuilder, RedisServer, Request, Session, Stack, Store, Upstream, store_tests,
 };
@@ -75,7 +75,9 @@ async fn sigterm_without_forwards_exits_promptly(store: Store) {
 /// Nothing listens upstream: the request was never sent, so the claim is released and the
 /// very same approval works once the upstream is up.
 async fn refused_connection_releases_the_claim(store: Store) {
-    let upstream_addr = format!("127.0.0.1:{}", free_port());
+    // Held, refusing, until the upstream starts on it: no other test's server can take it.
+    let (port, refusing) = refusing_port();
+    let upstream_addr = format!("127.0.0.1:{port}");
     let redis = (store == Store::Redis).then(RedisServer::start);
     let mut builder = GatewayBuilder::new(&format!("http://{upstream_addr}"));
     if let Some(redis) = &redis {
@@ -95,6 +97,7 @@ async fn refused_connection_releases_the_claim(store: Store) {
             .assert_unavailable("upstream_unavailable", what);
     }
 
+    drop(refusing);
     let upstream = Upstream::start_on(upstream_addr.parse().unwrap());
     let first = gateway.send(&approved).await;
     first.assert_upstream_answer(1, "POST", "/orders/o1/exchanges");

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use poppy_e2e::markdown::unescape;
-use poppy_e2e::ports::free_port;
+use poppy_e2e::ports::refusing_port;
 use poppy_e2e::{
     Client, GatewayBuilder, Request, Session, Shop, Stack, Store, TEST_KEYS, binaries, run_binary,
 };
@@ -248,7 +248,8 @@ poppy_e2e::store_tests!(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_upstream_is_a_failed_lookup() {
-    let dead = format!("http://127.0.0.1:{}", free_port());
+    let (port, _refusing) = refusing_port();
+    let dead = format!("http://127.0.0.1:{port}");
     let gateway = GatewayBuilder::new(&dead)
         .policy("a.toml", &lookup_policy("$.path"))
         .start();

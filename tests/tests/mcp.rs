@@ -145,7 +145,8 @@ async fn held_call_sse(store: Store) {
 }
 
 /// Clients that each retry the same approval at the same moment, while the first is held at
-/// the server: one execution; the others are told to retry (503), and later get the answer.
+/// the server: one execution; the others are told to retry (a tool result with the retry
+/// advice, which rmcp takes like any result), and later get the answer.
 async fn concurrent_retries_execute_once(store: Store) {
     const CLIENTS: usize = 5;
     let stack = McpStack::start(store, AnswerMode::Json);
@@ -185,9 +186,12 @@ async fn concurrent_retries_execute_once(store: Store) {
     let mut performed = Vec::new();
     let mut refused = Vec::new();
     while let Some(joined) = tasks.join_next().await {
-        match joined.expect("a call task panicked") {
-            Ok(result) => performed.push(result),
-            Err(error) => refused.push(error),
+        let result = joined
+            .expect("a call task panicked")
+            .expect("every retry gets a result");
+        match result["_meta"].get("personalagentprotocol.org/retry") {
+            Some(advice) => refused.push(advice.clone()),
+            None => performed.push(result),
         }
     }
     assert_eq!(
@@ -202,7 +206,9 @@ async fn concurrent_retries_execute_once(store: Store) {
         "the call that performed it",
     );
     assert!(
-        refused.iter().all(|e| e.contains("503")),
+        refused
+            .iter()
+            .all(|advice| advice["error"] == "operation_in_progress"),
         "the others are told to retry: {refused:?}"
     );
     for client in &clients {

@@ -1,6 +1,6 @@
 //! Operations on an MCP server, on the wire: raw JSON-RPC POSTs through the gateway for what
 //! an MCP client library would not send (batches, malformed bodies and approvals, mismatched
-//! headers), the HTTP answers (503, 401, 413), what reaches the server, and SSE.
+//! headers), the answers (retry results, 401, 413), what reaches the server, and SSE.
 //! The end-to-end flow with a real MCP client is in `mcp.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use poppy_e2e::gateway::{HTTP_TIMEOUT, http_client};
 use poppy_e2e::mcp_client::{
-    APPROVAL_KEY, MCP_PATH, assert_rpc_error, held_operation, rpc_response, sse_messages,
+    APPROVAL_KEY, MCP_PATH, assert_rpc_error, held_operation, rpc_response, sse_messages, text_of,
     tools_call, with_meta,
 };
 use poppy_e2e::{AnswerMode, McpStack, Operation, Request, Session, Store, store_tests};
@@ -264,7 +264,8 @@ async fn the_approval_stays_at_the_gateway() {
     );
 }
 
-/// The recorded SSE answer is replayed with the retry's id in its response event only.
+/// The recorded SSE answer is replayed with the retry's id, and without the first call's
+/// progress notification (its progressToken is no longer active).
 async fn sse_replays_carry_the_retry_id(store: Store) {
     let stack = McpStack::start(store, AnswerMode::Sse);
     let raw = stack.raw(&Session::signed_out("ses_sse")).await;
@@ -292,20 +293,46 @@ async fn sse_replays_carry_the_retry_id(store: Store) {
         let events = sse_messages(&retry.text());
         assert_eq!(
             events.len(),
-            2,
-            "the progress notification and the result:\n{}",
+            1,
+            "the result alone, no recorded progress:\n{}",
             retry.text()
         );
-        assert_eq!(
-            events[0]["method"], "notifications/progress",
-            "a notification keeps its shape"
-        );
+        assert_eq!(events[0]["id"], id);
     }
+    let first_events = sse_messages(&first.text());
+    assert_eq!(
+        first_events[0]["method"], "notifications/progress",
+        "the first answer streams the call's own progress"
+    );
     stack.server.assert_executions(1, "one approval");
 }
 
-/// While the approved call is being performed, a retry is told to come back (503).
-async fn a_retry_in_flight_is_503(store: Store) {
+/// The answer to a retry that can't be answered yet: HTTP 200, a tool error result with the
+/// retry advice in its text and `_meta` (never an HTTP 503, which ends SDK sessions).
+fn assert_retry_result(answer: &poppy_e2e::Answer, id: &Value, error: &str, context: &str) {
+    let result = result_of(answer, id);
+    assert_eq!(result["isError"], true, "{context}: {result}");
+    let advice = &result["_meta"][RETRY_KEY];
+    assert_eq!(advice["error"], error, "{context}: {result}");
+    assert!(
+        advice["retry_after"].as_u64().is_some(),
+        "{context}: {result}"
+    );
+    let text = text_of(&result);
+    assert!(
+        text.starts_with("Not failed, and not done yet") && text.contains("same approval"),
+        "{context}: {text}"
+    );
+    assert!(
+        result.get("structuredContent").is_none(),
+        "{context}: nothing an outputSchema could refuse"
+    );
+}
+
+const RETRY_KEY: &str = "personalagentprotocol.org/retry";
+
+/// While the approved call is being performed, a retry is told to come back.
+async fn a_retry_in_flight_is_told_to_retry(store: Store) {
     let stack = McpStack::start(store, AnswerMode::Json);
     let raw = stack.raw(&Session::signed_out("ses_flight")).await;
     let operation = held_operation(
@@ -320,7 +347,16 @@ async fn a_retry_in_flight_is_503(store: Store) {
     };
     stack.server.wait_for_executions(1, ARRIVAL).await;
     let retry = raw.post(&approved(exchange(json!(3)), &operation)).await;
-    retry.assert_unavailable("operation_in_progress", "a retry while in flight");
+    assert_retry_result(
+        &retry,
+        &json!(3),
+        "operation_in_progress",
+        "a retry while in flight",
+    );
+    assert_eq!(
+        result_of(&retry, &json!(3))["_meta"][RETRY_KEY]["operation_id"],
+        operation.operation_id.as_str()
+    );
     stack.server.release();
     let first = first.await.unwrap();
     assert_eq!(
@@ -348,8 +384,8 @@ async fn a_signed_out_session_is_challenged(store: Store) {
         .assert_executions(0, "a challenge performs nothing");
 }
 
-/// No store, no execution.
-async fn store_down_is_503(store: Store) {
+/// No store, no execution; the agent is told to retry.
+async fn store_down_is_told_to_retry(store: Store) {
     let mut stack = McpStack::start(store, AnswerMode::Json);
     let raw = stack.raw(&Session::signed_out("ses_down")).await;
     let operation = held_operation(
@@ -358,20 +394,20 @@ async fn store_down_is_503(store: Store) {
     );
     stack.redis.as_mut().expect("a Redis stack").stop();
     let answer = raw.post(&approved(exchange(json!(2)), &operation)).await;
-    answer.assert_unavailable("store_unavailable", "the store is down");
+    assert_retry_result(&answer, &json!(2), "store_unavailable", "the store is down");
     stack.server.assert_executions(0, "fail closed");
 }
 
 store_tests!(
     sse_replays_carry_the_retry_id,
-    a_retry_in_flight_is_503,
+    a_retry_in_flight_is_told_to_retry,
     a_signed_out_session_is_challenged
 );
 
 mod store_down {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis() {
-        super::store_down_is_503(poppy_e2e::Store::Redis).await
+        super::store_down_is_told_to_retry(poppy_e2e::Store::Redis).await
     }
 }
 

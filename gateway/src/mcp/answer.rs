@@ -38,6 +38,33 @@ pub fn approval_required_result(operation: &Operation, rejected: bool) -> Value 
     result
 }
 
+/// The `_meta` key of the retry advice in [`retry_result`].
+pub const RETRY_META_KEY: &str = "personalagentprotocol.org/retry";
+
+/// The answer to an approval that can't be answered yet (being performed, outcome unknown,
+/// store or MCP server unreachable): a tool error result, so that every SDK hands it to the
+/// agent and keeps its MCP session (an HTTP 503 ends a `mcp` 1.x client session, and the
+/// others show it as a bare transport error). Its text says that nothing failed and to send
+/// the same approval again; `_meta` says the same for programs: `error` (the HTTP API's
+/// error code), `retry_after` (seconds) and the `operation_id` when there is one.
+pub fn retry_result(
+    error: &str,
+    operation_id: Option<&str>,
+    retry_after: u32,
+    detail: &str,
+) -> Value {
+    let text = format!(
+        "Not failed, and not done yet: {detail}. Send the same call with the same approval again in {retry_after} s (do not ask the user to approve again)."
+    );
+    let mut advice = json!({"error": error, "retry_after": retry_after});
+    if let Some(id) = operation_id {
+        advice["operation_id"] = Value::from(id);
+    }
+    let mut result = tool_error_result(&text);
+    result["_meta"] = json!({RETRY_META_KEY: advice});
+    result
+}
+
 /// The tool error for a call of a held tool from a Personal Agent that did not declare the
 /// extension: no operation may be returned to it (spec section 2), and an MCP server refuses
 /// with `extension_required` only to refuse the agent entirely.
@@ -84,6 +111,32 @@ mod tests {
                 .unwrap()
                 .ends_with("This needs the user's approval: Exchange item **i1**.")
         );
+    }
+
+    #[test]
+    fn retry_results_say_not_failed_and_when() {
+        let result = retry_result(
+            "operation_in_progress",
+            Some("exc_1"),
+            1,
+            "this call is being performed",
+        );
+        assert_eq!(result["isError"], true);
+        assert!(
+            result.get("structuredContent").is_none(),
+            "nothing for an outputSchema to refuse"
+        );
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("Not failed, and not done yet: this call is being performed."),
+            "{text}"
+        );
+        assert_eq!(
+            result["_meta"][RETRY_META_KEY],
+            json!({"error": "operation_in_progress", "retry_after": 1, "operation_id": "exc_1"})
+        );
+        let store = retry_result("store_unavailable", None, 1, "x");
+        assert!(store["_meta"][RETRY_META_KEY].get("operation_id").is_none());
     }
 
     #[test]

@@ -7,16 +7,20 @@ mod answer;
 mod headers;
 mod message;
 mod no_duplicates;
+mod output_schema;
 mod rewrite;
 mod sse;
+mod version;
 
 pub use answer::{
-    approval_required_result, error_response, extension_required_result, result_response,
-    tool_error_result,
+    RETRY_META_KEY, approval_required_result, error_response, extension_required_result,
+    result_response, retry_result, tool_error_result,
 };
 pub use headers::check_standard_headers;
 pub use message::{APPROVAL_META_KEY, HeldCall, Incoming, RpcError, classify};
-pub use rewrite::rewrite_response_id;
+pub use output_schema::{is_tools_list, widen_tools_list_body};
+pub use rewrite::{Readdress, readdress_response};
+pub use version::{McpVersion, PROTOCOL_VERSION_META_KEY};
 
 /// JSON-RPC error codes the gateway answers with.
 pub mod codes {

@@ -4,18 +4,30 @@
 
 use serde_json::Value;
 
-use super::sse;
+use super::McpVersion;
+use super::sse::{self, EventChange};
 
-/// The body with the `id` of each JSON-RPC response in it set to `id`, or `None` when there
-/// is nothing to change (not JSON or SSE, already that `id`, or not readable: then the
-/// recorded body is replayed as it is).
+/// How a recorded answer is readdressed to the call it answers now.
+pub struct Readdress<'a> {
+    /// The call's JSON-RPC `id`.
+    pub id: &'a Value,
+    /// The call's protocol version: a replayed result gets what this version requires.
+    pub version: &'a McpVersion,
+    /// A replay: only the response is sent. The recorded stream's other messages answered
+    /// another call: its `notifications/progress` name that call's `progressToken`, which MCP
+    /// forbids once that call is over, and its own requests were answered already.
+    pub replay: bool,
+}
+
+/// The body readdressed (see [`Readdress`]), or `None` when there is nothing to change (not
+/// JSON or SSE, already right, or not readable: then the recorded body is sent as it is).
 ///
-/// Only responses (objects with `result` or `error`) are changed: in an SSE stream, the
-/// server's own requests and notifications keep their ids.
-pub fn rewrite_response_id(
+/// Only responses (objects with `result` or `error`) are changed: in an SSE stream of a
+/// first answer, the server's own requests and notifications keep their ids.
+pub fn readdress_response(
     body: &[u8],
     content_type: Option<&[u8]>,
-    id: &Value,
+    to: &Readdress<'_>,
 ) -> Option<Vec<u8>> {
     let media_type = content_type
         .and_then(|ct| std::str::from_utf8(ct).ok())
@@ -24,18 +36,31 @@ pub fn rewrite_response_id(
     match media_type.as_str() {
         "application/json" => {
             let mut message: Value = serde_json::from_slice(body).ok()?;
-            if !set_response_id(&mut message, id) {
+            if !readdress_message(&mut message, to) {
                 return None;
             }
             serde_json::to_vec(&message).ok()
         }
         "text/event-stream" => {
             let text = std::str::from_utf8(body).ok()?;
-            sse::rewrite_data(text, |data| {
-                let mut message: Value = serde_json::from_str(data).ok()?;
-                set_response_id(&mut message, id)
-                    .then(|| serde_json::to_string(&message).ok())
-                    .flatten()
+            sse::rewrite_events(text, |data| {
+                let Ok(mut message) = serde_json::from_str::<Value>(data) else {
+                    return EventChange::Keep;
+                };
+                if !is_response(&message) {
+                    return if to.replay {
+                        EventChange::Drop
+                    } else {
+                        EventChange::Keep
+                    };
+                }
+                if !readdress_message(&mut message, to) {
+                    return EventChange::Keep;
+                }
+                match serde_json::to_string(&message) {
+                    Ok(text) => EventChange::Replace(text),
+                    Err(_) => EventChange::Keep,
+                }
             })
             .map(String::into_bytes)
         }
@@ -43,18 +68,53 @@ pub fn rewrite_response_id(
     }
 }
 
-/// Set the `id` of a response; whether anything changed.
-fn set_response_id(message: &mut Value, id: &Value) -> bool {
+/// The body with the `id` of each JSON-RPC response in it set to `id` (nothing else changed).
+#[cfg(test)]
+pub fn rewrite_response_id(
+    body: &[u8],
+    content_type: Option<&[u8]>,
+    id: &Value,
+) -> Option<Vec<u8>> {
+    let version = McpVersion::of_request(None, b"");
+    readdress_response(
+        body,
+        content_type,
+        &Readdress {
+            id,
+            version: &version,
+            replay: false,
+        },
+    )
+}
+
+fn is_response(message: &Value) -> bool {
+    message.as_object().is_some_and(|object| {
+        !object.contains_key("method")
+            && (object.contains_key("result") || object.contains_key("error"))
+    })
+}
+
+/// Readdress a response; whether anything changed.
+fn readdress_message(message: &mut Value, to: &Readdress<'_>) -> bool {
+    if !is_response(message) {
+        return false;
+    }
     let Some(object) = message.as_object_mut() else {
         return false;
     };
-    let is_response = !object.contains_key("method")
-        && (object.contains_key("result") || object.contains_key("error"));
-    if !is_response || object.get("id") == Some(id) {
-        return false;
+    let mut changed = false;
+    if object.get("id") != Some(to.id) {
+        object.insert("id".into(), to.id.clone());
+        changed = true;
     }
-    object.insert("id".into(), id.clone());
-    true
+    if let Some(result) = object.get_mut("result") {
+        let finished = to.version.finish(result.clone());
+        if &finished != result {
+            *result = finished;
+            changed = true;
+        }
+    }
+    changed
 }
 
 #[cfg(test)]
@@ -106,6 +166,47 @@ mod tests {
             rewrite_response_id(br#"{"id":2,"method":"ping"}"#, json_ct(), &id),
             None,
             "a request is not an answer"
+        );
+    }
+
+    #[test]
+    fn a_replay_is_the_response_alone_as_the_call_needs_it() {
+        let body = concat!(
+            "id: ev-0\ndata: \n\n",
+            "event: message\nid: ev-1\n",
+            "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":7,\"progress\":1}}\n\n",
+            "event: message\nid: ev-2\n",
+            "data: {\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{\"content\":[]}}\n\n",
+        );
+        let version = McpVersion::of_request(Some(b"2026-07-28"), b"");
+        let to = Readdress {
+            id: &json!(9),
+            version: &version,
+            replay: true,
+        };
+        let replayed =
+            readdress_response(body.as_bytes(), Some(b"text/event-stream"), &to).unwrap();
+        let text = String::from_utf8(replayed).unwrap();
+        assert!(!text.contains("progress"), "{text}");
+        assert!(
+            text.starts_with("id: ev-0\ndata: \n\nevent: message\nid: ev-2\ndata: "),
+            "{text}"
+        );
+        let data = text.split("data: ").last().unwrap().trim();
+        assert_eq!(
+            serde_json::from_str::<Value>(data).unwrap(),
+            json!({"jsonrpc": "2.0", "id": 9, "result": {"content": [], "resultType": "complete"}})
+        );
+        let first_answer = Readdress {
+            replay: false,
+            ..to
+        };
+        let again =
+            readdress_response(body.as_bytes(), Some(b"text/event-stream"), &first_answer).unwrap();
+        assert!(
+            String::from_utf8(again)
+                .unwrap()
+                .contains("notifications/progress")
         );
     }
 

@@ -1,18 +1,40 @@
 //! Just enough of the `text/event-stream` format (the HTML Living Standard's server-sent
-//! events) to change the data of recorded events and keep everything else.
+//! events) to change or drop recorded events and keep everything else.
+
+/// What becomes of one event, given its data.
+pub enum EventChange {
+    Keep,
+    Replace(String),
+    Drop,
+}
 
 /// The stream with each event's data replaced by `replace(data)` where it gives `Some`, or
 /// `None` when no event changed. Lines end in `\n` in a changed stream; other fields
 /// (`event`, `id`, `retry`) and comments stay as they were.
+#[cfg(test)]
 pub fn rewrite_data(text: &str, mut replace: impl FnMut(&str) -> Option<String>) -> Option<String> {
+    rewrite_events(text, |data| match replace(data) {
+        Some(new) => EventChange::Replace(new),
+        None => EventChange::Keep,
+    })
+}
+
+/// The stream with each event that has data changed as `change(data)` says (events without
+/// data, such as comments, are kept), or `None` when nothing changed.
+pub fn rewrite_events(text: &str, mut change: impl FnMut(&str) -> EventChange) -> Option<String> {
     let (lines, ends_with_newline) = split_lines(text);
     let mut out = String::with_capacity(text.len() + 32);
     let mut changed = false;
     let mut event: Vec<&str> = Vec::new();
     for line in lines.iter().copied() {
         if line.is_empty() {
-            changed |= write_event(&mut out, &event, &mut replace);
-            out.push('\n');
+            match write_event(&mut out, &event, &mut change) {
+                Written::Dropped => changed = true,
+                written => {
+                    changed |= written == Written::Changed;
+                    out.push('\n');
+                }
+            }
             event.clear();
         } else {
             event.push(line);
@@ -20,25 +42,41 @@ pub fn rewrite_data(text: &str, mut replace: impl FnMut(&str) -> Option<String>)
     }
     if !event.is_empty() {
         // An event the stream did not finish: rewritten too, and left unfinished.
-        changed |= write_event(&mut out, &event, &mut replace);
-        if !ends_with_newline {
-            out.pop();
+        match write_event(&mut out, &event, &mut change) {
+            Written::Dropped => changed = true,
+            written => {
+                changed |= written == Written::Changed;
+                if !ends_with_newline {
+                    out.pop();
+                }
+            }
         }
     }
     changed.then_some(out)
 }
 
-/// Write one event's lines (each followed by `\n`); whether its data was replaced.
+#[derive(PartialEq)]
+enum Written {
+    AsItWas,
+    Changed,
+    Dropped,
+}
+
+/// Write one event's lines (each followed by `\n`), changed as `change` says.
 fn write_event(
     out: &mut String,
     lines: &[&str],
-    replace: &mut impl FnMut(&str) -> Option<String>,
-) -> bool {
+    change: &mut impl FnMut(&str) -> EventChange,
+) -> Written {
     let data: Vec<&str> = lines.iter().filter_map(|line| data_value(line)).collect();
     let replacement = if data.is_empty() {
         None
     } else {
-        replace(&data.join("\n"))
+        match change(&data.join("\n")) {
+            EventChange::Keep => None,
+            EventChange::Replace(new) => Some(new),
+            EventChange::Drop => return Written::Dropped,
+        }
     };
     let mut data_written = false;
     for line in lines {
@@ -59,7 +97,11 @@ fn write_event(
             }
         }
     }
-    replacement.is_some()
+    if replacement.is_some() {
+        Written::Changed
+    } else {
+        Written::AsItWas
+    }
 }
 
 /// The value of a `data` field line (`data`, `data:x`, `data: x`), else `None`.
@@ -145,6 +187,16 @@ mod tests {
             rewrite_data("data: a\n\ndata: b", upper).as_deref(),
             Some("data: A\n\ndata: B")
         );
+    }
+
+    #[test]
+    fn dropped_events_leave_nothing() {
+        let stream = ": hi\n\nevent: message\ndata: drop\n\ndata: b\n\ndata: drop";
+        let kept = rewrite_events(stream, |data| match data {
+            "drop" => EventChange::Drop,
+            _ => EventChange::Keep,
+        });
+        assert_eq!(kept.as_deref(), Some(": hi\n\ndata: b\n\n"));
     }
 
     #[test]

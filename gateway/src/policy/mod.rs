@@ -75,22 +75,34 @@ impl Policy {
             }
         };
         let of = |wanted: fn(&TermSource) -> Option<&str>| {
-            self.terms.iter().filter_map(|(_, s)| wanted(s)).collect::<Vec<_>>()
+            self.terms
+                .iter()
+                .filter_map(|(_, s)| wanted(s))
+                .collect::<Vec<_>>()
         };
         let (document, fields) = if self.tool.is_some() {
-            ("arguments", of(|s| match s {
-                TermSource::Argument(p) => Some(p.as_str()),
-                _ => None,
-            }))
+            (
+                "arguments",
+                of(|s| match s {
+                    TermSource::Argument(p) => Some(p.as_str()),
+                    _ => None,
+                }),
+            )
         } else {
-            ("body", of(|s| match s {
-                TermSource::Body(p) => Some(p.as_str()),
-                _ => None,
-            }))
+            (
+                "body",
+                of(|s| match s {
+                    TermSource::Body(p) => Some(p.as_str()),
+                    _ => None,
+                }),
+            )
         };
         let ignored = list(self.ignore.iter().map(String::as_str).collect());
         if self.tool.is_some() {
-            return format!("accepts {document}: terms {}; ignored {ignored}", list(fields));
+            return format!(
+                "accepts {document}: terms {}; ignored {ignored}",
+                list(fields)
+            );
         }
         let query = of(|s| match s {
             TermSource::Query(q) => Some(q.as_str()),

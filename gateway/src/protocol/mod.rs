@@ -29,9 +29,16 @@ pub fn is_id(text: &str) -> bool {
 }
 
 /// Several lines of one structured field, combined as RFC 9651 says: joined with commas.
+///
+/// An empty field line (nothing but spaces and tabs) adds nothing, wherever it is: it is an
+/// empty list member, which HTTP (RFC 9110, 5.6.1.2) tells recipients to ignore. Joining it
+/// as it came would make a leading one vanish but a middle or trailing one a syntax error.
 fn combine_lines<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut joined = Vec::new();
     for line in lines {
+        if line.iter().all(|b| *b == b' ' || *b == b'\t') {
+            continue;
+        }
         if !joined.is_empty() {
             joined.extend_from_slice(b", ");
         }
@@ -43,4 +50,42 @@ fn combine_lines<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
 /// Whether two secrets are equal, in time that does not depend on where they differ.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_field_lines_add_nothing_wherever_they_are() {
+        let expected = b"a=1, b=2".to_vec();
+        for lines in [
+            vec!["", "a=1", "b=2"],
+            vec!["a=1", "", "b=2"],
+            vec!["a=1", "b=2", ""],
+            vec![" ", "a=1", "\t", "b=2", "  "],
+        ] {
+            let bytes: Vec<&[u8]> = lines.iter().map(|l| l.as_bytes()).collect();
+            assert_eq!(combine_lines(bytes), expected, "{lines:?}");
+        }
+        assert!(combine_lines([b"".as_slice(), b" ".as_slice()]).is_empty());
+    }
+
+    #[test]
+    fn an_approval_parses_the_same_with_an_empty_line_anywhere() {
+        let member_lines = [r#"operation_id="o1""#, r#"revision="r1""#];
+        for at in 0..=member_lines.len() {
+            let mut lines: Vec<&[u8]> = member_lines.iter().map(|l| l.as_bytes()).collect();
+            lines.insert(at, b"");
+            let approval = ApprovalHeader::parse(lines).expect("an empty line is ignored");
+            assert_eq!(
+                (approval.operation_id.as_str(), approval.revision.as_str()),
+                ("o1", "r1")
+            );
+        }
+        let only_empty: [&[u8]; 2] = [b"", b""];
+        assert!(declares_operations_v2(only_empty).is_ok_and(|declared| !declared));
+        let extensions: [&[u8]; 3] = [b"", br#""operations";v="2""#, b""];
+        assert_eq!(declares_operations_v2(extensions), Ok(true));
+    }
 }

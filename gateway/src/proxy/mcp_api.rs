@@ -27,9 +27,9 @@ use crate::ingress::fields::check_fields;
 use crate::ingress::headers::check_operation_request;
 use crate::ingress::json::check_value;
 use crate::mcp::{
-    HeldCall, Incoming, RpcError, approval_required_result, check_standard_headers, classify,
-    codes, error_response, extension_required_result, result_response, rewrite_response_id,
-    tool_error_result,
+    HeldCall, Incoming, McpVersion, Readdress, RpcError, approval_required_result,
+    check_standard_headers, classify, codes, error_response, extension_required_result,
+    readdress_response, result_response, retry_result, tool_error_result,
 };
 use crate::metrics::Outcome;
 use crate::policy::{PathTemplate, Policy, RequestParts, TermSource, canonical_json, extract};
@@ -105,7 +105,7 @@ impl GatewayProxy {
                     headers: forwarded_headers(&headers),
                     body,
                 };
-                mcp.forwarder.stream(session, request).await
+                mcp.forwarder.stream(session, request, needs_approval).await
             }
             Ok(Incoming::Held(call)) => match self.policies.find_tool(&call.tool) {
                 Some(policy) => {
@@ -130,6 +130,7 @@ impl GatewayProxy {
         policy: Arc<Policy>,
         call: HeldCall,
     ) -> Reply {
+        let to = ReplyTo::new(&call, headers);
         let refused = |outcome: Outcome, reply: Reply| {
             self.metrics.operation(&policy.name, outcome);
             reply
@@ -153,7 +154,7 @@ impl GatewayProxy {
             Ok(false) => {
                 return refused(
                     Outcome::ExtensionRequired,
-                    tool_result(&call.id, extension_required_result(&call.tool)),
+                    tool_result(&to, extension_required_result(&call.tool)),
                 );
             }
             Ok(true) => {}
@@ -205,7 +206,7 @@ impl GatewayProxy {
             let text = format!("Not done: {}. Nothing was performed.", refusal.detail);
             return refused(
                 Outcome::BadRequest,
-                tool_result(&call.id, tool_error_result(&text)),
+                tool_result(&to, tool_error_result(&text)),
             );
         }
         let no_captures = Vec::new();
@@ -223,7 +224,7 @@ impl GatewayProxy {
                 let text = format!("Not done: {e}. Nothing was performed.");
                 return refused(
                     Outcome::BadRequest,
-                    tool_result(&call.id, tool_error_result(&text)),
+                    tool_result(&to, tool_error_result(&text)),
                 );
             }
         };
@@ -246,7 +247,7 @@ impl GatewayProxy {
             fingerprint: fingerprint(&call.tool, &call.arguments),
             forward,
         };
-        render(self.flow.decide(request).await, &call.id)
+        render(self.flow.decide(request).await, &to)
     }
 }
 
@@ -265,28 +266,109 @@ fn fingerprint(tool: &str, arguments: &Value) -> Vec<u8> {
     out
 }
 
-/// The answer to a held call's decision.
-fn render(decision: Decision, id: &Value) -> Reply {
+/// Who an answer to a held call goes to: the call's JSON-RPC `id`, its MCP session (the
+/// `Mcp-Session-Id` it sent, if any) and its protocol version.
+struct ReplyTo {
+    id: Value,
+    session_id: Option<Vec<u8>>,
+    version: McpVersion,
+}
+
+impl ReplyTo {
+    fn new(call: &HeldCall, headers: &http::HeaderMap) -> ReplyTo {
+        ReplyTo {
+            id: call.id.clone(),
+            session_id: headers.get("mcp-session-id").map(|v| v.as_bytes().to_vec()),
+            version: McpVersion::of_request(
+                headers.get("mcp-protocol-version").map(|v| v.as_bytes()),
+                &call.forward_body,
+            ),
+        }
+    }
+}
+
+/// The answer to a held call's decision. Everything but a sign-in challenge is an MCP
+/// answer (HTTP 200, or the MCP server's own status for its answers): an HTTP 503 would end
+/// an SDK's session, so "try again" is a tool result too (see [`retry_result`]).
+fn render(decision: Decision, to: &ReplyTo) -> Reply {
     match decision {
         Decision::ApprovalRequired {
             operation,
             rejected,
-        } => tool_result(id, approval_required_result(&operation, rejected)),
-        Decision::Performed(response)
-        | Decision::Released(response)
-        | Decision::Replayed(response) => Reply::from(with_id(response, id)),
-        // Sign-in challenges and 503s are HTTP answers, as for APIs.
-        other => http_api::render(other),
+        } => tool_result(to, approval_required_result(&operation, rejected)),
+        Decision::Performed(response) | Decision::Released(response) => {
+            Reply::from(readdressed(response, to, false))
+        }
+        Decision::Replayed(response) => Reply::from(readdressed(response, to, true)),
+        Decision::InProgress(id) => tool_result(
+            to,
+            retry_result(
+                "operation_in_progress",
+                Some(id.as_str()),
+                1,
+                "this call is being performed now, with this approval",
+            ),
+        ),
+        Decision::Unknown(id) => tool_result(
+            to,
+            retry_result(
+                "operation_outcome_unknown",
+                Some(id.as_str()),
+                30,
+                "the gateway does not know yet whether this call took effect, and will not perform it again; its answer comes to this approval once known, or ask the company",
+            ),
+        ),
+        Decision::UpstreamUnavailable => tool_result(
+            to,
+            retry_result(
+                "upstream_unavailable",
+                None,
+                1,
+                "the MCP server could not be reached and nothing was performed",
+            ),
+        ),
+        Decision::ShuttingDown => tool_result(
+            to,
+            retry_result(
+                "gateway_shutting_down",
+                None,
+                1,
+                "this gateway is shutting down and started nothing",
+            ),
+        ),
+        Decision::StoreUnavailable => tool_result(
+            to,
+            retry_result(
+                "store_unavailable",
+                None,
+                1,
+                "the gateway cannot reach its operation store and performed nothing",
+            ),
+        ),
+        // A sign-in challenge is MCP's authorization challenge: HTTP 401 with
+        // WWW-Authenticate, as the API answers it.
+        other @ Decision::SignInRequired => http_api::render(other),
     }
 }
 
-/// The recorded answer, addressed to this call's `id`.
-fn with_id(mut response: RecordedResponse, id: &Value) -> RecordedResponse {
+/// The recorded answer, addressed to this call: its `id` and protocol version in the body,
+/// its own `Mcp-Session-Id` (or none) in the headers, never the recorded one (another MCP
+/// session's, whose id a client would adopt). `replay`: only the response, none of the first
+/// call's progress notifications.
+fn readdressed(mut response: RecordedResponse, to: &ReplyTo, replay: bool) -> RecordedResponse {
+    response
+        .headers
+        .retain(|(name, _)| !name.eq_ignore_ascii_case("mcp-session-id"));
+    if let Some(session_id) = &to.session_id {
+        response
+            .headers
+            .push(("mcp-session-id".into(), session_id.clone()));
+    }
     let header = |wanted: &str| {
         response
             .headers
             .iter()
-            .find(|(name, _)| name == wanted)
+            .find(|(name, _)| name.eq_ignore_ascii_case(wanted))
             .map(|(_, value)| value.as_slice())
     };
     if header("content-encoding").is_some_and(|v| !v.eq_ignore_ascii_case(b"identity")) {
@@ -295,14 +377,28 @@ fn with_id(mut response: RecordedResponse, id: &Value) -> RecordedResponse {
         );
         return response;
     }
-    if let Some(body) = rewrite_response_id(&response.body, header("content-type"), id) {
+    let readdress = Readdress {
+        id: &to.id,
+        version: &to.version,
+        replay,
+    };
+    if let Some(body) = readdress_response(&response.body, header("content-type"), &readdress) {
         response.body = Bytes::from(body);
+        // The length is set anew when the reply is written; a recorded one would be wrong.
+        response
+            .headers
+            .retain(|(name, _)| !name.eq_ignore_ascii_case("content-length"));
     }
     response
 }
 
-fn tool_result(id: &Value, result: Value) -> Reply {
-    Reply::json(200, &result_response(id, result)).with_header("cache-control", "no-store")
+fn tool_result(to: &ReplyTo, result: Value) -> Reply {
+    let reply = Reply::json(200, &result_response(&to.id, to.version.finish(result)))
+        .with_header("cache-control", "no-store");
+    match &to.session_id {
+        Some(session_id) => reply.with_header("mcp-session-id", session_id.clone()),
+        None => reply,
+    }
 }
 
 fn rpc_error(error: &RpcError) -> Reply {
@@ -330,17 +426,83 @@ mod tests {
         );
     }
 
+    fn reply_to(id: Value, session_id: Option<&str>, version: &str) -> ReplyTo {
+        ReplyTo {
+            id,
+            session_id: session_id.map(|s| s.as_bytes().to_vec()),
+            version: McpVersion::of_request(Some(version.as_bytes()), b""),
+        }
+    }
+
     #[test]
-    fn replays_carry_the_retry_id() {
+    fn replays_carry_the_retry_id_and_its_own_session() {
         let recorded = RecordedResponse {
             status: 200,
-            headers: vec![("content-type".into(), b"application/json".to_vec())],
+            headers: vec![
+                ("content-type".into(), b"application/json".to_vec()),
+                ("mcp-session-id".into(), b"session-b".to_vec()),
+            ],
             body: Bytes::from(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#),
         };
-        let replayed = with_id(recorded.clone(), &json!("r-2"));
+        let replayed = readdressed(
+            recorded.clone(),
+            &reply_to(json!("r-2"), Some("session-a"), "2025-11-25"),
+            true,
+        );
         let body: Value = serde_json::from_slice(&replayed.body).unwrap();
         assert_eq!(body["id"], "r-2");
-        assert_eq!(with_id(recorded.clone(), &json!(1)), recorded);
+        let sessions: Vec<&[u8]> = replayed
+            .headers
+            .iter()
+            .filter(|(name, _)| name == "mcp-session-id")
+            .map(|(_, value)| value.as_slice())
+            .collect();
+        assert_eq!(sessions, [b"session-a".as_slice()]);
+        let sessionless = readdressed(
+            recorded.clone(),
+            &reply_to(json!(1), None, "2026-07-28"),
+            true,
+        );
+        assert!(
+            sessionless
+                .headers
+                .iter()
+                .all(|(name, _)| name != "mcp-session-id")
+        );
+        let body: Value = serde_json::from_slice(&sessionless.body).unwrap();
+        assert_eq!(body["result"]["resultType"], "complete");
+    }
+
+    #[test]
+    fn answers_that_are_not_final_are_tool_results() {
+        let to = reply_to(json!(7), Some("s1"), "2026-07-28");
+        let operation = crate::protocol::OperationId::parse("exc_sAAAAAAAAAAAAAAAABBBBBBBB");
+        for decision in [
+            Decision::StoreUnavailable,
+            Decision::UpstreamUnavailable,
+            Decision::ShuttingDown,
+        ] {
+            let reply = render(decision, &to);
+            assert_eq!(reply.status, 200);
+            let body: Value = serde_json::from_slice(&reply.body).unwrap();
+            assert_eq!(body["id"], 7);
+            assert_eq!(body["result"]["isError"], true);
+            assert_eq!(body["result"]["resultType"], "complete");
+            assert!(body["result"]["_meta"][crate::mcp::RETRY_META_KEY]["error"].is_string());
+            assert!(
+                reply
+                    .headers
+                    .iter()
+                    .any(|(n, v)| n == "mcp-session-id" && v == b"s1")
+            );
+        }
+        let reply = render(Decision::InProgress(operation.unwrap()), &to);
+        assert_eq!(reply.status, 200);
+        let body: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(
+            body["result"]["_meta"][crate::mcp::RETRY_META_KEY]["operation_id"],
+            "exc_sAAAAAAAAAAAAAAAABBBBBBBB"
+        );
     }
 
     #[test]

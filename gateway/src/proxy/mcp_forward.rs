@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
 use pingora::connectors::http::Connector;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::Session;
@@ -16,8 +17,9 @@ use pingora::upstreams::peer::HttpPeer;
 
 use super::reply::Reply;
 use super::service::Step;
-use super::upstream::{ForwardRequest, HOP_BY_HOP, UpstreamClient};
+use super::upstream::{ForwardRequest, HOP_BY_HOP, MAX_RECORDED_BODY, UpstreamClient};
 use crate::config::Upstream;
+use crate::mcp::{is_tools_list, widen_tools_list_body};
 use crate::protocol::ErrorBody;
 
 /// The gateway's streaming client for MCP messages that need no approval.
@@ -36,8 +38,16 @@ impl StreamingForwarder {
         }
     }
 
-    /// Send `request` and stream the upstream's answer to `session`.
-    pub async fn stream(&self, session: &mut Session, request: ForwardRequest) -> Step {
+    /// Send `request` and stream the upstream's answer to `session`. A `tools/list` answer is
+    /// read whole instead, to widen the `outputSchema` of the tools that `is_held` names
+    /// (see `mcp::output_schema`).
+    pub async fn stream(
+        &self,
+        session: &mut Session,
+        request: ForwardRequest,
+        is_held: impl Fn(&str) -> bool,
+    ) -> Step {
+        let lists_tools = is_tools_list(&request.body);
         // A fresh connection each time (never pooled): simple, and a stale pooled connection
         // can't turn a message into a 502.
         let mut upstream = match self.connector.get_http_session(&self.peer).await {
@@ -70,6 +80,40 @@ impl StreamingForwarder {
             Ok(Err(e)) => Some(Err(e.to_string())),
             Err(_) => Some(Err(format!("no answer within {:?}", self.timeout))),
         };
+        if lists_tools && upstream.response_header().is_some_and(|h| h.status == 200) {
+            let content_type = upstream
+                .response_header()
+                .and_then(|h| h.headers.get(http::header::CONTENT_TYPE))
+                .map(|v| v.as_bytes().to_vec());
+            let read = async {
+                let mut body = BytesMut::new();
+                while let Some(chunk) = upstream.read_response_body().await? {
+                    if body.len() + chunk.len() > MAX_RECORDED_BODY {
+                        return Ok(None);
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok::<_, Box<pingora::Error>>(Some(body.freeze()))
+            }
+            .await;
+            let head = head.map(|h| h.map(|h| (h, read)));
+            upstream.shutdown().await;
+            let (mut header, body) = match head {
+                Some(Ok((header, Ok(Some(body))))) => (header, body),
+                Some(Ok((_, Ok(None)))) => {
+                    return Step::Respond(unavailable(&format!(
+                        "its tools/list answer is larger than {MAX_RECORDED_BODY} bytes"
+                    )));
+                }
+                Some(Ok((_, Err(e)))) => return Step::Respond(unavailable(&e.to_string())),
+                Some(Err(e)) => return Step::Respond(unavailable(&e)),
+                None => return Step::Respond(unavailable("no response header")),
+            };
+            let body = widen_tools_list_body(&body, content_type.as_deref(), is_held)
+                .map(Bytes::from)
+                .unwrap_or(body);
+            return Step::Answered(write_whole(session, &mut header, body).await);
+        }
         let header = match head {
             Some(Ok(header)) => header,
             Some(Err(e)) => {
@@ -99,6 +143,23 @@ impl StreamingForwarder {
         }
         Step::Answered(streamed)
     }
+}
+
+/// Write a header and a whole body (its length set anew).
+async fn write_whole(
+    session: &mut Session,
+    header: &mut ResponseHeader,
+    body: Bytes,
+) -> pingora::Result<()> {
+    header.remove_header(&http::header::TRANSFER_ENCODING);
+    header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
+    session
+        .write_response_header(Box::new(header.clone()), body.is_empty())
+        .await?;
+    if !body.is_empty() {
+        session.write_response_body(Some(body), true).await?;
+    }
+    Ok(())
 }
 
 /// The downstream response header for the upstream's: its status and headers, less those of

@@ -104,12 +104,32 @@ impl ProxyHttp for GatewayProxy {
     }
 
     /// Count proxied requests by the status class that reached the client.
+    /// A client that goes away before its answer is complete (an MCP client closing its GET
+    /// stream, an agent that gave up) is routine: logged at debug, not as pingora's ERROR.
+    fn suppress_error_log(&self, _session: &Session, _ctx: &Self::CTX, error: &Error) -> bool {
+        let routine = client_went_away(error);
+        if routine {
+            tracing::debug!(error = %error, "the client closed its connection before the answer was complete");
+        }
+        routine
+    }
+
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Self::CTX) {
         if ctx.passthrough {
             let status = session.response_written().map(|r| r.status.as_u16());
             self.metrics.passthrough(status);
         }
     }
+}
+
+/// Whether a proxy error is only the downstream client closing or resetting its connection.
+fn client_went_away(error: &Error) -> bool {
+    use pingora::{ErrorSource, ErrorType};
+    *error.esource() == ErrorSource::Downstream
+        && matches!(
+            error.etype(),
+            ErrorType::ConnectionClosed | ErrorType::WriteError | ErrorType::ReadError
+        )
 }
 
 impl GatewayProxy {
@@ -317,5 +337,22 @@ pub(super) async fn read_body(session: &mut Session, limit: usize) -> Result<Byt
                 )));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pingora::{ErrorSource, ErrorType};
+
+    #[test]
+    fn only_a_client_going_away_is_routine() {
+        let closed = Error::new(ErrorType::ConnectionClosed).into_down();
+        assert!(client_went_away(&closed));
+        let upstream_closed = Error::new(ErrorType::ConnectionClosed).into_up();
+        assert!(!client_went_away(&upstream_closed));
+        let mut internal = Error::new(ErrorType::InternalError);
+        internal.esource = ErrorSource::Downstream;
+        assert!(!client_went_away(&internal));
     }
 }

@@ -1,0 +1,108 @@
+//! The MCP protocol version a request speaks, for the results the gateway writes itself.
+//!
+//! Before 2026-07-28 the version is negotiated once (`initialize`) and then sent in the
+//! `MCP-Protocol-Version` header of every HTTP request; from 2026-07-28 every request carries
+//! it (header, and `_meta["io.modelcontextprotocol/protocolVersion"]`). What differs for the
+//! gateway's own results: from 2026-07-28 every result MUST have `resultType` (schema
+//! `Result`), and `structuredContent` may be any JSON value; earlier, results have no
+//! `resultType` and `structuredContent` is an object.
+
+use serde_json::Value;
+
+/// The `_meta` key of a 2026-07-28 request's protocol version.
+pub const PROTOCOL_VERSION_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// The revisions negotiated with `initialize`, whose results have no `resultType`.
+const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// A request's protocol version, as far as the gateway's answers depend on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpVersion(Option<String>);
+
+impl McpVersion {
+    /// From the `MCP-Protocol-Version` header, else the request's `_meta`. Neither: a client
+    /// of the handshake era (the transport spec says to assume 2025-03-26 then).
+    pub fn of_request(header: Option<&[u8]>, body: &[u8]) -> McpVersion {
+        let from_header = header
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned);
+        McpVersion(from_header.or_else(|| from_meta(body)))
+    }
+
+    /// Whether results must carry `resultType` (2026-07-28 and any revision the gateway
+    /// does not know, which can only be newer: adding the member is harmless to older ones,
+    /// whose `Result` admits any member).
+    pub fn results_have_type(&self) -> bool {
+        self.0
+            .as_deref()
+            .is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&v))
+    }
+
+    /// A result the gateway wrote, completed for this version.
+    pub fn finish(&self, mut result: Value) -> Value {
+        if self.results_have_type() {
+            if let Some(object) = result.as_object_mut() {
+                object
+                    .entry("resultType")
+                    .or_insert_with(|| Value::from("complete"));
+            }
+        }
+        result
+    }
+}
+
+fn from_meta(body: &[u8]) -> Option<String> {
+    let message: Value = serde_json::from_slice(body).ok()?;
+    message
+        .pointer("/params/_meta")?
+        .get(PROTOCOL_VERSION_META_KEY)?
+        .as_str()
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn version(header: Option<&str>, body: &Value) -> McpVersion {
+        McpVersion::of_request(header.map(str::as_bytes), body.to_string().as_bytes())
+    }
+
+    #[test]
+    fn result_type_only_from_2026_07_28() {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}});
+        for old in [
+            None,
+            Some("2025-03-26"),
+            Some("2025-06-18"),
+            Some("2025-11-25"),
+        ] {
+            let v = version(old, &call);
+            assert!(!v.results_have_type(), "{old:?}");
+            assert_eq!(v.finish(json!({"content": []})), json!({"content": []}));
+        }
+        for new in ["2026-07-28", "2027-01-01"] {
+            let v = version(Some(new), &call);
+            assert_eq!(
+                v.finish(json!({"content": []})),
+                json!({"content": [], "resultType": "complete"}),
+                "{new}"
+            );
+        }
+        let in_meta = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"_meta": {PROTOCOL_VERSION_META_KEY: "2026-07-28"}}});
+        assert!(version(None, &in_meta).results_have_type());
+        assert!(
+            !version(Some("2025-11-25"), &in_meta).results_have_type(),
+            "the header wins"
+        );
+        let typed = json!({"resultType": "input_required"});
+        assert_eq!(
+            version(Some("2026-07-28"), &call).finish(typed.clone()),
+            typed
+        );
+    }
+}
