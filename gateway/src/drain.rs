@@ -72,7 +72,11 @@ impl Drop for ForwardGuard {
     }
 }
 
-/// The signal watch handed to pingora: SIGTERM, SIGINT and SIGQUIT all drain first.
+/// The signal watch handed to pingora. Every stop signal first finishes (and records) the
+/// approved forwards in flight, since cutting one would leave its outcome unknown. Then:
+/// SIGTERM and SIGQUIT give other requests `server.shutdown_grace` to finish; SIGINT stops at
+/// once. SIGQUIT is not pingora's socket-passing upgrade: the gateway has no `--upgrade` mode,
+/// so a SIGQUIT would hand its sockets to nobody; it stops like SIGTERM.
 pub struct DrainOnSignal {
     pub drain: Arc<Drain>,
     /// How long an approved forward may still take: the upstream's connect and answer timeouts.
@@ -90,10 +94,10 @@ impl ShutdownSignalWatch for DrainOnSignal {
             tracing::error!("cannot watch shutdown signals; stopping");
             return ShutdownSignal::FastShutdown;
         };
-        let name = tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-            _ = quit.recv() => "SIGQUIT",
+        let (name, then) = tokio::select! {
+            _ = term.recv() => ("SIGTERM", ShutdownSignal::GracefulTerminate),
+            _ = int.recv() => ("SIGINT", ShutdownSignal::FastShutdown),
+            _ = quit.recv() => ("SIGQUIT", ShutdownSignal::GracefulTerminate),
         };
         let in_flight = self.drain.in_flight();
         tracing::info!(
@@ -110,7 +114,7 @@ impl ShutdownSignalWatch for DrainOnSignal {
                 self.limit
             );
         }
-        ShutdownSignal::GracefulTerminate
+        then
     }
 }
 
