@@ -133,7 +133,7 @@ impl Metrics {
             )?,
             asked: counter(
                 "poppy_operations_asked_total",
-                "Distinct operations asked for approval (each operation_id once per process while it can be approved), by policy",
+                "Distinct operations asked for approval (each counted once per process while it can be approved), by policy",
                 &["operation"],
             )?,
             asked_once: AskedOnce::default(),

@@ -15,6 +15,7 @@ pub mod mcp_server;
 pub mod mcp_stack;
 pub mod metrics;
 pub mod policies;
+pub mod prometheus;
 pub mod ports;
 pub mod rawhttp;
 pub mod redis;
