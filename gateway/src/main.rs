@@ -22,7 +22,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 )]
 struct Cli {
     /// gateway.toml (a container sets POPPY_GATEWAY_CONFIG, so that `health` reads the same file)
-    #[arg(long, global = true, env = "POPPY_GATEWAY_CONFIG", default_value = "gateway.toml")]
+    #[arg(
+        long,
+        global = true,
+        env = "POPPY_GATEWAY_CONFIG",
+        default_value = "gateway.toml"
+    )]
     config: PathBuf,
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value = "text")]

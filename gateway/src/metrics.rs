@@ -372,9 +372,7 @@ mod tests {
             metrics.asked("exchange", "exc_a", window);
         }
         metrics.asked("exchange", "exc_b", window);
-        assert!(
-            text(&metrics).contains(r#"poppy_operations_asked_total{operation="exchange"} 2"#)
-        );
+        assert!(text(&metrics).contains(r#"poppy_operations_asked_total{operation="exchange"} 2"#));
     }
 
     #[test]

@@ -302,7 +302,11 @@ fn the_dashboard_is_portable() {
                 );
             }
         }
-        assert!(!text.contains(r#""uid":"prometheus""#), "{}", path.display());
+        assert!(
+            !text.contains(r#""uid":"prometheus""#),
+            "{}",
+            path.display()
+        );
     }
 }
 

@@ -61,7 +61,10 @@ async fn rate_panels_read_true_for_a_scripted_sequence() {
         op = gateway.send(&first).await.operation();
     }
     let approved = first.approve(&op);
-    gateway.send(&approved).await.assert_status(201, "approve 1");
+    gateway
+        .send(&approved)
+        .await
+        .assert_status(201, "approve 1");
     for _ in 0..2 {
         gateway.send(&approved).await.assert_status(201, "replay 1");
     }
@@ -111,7 +114,10 @@ async fn rate_panels_read_true_for_a_scripted_sequence() {
         format!("{name}{{job=\"{JOB}\",instance=\"{instance}\",operation=\"{operation}\"}}")
     };
     prometheus
-        .wait_for(&scraped("poppy_operations_asked_total", "exchange"), exchanges_asked)
+        .wait_for(
+            &scraped("poppy_operations_asked_total", "exchange"),
+            exchanges_asked,
+        )
         .await;
     prometheus
         .wait_for(&scraped("poppy_operations_asked_total", "cancel"), 1.0)
@@ -142,7 +148,11 @@ async fn rate_panels_read_true_for_a_scripted_sequence() {
         (exchange - 2.0 / exchanges_asked).abs() < 1e-6,
         "exchange approval rate {exchange}, expected 2 of {exchanges_asked}"
     );
-    assert_eq!(by_operation("cancel"), 0.0, "cancel: asked once, never performed");
+    assert_eq!(
+        by_operation("cancel"),
+        0.0,
+        "cancel: asked once, never performed"
+    );
 
     if unknown_gauge {
         // Unknown operations: one, however often it was retried; and it stays one.

@@ -199,10 +199,7 @@ fn stop_grace_periods_cover_the_drain() {
 #[test]
 fn the_image_is_built_for_production() {
     let dockerfile = read("docker/Dockerfile");
-    let final_stage = dockerfile
-        .rsplit("\nFROM ")
-        .next()
-        .expect("a final stage");
+    let final_stage = dockerfile.rsplit("\nFROM ").next().expect("a final stage");
     assert!(
         final_stage.starts_with("debian:bookworm-slim AS gateway"),
         "the gateway stage is the default (last) one:\n{final_stage}"
@@ -213,10 +210,14 @@ fn the_image_is_built_for_production() {
         .find_map(|line| line.strip_prefix("USER "))
         .unwrap_or_default();
     assert!(
-        user.split(':').all(|part| part.parse::<u32>().is_ok_and(|id| id > 0)),
+        user.split(':')
+            .all(|part| part.parse::<u32>().is_ok_and(|id| id > 0)),
         "USER {user:?} is not a numeric non-root uid:gid"
     );
-    assert!(dockerfile.contains("strip /out/poppy-gateway"), "the binary is stripped");
+    assert!(
+        dockerfile.contains("strip /out/poppy-gateway"),
+        "the binary is stripped"
+    );
     // No demo binary or demo policies in the gateway image.
     assert!(!final_stage.contains("policies/ "), "{final_stage}");
     assert!(!final_stage.contains("/out/shop"), "{final_stage}");
@@ -277,7 +278,10 @@ async fn health_asks_the_configured_admin_listener() {
     assert!(!output.status.success());
     let out = text(&output);
     assert!(
-        out.contains(&format!("unhealthy: GET http://{}/healthz", stack.gateway.admin_addr())),
+        out.contains(&format!(
+            "unhealthy: GET http://{}/healthz",
+            stack.gateway.admin_addr()
+        )),
         "{out}"
     );
 }

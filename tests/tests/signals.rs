@@ -90,7 +90,10 @@ async fn sigterm_ends_recorded_within_the_documented_grace(store: Store) {
     let mut stack = Stack::start_with(store, |b| {
         b.upstream_connect_timeout(&format!("{connect}s"))
             .upstream_timeout(&format!("{timeout}s"))
-            .env("POPPY_GATEWAY__SERVER__SHUTDOWN_GRACE", &format!("{grace}s"))
+            .env(
+                "POPPY_GATEWAY__SERVER__SHUTDOWN_GRACE",
+                &format!("{grace}s"),
+            )
     });
     let documented = Duration::from_secs(connect + timeout + 1 + grace);
     let request = Request::exchange(&Session::signed_out("ses_grace"), "o1", "i1", "s1");
@@ -128,7 +131,9 @@ async fn sigterm_ends_recorded_within_the_documented_grace(store: Store) {
             .assert_replay_of(&answer, "a retry after the restart");
     }
     stack.assert_executions(1, "an approval forwarded across a SIGTERM");
-    eprintln!("SIGTERM with a 2 s forward in flight: exited after {took:?} (documented bound {documented:?})");
+    eprintln!(
+        "SIGTERM with a 2 s forward in flight: exited after {took:?} (documented bound {documented:?})"
+    );
 }
 
 /// SIGINT on an idle gateway: gone at once, not after `shutdown_grace`.
