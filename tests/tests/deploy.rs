@@ -68,7 +68,10 @@ fn dockerfile_passes_hadolint() {
 #[test]
 fn kubernetes_manifests_pass_schema_validation() {
     let manifests = manifests();
-    let kinds: String = manifests.iter().map(|p| read_path(p)).collect();
+    let kinds: String = manifests
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
     for kind in [
         "kind: Deployment",
         "kind: Service",
@@ -104,10 +107,6 @@ fn kubernetes_manifests_pass_schema_validation() {
         .output()
         .unwrap();
     assert!(!output.status.success(), "{}", text(&output));
-}
-
-fn read_path(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap()
 }
 
 #[test]
