@@ -21,8 +21,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     about = "Approval of exact terms and at-most-once execution in front of existing APIs"
 )]
 struct Cli {
-    /// gateway.toml
-    #[arg(long, global = true, default_value = "gateway.toml")]
+    /// gateway.toml (a container sets POPPY_GATEWAY_CONFIG, so that `health` reads the same file)
+    #[arg(
+        long,
+        global = true,
+        env = "POPPY_GATEWAY_CONFIG",
+        default_value = "gateway.toml"
+    )]
     config: PathBuf,
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value = "text")]
@@ -38,6 +43,9 @@ enum Command {
     /// Show what the gateway would do with one Personal Agent request: the matching policy,
     /// its terms, the summary and the operation (or why nothing matches).
     Explain(explain::cli::ExplainArgs),
+    /// Exit 0 when the admin listener the config names answers `GET /healthz` with 200 (a
+    /// container health check).
+    Health,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -53,6 +61,7 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Check) => check(loaded),
         Some(Command::Explain(args)) => explain::cli::run(loaded, &args),
+        Some(Command::Health) => health(loaded),
         None => {
             let config = match loaded {
                 Ok(config) => config,
@@ -128,6 +137,23 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
                 println!("          {}", policy.accepted_parts());
             }
             ExitCode::SUCCESS
+        }
+    }
+}
+
+fn health(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
+    let config = match loaded {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match poppy_gateway::health::check(&config, std::time::Duration::from_secs(2)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("unhealthy: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -2,13 +2,17 @@
 //! outcome and reason words, store call names, status classes); operation IDs are never labels.
 //! Every metric is documented in `docs/operations.md`; keep the two in sync.
 
+mod asked;
 mod labels;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
+
+use asked::AskedOnce;
 
 pub use labels::{Rejection, ReloadResult, StoreCall, status_class};
 
@@ -29,8 +33,11 @@ pub enum Outcome {
     Rejected,
     /// A signed-out Session named an account's operation: answered with a sign-in challenge.
     Challenged,
-    /// The upstream's answer proved nothing was performed; the claim was released.
+    /// The upstream's answer proved nothing was performed (a `release_statuses` answer, or a
+    /// 503 with Retry-After); the claim was released.
     Released,
+    /// The upstream could not be reached: nothing was sent, the claim was released.
+    UpstreamUnavailable,
     /// The request did not declare the extension.
     ExtensionRequired,
     /// Malformed headers, body or terms.
@@ -54,6 +61,7 @@ impl Outcome {
             Outcome::Rejected => "rejected",
             Outcome::Challenged => "challenged",
             Outcome::Released => "released",
+            Outcome::UpstreamUnavailable => "upstream_unavailable",
             Outcome::ExtensionRequired => "extension_required",
             Outcome::BadRequest => "bad_request",
             Outcome::StoreUnavailable => "store_unavailable",
@@ -68,9 +76,11 @@ const APPROVAL_DELAY_BUCKETS: [f64; 14] = [
     1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0,
     86400.0,
 ];
-/// Upstream answers to approved executions: milliseconds to the default 30 s timeout.
-const UPSTREAM_BUCKETS: [f64; 14] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
+/// Upstream answers to approved executions: from 1 ms (a nearby API answers in a few, and a
+/// first bucket above that would make every quantile read as that bucket) to the default 30 s
+/// timeout.
+const UPSTREAM_BUCKETS: [f64; 16] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
 ];
 /// Store round trips: sub-millisecond in memory, about a millisecond to a nearby Redis.
 const STORE_BUCKETS: [f64; 12] = [
@@ -80,6 +90,8 @@ const STORE_BUCKETS: [f64; 12] = [
 pub struct Metrics {
     registry: Registry,
     operations: IntCounterVec,
+    asked: IntCounterVec,
+    asked_once: AskedOnce,
     rejected: IntCounterVec,
     approval_delay: HistogramVec,
     upstream_duration: HistogramVec,
@@ -119,6 +131,12 @@ impl Metrics {
                 "Requests for operations, by policy and outcome",
                 &["operation", "outcome"],
             )?,
+            asked: counter(
+                "poppy_operations_asked_total",
+                "Distinct operations asked for approval (each counted once per process while it can be approved), by policy",
+                &["operation"],
+            )?,
+            asked_once: AskedOnce::default(),
             rejected: counter(
                 "poppy_approvals_rejected_total",
                 "Approvals that failed a check and were answered with a new revision, by policy and reason",
@@ -184,6 +202,22 @@ impl Metrics {
             metrics.reloads.with_label_values(&[result.as_str()]);
         }
         metrics.last_reload_successful.set(1);
+        let build_info = IntGaugeVec::new(
+            Opts::new(
+                "poppy_build_info",
+                "Always 1; its labels say which build of the gateway is running",
+            ),
+            &["version"],
+        )?;
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        metrics.registry.register(Box::new(build_info))?;
+        // process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, … (Linux).
+        #[cfg(target_os = "linux")]
+        metrics.registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
         Ok(metrics)
     }
 
@@ -199,6 +233,7 @@ impl Metrics {
             for reason in Rejection::ALL {
                 self.rejected.with_label_values(&[name, reason.as_str()]);
             }
+            self.asked.with_label_values(&[name]);
             self.approval_delay.with_label_values(&[name]);
             self.upstream_duration.with_label_values(&[name]);
         }
@@ -209,6 +244,14 @@ impl Metrics {
         self.operations
             .with_label_values(&[policy, outcome.as_str()])
             .inc();
+    }
+
+    /// An operation was offered for approval (a 403 or a held tool call). Counted once per
+    /// operation_id, however many times the agent asks before its user decides.
+    pub fn asked(&self, policy: &str, operation_id: &str, expires_in: Duration) {
+        if self.asked_once.first(operation_id, expires_in) {
+            self.asked.with_label_values(&[policy]).inc();
+        }
     }
 
     /// An approval failed a check (it is answered with a new revision).
@@ -299,6 +342,12 @@ mod tests {
         for series in [
             r#"poppy_operations_total{operation="exchange",outcome="performed"} 0"#,
             r#"poppy_approvals_rejected_total{operation="exchange",reason="stale_generation"} 0"#,
+            r#"poppy_operations_asked_total{operation="exchange"} 0"#,
+            r#"poppy_operations_total{operation="exchange",outcome="upstream_unavailable"} 0"#,
+            r#"poppy_upstream_duration_seconds_bucket{operation="exchange",le="0.001"} 0"#,
+            r#"poppy_build_info{version=""#,
+            "process_resident_memory_bytes ",
+            "process_start_time_seconds ",
             r#"poppy_approval_delay_seconds_count{operation="exchange"} 0"#,
             r#"poppy_upstream_duration_seconds_count{operation="exchange"} 0"#,
             r#"poppy_store_duration_seconds_count{call="claim"} 0"#,
@@ -312,6 +361,18 @@ mod tests {
             assert!(text.contains(series), "missing {series} in\n{text}");
         }
         assert!(!text.contains("operation_id"));
+    }
+
+    #[test]
+    fn repeated_asks_for_one_operation_count_once() {
+        let metrics = Metrics::new().unwrap();
+        metrics.policies(["exchange"]);
+        let window = Duration::from_secs(900);
+        for _ in 0..3 {
+            metrics.asked("exchange", "exc_a", window);
+        }
+        metrics.asked("exchange", "exc_b", window);
+        assert!(text(&metrics).contains(r#"poppy_operations_asked_total{operation="exchange"} 2"#));
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod mcp_stack;
 pub mod metrics;
 pub mod policies;
 pub mod ports;
+pub mod prometheus;
 pub mod rawhttp;
 pub mod redis;
 pub mod redis_cluster;

@@ -96,6 +96,10 @@ async fn refused_connection_releases_the_claim(store: Store) {
             .await
             .assert_unavailable("upstream_unavailable", what);
     }
+    // Counted as its own outcome, not with the upstream's 401/429 answers ("released").
+    let metrics = gateway.metrics().await;
+    assert_eq!(metrics.operations("exchange", "upstream_unavailable"), 2.0);
+    assert_eq!(metrics.operations("exchange", "released"), 0.0);
 
     drop(refusing);
     let upstream = Upstream::start_on(upstream_addr.parse().unwrap());
@@ -150,6 +154,9 @@ async fn release_statuses_are_delivered_but_not_recorded(store: Store) {
         2,
         "a released claim is forwarded again on retry"
     );
+    let metrics = stack.gateway.metrics().await;
+    assert_eq!(metrics.operations("status", "released"), 2.0);
+    assert_eq!(metrics.operations("status", "upstream_unavailable"), 0.0);
 
     let failed = Request::agent("POST", "/status/500", &session);
     let op = stack.gateway.send(&failed).await.operation();

@@ -86,7 +86,7 @@ pub struct Shop {
 
 impl Shop {
     /// The demo's starting state: Ada's order with the Stormline Jacket from the
-    /// spec's jacket-exchange example, and a second order to cancel.
+    /// spec's jacket-exchange example, a second order to cancel, and a third for MCP.
     pub fn seeded() -> Self {
         let catalog: BTreeMap<&'static str, Product> = [
             ("stormline-m", "Stormline Jacket (M)", 12000),
@@ -121,6 +121,9 @@ impl Shop {
             &[("itm_4Qa", "stormline-m"), ("itm_8Rc", "socks-trail")],
         );
         shop.seed_order("ord_3Lm9", "Ada", &[("itm_2Xy", "hat-rain")]);
+        // Its own order for the MCP walkthrough (docs/mcp.md), so that the README's
+        // walkthroughs, run in order, each act on an order and item of their own.
+        shop.seed_order("ord_5Nc8", "Ada", &[("itm_6Wd", "stormline-l")]);
         shop
     }
 

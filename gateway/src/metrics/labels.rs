@@ -5,7 +5,7 @@ use super::Outcome;
 
 impl Outcome {
     /// Every outcome, for creating their series up front.
-    pub const ALL: [Outcome; 13] = [
+    pub const ALL: [Outcome; 14] = [
         Outcome::Held,
         Outcome::Performed,
         Outcome::Replayed,
@@ -14,6 +14,7 @@ impl Outcome {
         Outcome::Rejected,
         Outcome::Challenged,
         Outcome::Released,
+        Outcome::UpstreamUnavailable,
         Outcome::ExtensionRequired,
         Outcome::BadRequest,
         Outcome::StoreUnavailable,

@@ -84,7 +84,8 @@ impl Decision {
             Decision::ApprovalRequired { rejected: true, .. } => Outcome::Rejected,
             Decision::SignInRequired => Outcome::Challenged,
             Decision::Performed(_) => Outcome::Performed,
-            Decision::Released(_) | Decision::UpstreamUnavailable => Outcome::Released,
+            Decision::Released(_) => Outcome::Released,
+            Decision::UpstreamUnavailable => Outcome::UpstreamUnavailable,
             Decision::Replayed(_) => Outcome::Replayed,
             Decision::InProgress(_) => Outcome::InProgress,
             Decision::Unknown(_) => Outcome::Unknown,
@@ -158,6 +159,10 @@ impl OperationFlow {
             }
         };
         self.metrics.operation(&policy.name, decision.outcome());
+        if let Decision::ApprovalRequired { operation, .. } = &decision {
+            let id = &operation.operation_id;
+            self.metrics.asked(&policy.name, id, policy.expires_in);
+        }
         let operation_id = decision.operation_id(request.approval.as_ref());
         tracing::info!(policy = %policy.name, operation_id, outcome = decision.outcome().as_str(), "operation");
         decision
