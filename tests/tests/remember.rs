@@ -160,7 +160,10 @@ async fn an_unknown_operation_is_never_forgotten(store: Store) {
     replay.assert_status(201, "the resolved answer");
     assert_eq!(replay.json(), json!({"resolved": true}));
     let next = stack.gateway.send(&request).await.operation();
-    assert_ne!(next.operation_id, op.operation_id, "performed: a new operation");
+    assert_ne!(
+        next.operation_id, op.operation_id,
+        "performed: a new operation"
+    );
     stack.assert_executions(1, "resolving performs nothing");
 }
 
@@ -171,7 +174,10 @@ async fn the_listing_needs_the_admin_token(store: Store) {
         .no_proxy()
         .build()
         .unwrap()
-        .get(format!("{}/operations?state=unknown", stack.gateway.admin_url()))
+        .get(format!(
+            "{}/operations?state=unknown",
+            stack.gateway.admin_url()
+        ))
         .send()
         .await
         .unwrap();

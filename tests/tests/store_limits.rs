@@ -182,7 +182,11 @@ async fn a_full_memory_store_refuses_new_claims() {
         "about {fits} answers of {ANSWER} bytes fit in {CAP}: {}",
         performed.len()
     );
-    assert_eq!(upstream.count(), performed.len(), "the refused one was not forwarded");
+    assert_eq!(
+        upstream.count(),
+        performed.len(),
+        "the refused one was not forwarded"
+    );
     let rss_full = rss_kib(&gateway);
 
     for i in first_refused..first_refused + 20 {
