@@ -1369,3 +1369,65 @@ async fn redis_cluster_outage_fails_fast_and_recovers_by_itself() {
     );
     assert!(store.lookup(&after).await.unwrap().is_some());
 }
+
+/// A slot moved to another primary after the store learned the slot map (as in a failover or
+/// a resharding): the scripts follow the `MOVED` answer instead of failing with
+/// `Unavailable`, with and without replica acknowledgement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_scripts_follow_a_moved_slot() {
+    let cluster = poppy_e2e::RedisCluster::start(3);
+    let plain = RedisStore::new(&cluster.url(), "test").unwrap();
+    // No replicas here, so WAIT answers 0 at once (a completion stands without them); what
+    // matters is that the call is a pipeline.
+    let waiting = waiting_store(&cluster.url(), 1);
+    for completing in [&plain, &waiting] {
+        let id = fresh_id();
+        let record = record_key(&id);
+        let busy = format!("test:busy:{{{}}}", id.action_tag());
+        plain.claim(&id, &claim_by("o")).await.unwrap();
+        // Both stores know the slot map from before the move.
+        assert!(completing.lookup(&id).await.unwrap().is_some());
+
+        let from = cluster.primary_of(&record);
+        let to = (from + 1) % 3;
+        let nodes = cluster.nodes();
+        let slot = nodes[0].command(&["CLUSTER", "KEYSLOT", &record]).unwrap();
+        let id_of_node = |i: usize| nodes[i].command(&["CLUSTER", "MYID"]).unwrap();
+        let (from_id, to_id) = (id_of_node(from), id_of_node(to));
+        let to_port = nodes[to].port().to_string();
+        nodes[to]
+            .command(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id])
+            .unwrap();
+        nodes[from]
+            .command(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id])
+            .unwrap();
+        nodes[from]
+            .command(&[
+                "MIGRATE",
+                "127.0.0.1",
+                &to_port,
+                "",
+                "0",
+                "5000",
+                "KEYS",
+                &record,
+                &busy,
+            ])
+            .unwrap();
+        for node in nodes.iter().take(3) {
+            node.command(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id])
+                .unwrap();
+        }
+        assert_eq!(cluster.primary_of(&record), to, "the slot moved");
+
+        assert!(
+            completing
+                .complete(&id, "o", &response(), now_ms() + 60_000)
+                .await
+                .expect("a moved slot is followed, not a store error")
+        );
+        let (found, generation) = completing.lookup_with_generation(&id).await.unwrap();
+        assert!(matches!(found.unwrap().state, RecordState::Done(_)));
+        assert_eq!(generation, 1);
+    }
+}

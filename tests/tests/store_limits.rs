@@ -3,8 +3,6 @@
 //! acknowledgement, and `memory://` refuses new claims when full instead of growing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
 use poppy_e2e::{Gateway, GatewayBuilder, RedisServer, Request, Session, Upstream};
 
 /// The gateway's resident set in KiB, from `/proc`.
