@@ -28,8 +28,12 @@ amount = { body = "$.amount" }
 "#;
 
 fn short_lived(builder: GatewayBuilder) -> GatewayBuilder {
+    with_policy(builder, SHORT_POLICY)
+}
+
+fn with_policy(builder: GatewayBuilder, policy: &str) -> GatewayBuilder {
     builder
-        .policy("refund.toml", SHORT_POLICY)
+        .policy("refund.toml", policy)
         .extra_config("remember_grace = \"1s\"")
         .env("POPPY_GATEWAY_ADMIN_TOKEN", TOKEN)
         // A lease of 200 ms + 500 ms + 1 s.
@@ -184,7 +188,45 @@ async fn the_listing_needs_the_admin_token(store: Store) {
     assert_eq!(response.status().as_u16(), 401);
 }
 
+/// A reload that shortens `expires_in`: a revision minted before it, which would outlive what
+/// a completion now remembers, is refused as expired (a new revision, nothing forwarded); one
+/// minted after it performs.
+async fn a_reload_that_shortens_expires_in_refuses_longer_revisions(store: Store) {
+    let long = SHORT_POLICY.replace("expires_in = \"6s\"", "expires_in = \"15m\"");
+    let stack = Stack::start_with(store, |b| with_policy(b, &long));
+    let request = Request::refund(&Session::signed_out("ses_reload"), "o3", "30.00");
+    let before = stack.gateway.send(&request).await.operation();
+
+    std::fs::write(
+        stack.gateway.policies_dir().join("refund.toml"),
+        SHORT_POLICY,
+    )
+    .unwrap();
+    let reloads = |m: &poppy_e2e::metrics::Metrics| {
+        m.value("poppy_config_reloads_total", &[("result", "success")])
+    };
+    let counted = reloads(&stack.gateway.metrics().await);
+    stack.gateway.signal("HUP");
+    poppy_e2e::wait::until_some(Duration::from_secs(10), || async {
+        (reloads(&stack.gateway.metrics().await) > counted).then_some(())
+    })
+    .await
+    .expect("the reload applies");
+
+    let refused = stack.gateway.send(&request.clone().approve(&before)).await;
+    let after = refused.operation_in("a revision longer than the policy now allows");
+    assert!(after.expires_at_unix < before.expires_at_unix - 60.0);
+    stack.assert_executions(0, "refused, nothing forwarded");
+    stack
+        .gateway
+        .send(&request.clone().approve(&after))
+        .await
+        .assert_status(201, "a revision of the reloaded policy performs");
+    stack.assert_executions(1, "once");
+}
+
 store_tests!(
+    a_reload_that_shortens_expires_in_refuses_longer_revisions,
     a_later_revision_never_executes_again,
     an_unknown_operation_is_never_forgotten,
     the_listing_needs_the_admin_token,
