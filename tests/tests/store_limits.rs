@@ -3,7 +3,9 @@
 //! acknowledgement, and `memory://` refuses new claims when full instead of growing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use poppy_e2e::{Gateway, GatewayBuilder, RedisServer, Request, Session, Upstream};
+use std::time::Duration;
+
+use poppy_e2e::{Gateway, GatewayBuilder, RedisServer, Request, Session, Stack, Store, Upstream};
 
 /// The gateway's resident set in KiB, from `/proc`.
 fn rss_kib(gateway: &Gateway) -> u64 {
@@ -215,4 +217,56 @@ async fn a_full_memory_store_refuses_new_claims() {
         rss_after <= rss_full + 4 * 1024,
         "refusals and replays hold nothing more: {rss_full} → {rss_after} KiB"
     );
+}
+
+/// Redis restarts empty (no persistence) while the upstream holds an approved request: when
+/// the answer comes, its record is gone, and the answer is written anyway, so a retry of the
+/// same approval replays it instead of executing the operation a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_is_recorded_after_redis_restarted_empty() {
+    const TOKEN: &str = "test-admin-token-0123456789";
+    let mut stack = Stack::start_with(Store::Redis, |b| b.env("POPPY_GATEWAY_ADMIN_TOKEN", TOKEN));
+    let request = Request::exchange(&Session::signed_out("ses_empty"), "o1", "i1", "s1");
+    let op = stack.gateway.send(&request).await.operation();
+    let approved = request.approve(&op);
+
+    stack.upstream.hold();
+    let client = stack.gateway.client();
+    let in_flight = {
+        let approved = approved.clone();
+        tokio::spawn(async move { client.send(&approved).await })
+    };
+    stack
+        .upstream
+        .wait_for_count(1, Duration::from_secs(10))
+        .await;
+    stack.redis().restart();
+    stack.redis().ping();
+    stack.upstream.release();
+    let first = in_flight.await.unwrap();
+    first.assert_status(201, "the answer is delivered");
+
+    // Recorded at once, or by the background retry once the connection is back.
+    let admin = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!(
+        "{}/operations/{}",
+        stack.gateway.admin_url(),
+        op.operation_id
+    );
+    let recorded = poppy_e2e::wait::until_some(Duration::from_secs(15), || async {
+        let response = admin.get(&url).bearer_auth(TOKEN).send().await.ok()?;
+        let body: serde_json::Value = response.json().await.ok()?;
+        (body["state"] == "performed").then_some(body)
+    })
+    .await;
+    assert!(
+        recorded.is_some(),
+        "the answer is written although its record vanished"
+    );
+    stack
+        .gateway
+        .send(&approved)
+        .await
+        .assert_replay_of(&first, "a retry replays");
+    stack.assert_executions(1, "never twice");
 }
