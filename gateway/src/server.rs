@@ -102,6 +102,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     check_store(&durability, store.as_ref())?;
     metrics.policies(config.policies.iter().map(|p| p.name.as_str()));
     let policies = LivePolicies::new(config.policies.clone());
+    let admin_policies = policies.clone();
     let upstream = Arc::new(UpstreamClient::new(&config.upstream));
 
     // The drain (see drain.rs) waits for approved forwards before pingora's own shutdown
@@ -169,7 +170,8 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
                 token: std::env::var("POPPY_GATEWAY_ADMIN_TOKEN")
                     .ok()
                     .filter(|t| !t.is_empty()),
-                remember_for: config.store.remember_grace.max(Duration::from_secs(86_400)),
+                policies: admin_policies,
+                remember_grace: config.store.remember_grace,
                 durability,
             },
         );

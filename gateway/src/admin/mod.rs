@@ -11,6 +11,7 @@ use pingora::protocols::http::ServerSession;
 use serde_json::json;
 
 use crate::metrics::Metrics;
+use crate::policy::LivePolicies;
 use crate::proxy::now_millis;
 use crate::store::{DurabilityCheck, OperationStore};
 
@@ -22,8 +23,10 @@ pub struct AdminApp {
     pub store: Arc<dyn OperationStore>,
     /// `POPPY_GATEWAY_ADMIN_TOKEN`; the operations API is off without it.
     pub token: Option<String>,
-    /// How long a resolved operation is remembered.
-    pub remember_for: Duration,
+    /// The policies in force, for how long a resolved operation must be remembered.
+    pub policies: LivePolicies,
+    /// `[store] remember_grace`.
+    pub remember_grace: Duration,
     /// Redis durability, checked again on every `/readyz`.
     pub durability: Arc<DurabilityCheck>,
 }
@@ -98,6 +101,20 @@ impl ServeHttp for AdminApp {
 }
 
 impl AdminApp {
+    /// How long a resolution is remembered: a day at least, and as long as any revision minted
+    /// under the policies in force could still be approved, plus the grace (check 3 refuses
+    /// revisions longer-lived than their policy allows now, see flow.rs).
+    fn remember_for(&self) -> Duration {
+        let longest = self
+            .policies
+            .snapshot()
+            .iter()
+            .map(|policy| policy.expires_in)
+            .max()
+            .unwrap_or_default();
+        (longest + Duration::from_secs(1) + self.remember_grace).max(Duration::from_secs(86_400))
+    }
+
     /// The store answers, and (Redis) is as durable as the configuration requires.
     async fn ready(&self) -> Result<(), String> {
         self.store.ping().await.map_err(|e| e.to_string())?;
@@ -117,7 +134,7 @@ impl AdminApp {
             ("GET", None) => operations::show(self.store.as_ref(), rest).await,
             ("POST", Some((id, "resolve"))) => match read_body(session).await {
                 Ok(body) => {
-                    operations::resolve(self.store.as_ref(), id, &body, self.remember_for).await
+                    operations::resolve(self.store.as_ref(), id, &body, self.remember_for()).await
                 }
                 Err(answer) => answer,
             },
