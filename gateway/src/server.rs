@@ -127,6 +127,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         upstream: Arc::clone(&upstream),
         upstream_settings: config.upstream.clone(),
         remember_grace: config.store.remember_grace,
+        policies: policies.clone(),
         metrics: Arc::clone(&metrics),
         instance,
         claims_made: AtomicU64::new(0),

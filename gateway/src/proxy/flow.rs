@@ -23,7 +23,7 @@ use super::upstream::{ForwardError, ForwardRequest, UpstreamClient};
 use crate::config::Upstream;
 use crate::drain::{Drain, ForwardGuard};
 use crate::metrics::{Metrics, Outcome, Rejection};
-use crate::policy::{Policy, Terms, canonical_json};
+use crate::policy::{LivePolicies, Policy, Terms, canonical_json};
 use crate::protocol::{
     ActionTag, ApprovalHeader, Keys, Operation, OperationId, Revision, RevisionInput, ScopeKind,
 };
@@ -110,6 +110,9 @@ pub struct OperationFlow {
     pub upstream: Arc<UpstreamClient>,
     pub upstream_settings: Upstream,
     pub remember_grace: Duration,
+    /// The policies in force: a completion remembers the operation as long as a revision
+    /// minted under them could be approved, even after a reload during the forward.
+    pub policies: LivePolicies,
     pub metrics: Arc<Metrics>,
     /// Identifies this process in claims (`owner`), for operators reading records.
     pub instance: String,
@@ -325,7 +328,8 @@ impl OperationFlow {
                 }
                 let remember = Remember {
                     expires_at,
-                    expires_in: request.policy.expires_in,
+                    policy: Arc::clone(&request.policy),
+                    policies: self.policies.clone(),
                     grace: self.remember_grace,
                 };
                 self.record(policy, id, claim, response.clone(), remember, guard)
@@ -516,19 +520,31 @@ impl OperationFlow {
 /// expires by the completion time + the policy's `expires_in` (+1 s: a re-minted revision
 /// may be one second later); the approved one by its own `expires_at`. A revision minted
 /// under a longer `expires_in`, before a reload shortened it, is refused at check 3
-/// ([`outlives_policy`]), so the current `expires_in` is always enough.
-#[derive(Debug, Clone, Copy)]
+/// ([`outlives_policy`]), so the current `expires_in` is always enough; one made longer by a
+/// reload while the operation was being forwarded is read at completion.
 struct Remember {
     /// The approved revision's, in Unix seconds.
     expires_at: i64,
-    expires_in: Duration,
+    /// The policy the request was decided with.
+    policy: Arc<Policy>,
+    /// The policies in force at completion.
+    policies: LivePolicies,
     grace: Duration,
 }
 
 impl Remember {
     fn until_ms(&self, completed_at_ms: i64) -> i64 {
+        let reloaded = self
+            .policies
+            .snapshot()
+            .iter()
+            .filter(|policy| policy.name == self.policy.name)
+            .map(|policy| policy.expires_in)
+            .max()
+            .unwrap_or_default();
+        let expires_in = self.policy.expires_in.max(reloaded);
         let any_revision = completed_at_ms
-            .saturating_add(duration_ms(self.expires_in))
+            .saturating_add(duration_ms(expires_in))
             .saturating_add(1000);
         self.expires_at
             .saturating_mul(1000)
