@@ -1431,3 +1431,38 @@ async fn redis_cluster_scripts_follow_a_moved_slot() {
         assert_eq!(generation, 1);
     }
 }
+
+/// The durability check reads every primary: a single node, and a cluster's primaries with
+/// their replicas. The test servers run without persistence, so each has a finding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_durability_is_read_from_every_primary() {
+    let server = RedisServer::start();
+    let node = RedisStore::new(&server.url(), "test").unwrap();
+    let durability = node
+        .durability()
+        .await
+        .unwrap()
+        .expect("Redis has settings");
+    assert_eq!(durability.nodes.len(), 1);
+    assert_eq!(durability.nodes[0].appendonly.as_deref(), Some("no"));
+    assert_eq!(durability.replicas(), Some(0));
+    assert_eq!(
+        durability.problems().len(),
+        1,
+        "{:?}",
+        durability.problems()
+    );
+
+    let cluster = poppy_e2e::RedisCluster::start_with_replicas(3, 1);
+    let store = RedisStore::new(&cluster.url(), "test").unwrap();
+    let durability = store
+        .durability()
+        .await
+        .unwrap()
+        .expect("Redis has settings");
+    assert_eq!(durability.nodes.len(), 3, "{durability:?}");
+    assert!(durability.nodes.iter().all(|n| !n.address.is_empty()));
+    assert_eq!(durability.replicas(), Some(1), "{durability:?}");
+    assert_eq!(durability.problems().len(), 3);
+    assert_eq!(MemoryStore::new().durability().await.unwrap(), None);
+}
