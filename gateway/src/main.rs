@@ -172,21 +172,50 @@ const REDIS_CLIENT_WARNINGS_EVERY: std::time::Duration = std::time::Duration::fr
 fn quiet_redis_client(metadata: &tracing::Metadata<'_>) -> bool {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    use std::time::Instant;
+    static LAST: OnceLock<Mutex<HashMap<String, std::time::Instant>>> = OnceLock::new();
     if !metadata.target().starts_with("redis") || *metadata.level() > tracing::Level::WARN {
         return true;
     }
-    static LAST: OnceLock<Mutex<HashMap<String, Instant>>> = OnceLock::new();
     let mut last = LAST
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let now = Instant::now();
-    match last.get(metadata.target()) {
+    rate_limited(&mut last, metadata.target(), std::time::Instant::now())
+}
+
+/// Whether `target` may log at `now`, given when each target last did (and note it if so).
+fn rate_limited(
+    last: &mut std::collections::HashMap<String, std::time::Instant>,
+    target: &str,
+    now: std::time::Instant,
+) -> bool {
+    match last.get(target) {
         Some(at) if now.duration_since(*at) < REDIS_CLIENT_WARNINGS_EVERY => false,
         _ => {
-            last.insert(metadata.target().to_owned(), now);
+            last.insert(target.to_owned(), now);
             true
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redis_client_warnings_are_rate_limited_per_module() {
+        let mut last = std::collections::HashMap::new();
+        let start = std::time::Instant::now();
+        let at = |ms: u64| start + std::time::Duration::from_millis(ms);
+        let a = "redis::cluster_handling::async_connection";
+        // A dozen a second for 12 s: two get through.
+        let passed = (0..144)
+            .filter(|i| rate_limited(&mut last, a, at(i * 83)))
+            .count();
+        assert_eq!(passed, 2);
+        assert!(
+            rate_limited(&mut last, "redis::aio", at(100)),
+            "another module"
+        );
     }
 }
