@@ -8,8 +8,8 @@ mod labels;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 use asked::AskedOnce;
@@ -97,6 +97,9 @@ pub struct Metrics {
     upstream_duration: HistogramVec,
     store_duration: HistogramVec,
     store_errors: IntCounterVec,
+    store_full: IntCounter,
+    store_durability_problems: IntGauge,
+    operations_unknown: IntGauge,
     passthrough: IntCounterVec,
     in_flight: IntGauge,
     reloads: IntCounterVec,
@@ -164,6 +167,22 @@ impl Metrics {
                 "poppy_store_errors_total",
                 "Operation store calls that failed, by call",
                 &["call"],
+            )?,
+            store_full: {
+                let c = IntCounter::new(
+                    "poppy_store_full_total",
+                    "Claims refused (503, nothing forwarded) because memory:// held memory_max_records or memory_max_bytes",
+                )?;
+                registry.register(Box::new(c.clone()))?;
+                c
+            },
+            store_durability_problems: gauge(
+                "poppy_store_durability_problems",
+                "Findings of the last Redis durability check (no persistence, eviction allowed, settings unreadable); 0 when durable",
+            )?,
+            operations_unknown: gauge(
+                "poppy_operations_unknown",
+                "Operations whose outcome is unknown (lease over, no answer recorded) and that no operator resolved yet, in the whole store",
             )?,
             passthrough: counter(
                 "poppy_passthrough_requests_total",
@@ -314,6 +333,23 @@ impl Metrics {
         self.reloads.with_label_values(&[result.as_str()]).inc();
         self.last_reload_successful
             .set(i64::from(result == ReloadResult::Success));
+    }
+
+    /// A claim refused because `memory://` is full.
+    pub fn store_full(&self) {
+        self.store_full.inc();
+    }
+
+    /// The number of findings of the last durability check.
+    pub fn store_durability_problems(&self, count: usize) {
+        self.store_durability_problems
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// The store's current count of unresolved unknown operations (read on every scrape).
+    pub fn operations_unknown(&self, count: u64) {
+        self.operations_unknown
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// The Prometheus text exposition of every metric.

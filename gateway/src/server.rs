@@ -18,7 +18,7 @@ use crate::policy::LivePolicies;
 use crate::protocol::{Keys, SigningKey};
 use crate::proxy::{GatewayProxy, McpEndpoint, OperationFlow, UpstreamClient};
 use crate::reload::PolicyReloader;
-use crate::store::{self, InstrumentedStore};
+use crate::store::{self, DurabilityCheck, InstrumentedStore, OperationStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -74,6 +74,19 @@ fn check_listen_addresses(config: &Config) -> Result<(), StartError> {
     Ok(())
 }
 
+/// The store's durability check, before serving (see `store::DurabilityCheck`): warns about a
+/// Redis that could forget claims, and refuses to start when `require_durable` says so or
+/// when the store has replicas and `wait_replicas` was not chosen.
+fn check_store(check: &DurabilityCheck, store: &dyn OperationStore) -> Result<(), StartError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StartError::Store(format!("cannot check the store: {e}")))?;
+    runtime
+        .block_on(check.run(store))
+        .map_err(|e| StartError::Store(e.to_string()))
+}
+
 /// Start listening and serve until a signal stops the process.
 pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     check_listen_addresses(&config)?;
@@ -81,8 +94,15 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let store = store::open_with(&config.store.url, &config.store.options())
         .map_err(|e| StartError::Store(e.to_string()))?;
     let store = InstrumentedStore::wrap(store, Arc::clone(&metrics));
+    let durability = Arc::new(DurabilityCheck::new(
+        config.store.require_durable,
+        config.store.wait_replicas_set,
+        Arc::clone(&metrics),
+    ));
+    check_store(&durability, store.as_ref())?;
     metrics.policies(config.policies.iter().map(|p| p.name.as_str()));
     let policies = LivePolicies::new(config.policies.clone());
+    let admin_policies = policies.clone();
     let upstream = Arc::new(UpstreamClient::new(&config.upstream));
 
     // The drain (see drain.rs) waits for approved forwards before pingora's own shutdown
@@ -107,6 +127,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         upstream: Arc::clone(&upstream),
         upstream_settings: config.upstream.clone(),
         remember_grace: config.store.remember_grace,
+        policies: policies.clone(),
         metrics: Arc::clone(&metrics),
         instance,
         claims_made: AtomicU64::new(0),
@@ -150,7 +171,9 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
                 token: std::env::var("POPPY_GATEWAY_ADMIN_TOKEN")
                     .ok()
                     .filter(|t| !t.is_empty()),
-                remember_for: config.store.remember_grace.max(Duration::from_secs(86_400)),
+                policies: admin_policies,
+                remember_grace: config.store.remember_grace,
+                durability,
             },
         );
         admin.add_tcp(listen);

@@ -293,3 +293,40 @@ fn store_cluster_urls_and_replica_waits() {
         assert_error_at(&files.errors(), &files.gateway(), line, &[needle]);
     }
 }
+
+#[test]
+fn store_caps_and_durability_keys() {
+    let store = |table: &str| Files::new(&format!("{GATEWAY}\n[store]\n{table}\n"), POLICY);
+
+    let defaults = Files::new(GATEWAY, POLICY).load().unwrap().store;
+    assert!(!defaults.require_durable);
+    assert!(!defaults.wait_replicas_set);
+    assert_eq!(
+        defaults.memory_limits,
+        poppy_gateway::store::MemoryLimits::default()
+    );
+
+    let config = store("memory_max_records = 10\nmemory_max_bytes = 4096")
+        .load()
+        .unwrap();
+    assert_eq!(config.store.memory_limits.max_records, 10);
+    assert_eq!(config.store.options().memory_limits.max_bytes, 4096);
+
+    let config = store("url = \"redis://a:7000\"\nwait_replicas = 0\nrequire_durable = true")
+        .load()
+        .unwrap();
+    assert!(config.store.require_durable && config.store.wait_replicas_set);
+    assert_eq!(config.store.options().wait, None);
+
+    for (table, line, needle) in [
+        (
+            "url = \"redis://a:7000\"\nmemory_max_records = 10",
+            11,
+            "store.memory_max_records",
+        ),
+        ("memory_max_bytes = 0", 10, "store.memory_max_bytes"),
+    ] {
+        let files = store(table);
+        assert_error_at(&files.errors(), &files.gateway(), line, &[needle]);
+    }
+}

@@ -57,7 +57,7 @@ fn fresh_id() -> OperationId {
     id_of(&fresh_action(), 0)
 }
 
-fn claim_by(owner: &str, remember_for_ms: i64) -> Claim {
+fn claim_by(owner: &str) -> Claim {
     let now = now_ms();
     Claim {
         scope: "session:abc".into(),
@@ -66,8 +66,14 @@ fn claim_by(owner: &str, remember_for_ms: i64) -> Claim {
         owner: owner.into(),
         now_ms: now,
         lease_until_ms: now + 30_000,
-        remember_until_ms: now + remember_for_ms,
     }
+}
+
+/// A claim whose lease already ran out: its outcome reads as unknown.
+fn lapsed_claim_by(owner: &str) -> Claim {
+    let mut claim = claim_by(owner);
+    claim.lease_until_ms = claim.now_ms - 1;
+    claim
 }
 
 fn response() -> RecordedResponse {
@@ -106,7 +112,7 @@ mod suite {
     pub async fn claim_then_lookup(store: Arc<dyn OperationStore>) {
         let id = fresh_id();
         assert_eq!(store.lookup(&id).await.unwrap(), None);
-        let claim = claim_by("owner-1", 60_000);
+        let claim = claim_by("owner-1");
         assert_eq!(
             store.claim(&id, &claim).await.unwrap(),
             ClaimOutcome::Claimed
@@ -132,12 +138,12 @@ mod suite {
 
     pub async fn second_claim_returns_the_existing_record(store: Arc<dyn OperationStore>) {
         let id = fresh_id();
-        let first = claim_by("owner-1", 60_000);
+        let first = claim_by("owner-1");
         assert_eq!(
             store.claim(&id, &first).await.unwrap(),
             ClaimOutcome::Claimed
         );
-        let mut second = claim_by("owner-2", 60_000);
+        let mut second = claim_by("owner-2");
         second.revision = "rev_other".into();
         let ClaimOutcome::Exists(record) = store.claim(&id, &second).await.unwrap() else {
             panic!("second claim must not succeed")
@@ -158,7 +164,7 @@ mod suite {
                 let id = id.clone();
                 tokio::spawn(async move {
                     let outcome = store
-                        .claim(&id, &claim_by(&format!("owner-{i}"), 60_000))
+                        .claim(&id, &claim_by(&format!("owner-{i}")))
                         .await
                         .unwrap();
                     (i, outcome)
@@ -188,7 +194,7 @@ mod suite {
     ) {
         let action = fresh_action();
         let id = id_of(&action, 0);
-        let claim = claim_by("owner-1", 60_000);
+        let claim = claim_by("owner-1");
         store.claim(&id, &claim).await.unwrap();
         let answer = response();
         let remember = now_ms() + 60_000;
@@ -221,10 +227,7 @@ mod suite {
 
         // A claim of a performed operation sees the answer.
         assert_eq!(
-            store
-                .claim(&id, &claim_by("owner-3", 60_000))
-                .await
-                .unwrap(),
+            store.claim(&id, &claim_by("owner-3")).await.unwrap(),
             ClaimOutcome::Exists(record.clone())
         );
 
@@ -253,10 +256,7 @@ mod suite {
         let next = id_of(&action, 1);
         assert_eq!(next.action_tag(), id.action_tag());
         assert_eq!(store.lookup(&next).await.unwrap(), None);
-        store
-            .claim(&next, &claim_by("owner-4", 60_000))
-            .await
-            .unwrap();
+        store.claim(&next, &claim_by("owner-4")).await.unwrap();
         assert!(
             store
                 .complete(&next, "owner-4", &other, remember)
@@ -280,10 +280,7 @@ mod suite {
 
     pub async fn release_only_by_the_owner(store: Arc<dyn OperationStore>) {
         let id = fresh_id();
-        store
-            .claim(&id, &claim_by("owner-1", 60_000))
-            .await
-            .unwrap();
+        store.claim(&id, &claim_by("owner-1")).await.unwrap();
 
         assert!(!store.release(&id, "owner-2").await.unwrap());
         assert!(store.lookup(&id).await.unwrap().is_some());
@@ -295,10 +292,7 @@ mod suite {
 
         // The same approval can be claimed again, and a performed one is never released.
         assert_eq!(
-            store
-                .claim(&id, &claim_by("owner-2", 60_000))
-                .await
-                .unwrap(),
+            store.claim(&id, &claim_by("owner-2")).await.unwrap(),
             ClaimOutcome::Claimed
         );
         assert!(
@@ -315,14 +309,14 @@ mod suite {
         assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
     }
 
-    pub async fn records_vanish_after_remember_until(store: Arc<dyn OperationStore>) {
+    pub async fn done_records_vanish_in_flight_ones_stay(store: Arc<dyn OperationStore>) {
         let claimed = fresh_id();
         let done = fresh_id();
         store
-            .claim(&claimed, &claim_by("owner-1", 300))
+            .claim(&claimed, &lapsed_claim_by("owner-1"))
             .await
             .unwrap();
-        store.claim(&done, &claim_by("owner-1", 300)).await.unwrap();
+        store.claim(&done, &claim_by("owner-1")).await.unwrap();
         assert!(
             store
                 .complete(&done, "owner-1", &response(), now_ms() + 300)
@@ -332,40 +326,174 @@ mod suite {
         assert!(store.lookup(&claimed).await.unwrap().is_some());
         assert_eq!(store.generation(done.action_tag()).await.unwrap(), 1);
 
-        eventually("records and generation expire", || async {
-            store.lookup(&claimed).await.unwrap().is_none()
-                && store.lookup(&done).await.unwrap().is_none()
+        eventually("the performed record and its generation expire", || async {
+            store.lookup(&done).await.unwrap().is_none()
                 && store.generation(done.action_tag()).await.unwrap() == 0
         })
         .await;
         // Forgotten means absent: the id can be claimed again.
         assert_eq!(
+            store.claim(&done, &claim_by("owner-2")).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+        // An unknown outcome is never forgotten on its own.
+        let record = store.lookup(&claimed).await.unwrap().expect("still there");
+        assert!(matches!(record.state, RecordState::InFlight { .. }));
+    }
+
+    /// What a mint reads: the generation, and the action's in-flight operations with leases.
+    pub async fn action_state_shows_what_is_in_flight(store: Arc<dyn OperationStore>) {
+        let action = fresh_action();
+        let (g0, g1) = (id_of(&action, 0), id_of(&action, 1));
+        let empty = store.action_state(g0.action_tag()).await.unwrap();
+        assert_eq!((empty.generation, empty.in_flight.len()), (0, 0));
+
+        let claim = claim_by("o");
+        store.claim(&g0, &claim).await.unwrap();
+        let state = store.action_state(g0.action_tag()).await.unwrap();
+        assert_eq!(state.generation, 0);
+        assert_eq!(state.in_flight, vec![(g0.clone(), claim.lease_until_ms)]);
+
+        assert!(
             store
-                .claim(&claimed, &claim_by("owner-2", 60_000))
+                .complete(&g0, "o", &response(), now_ms() + 60_000)
+                .await
+                .unwrap()
+        );
+        let state = store.action_state(g0.action_tag()).await.unwrap();
+        assert_eq!((state.generation, state.in_flight.len()), (1, 0));
+
+        let lapsed = lapsed_claim_by("o");
+        store.claim(&g1, &lapsed).await.unwrap();
+        let state = store.action_state(g0.action_tag()).await.unwrap();
+        assert_eq!(state.in_flight, vec![(g1.clone(), lapsed.lease_until_ms)]);
+        assert!(store.release(&g1, "o").await.unwrap());
+        assert!(
+            store
+                .action_state(g0.action_tag())
+                .await
+                .unwrap()
+                .in_flight
+                .is_empty()
+        );
+    }
+
+    fn listed(list: &[store::InFlightOperation], id: &OperationId) -> bool {
+        list.iter().any(|op| &op.id == id)
+    }
+
+    /// The operators' listing and count: claims appear, and leave when finished.
+    pub async fn in_flight_operations_are_listed_until_finished(store: Arc<dyn OperationStore>) {
+        let before = store.unknown_count(now_ms()).await.unwrap();
+        let (unknown, running, done, released) = (fresh_id(), fresh_id(), fresh_id(), fresh_id());
+        store.claim(&unknown, &lapsed_claim_by("o")).await.unwrap();
+        store.claim(&running, &claim_by("o")).await.unwrap();
+        store.claim(&done, &claim_by("o")).await.unwrap();
+        store.claim(&released, &claim_by("o")).await.unwrap();
+        assert!(
+            store
+                .complete(&done, "o", &response(), now_ms() + 60_000)
+                .await
+                .unwrap()
+        );
+        assert!(store.release(&released, "o").await.unwrap());
+
+        let list = store.in_flight(1000).await.unwrap();
+        assert!(listed(&list, &unknown) && listed(&list, &running));
+        assert!(!listed(&list, &done) && !listed(&list, &released));
+        assert_eq!(store.unknown_count(now_ms()).await.unwrap(), before + 1);
+
+        let resolution = Resolution::Performed(response());
+        assert_eq!(
+            store
+                .resolve(&unknown, &resolution, now_ms() + 60_000)
                 .await
                 .unwrap(),
-            ClaimOutcome::Claimed
+            ResolveOutcome::Resolved
+        );
+        assert_eq!(store.unknown_count(now_ms()).await.unwrap(), before);
+        let list = store.in_flight(1000).await.unwrap();
+        assert!(!listed(&list, &unknown) && listed(&list, &running));
+        assert_eq!(
+            store
+                .resolve(&running, &Resolution::NotPerformed, now_ms())
+                .await
+                .unwrap(),
+            ResolveOutcome::Resolved
+        );
+        assert!(!listed(&store.in_flight(1000).await.unwrap(), &running));
+    }
+
+    /// The gateway that performed an operation records its answer even when the record
+    /// vanished meanwhile, but never over somebody else's.
+    pub async fn complete_claim_writes_a_vanished_record(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        let claim = claim_by("o");
+        store.claim(&id, &claim).await.unwrap();
+        assert_eq!(
+            store
+                .resolve(&id, &Resolution::NotPerformed, now_ms())
+                .await
+                .unwrap(),
+            ResolveOutcome::Resolved
+        );
+        assert!(
+            store
+                .complete_claim(&id, &claim, &response(), now_ms() + 60_000)
+                .await
+                .unwrap()
+        );
+        let record = store.lookup(&id).await.unwrap().expect("written");
+        assert_eq!(record.state, RecordState::Done(response()));
+        assert_eq!(
+            (record.scope.as_str(), record.revision.as_str()),
+            ("session:abc", "rev_xyz")
+        );
+        assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
+        assert!(
+            !store
+                .complete_claim(&id, &claim, &response(), now_ms() + 60_000)
+                .await
+                .unwrap()
+        );
+        assert!(!listed(&store.in_flight(1000).await.unwrap(), &id));
+
+        let other = fresh_id();
+        store
+            .claim(&other, &claim_by("someone-else"))
+            .await
+            .unwrap();
+        assert!(
+            !store
+                .complete_claim(&other, &claim, &response(), now_ms() + 60_000)
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .complete_claim(
+                    &other,
+                    &claim_by("someone-else"),
+                    &response(),
+                    now_ms() + 60_000
+                )
+                .await
+                .unwrap()
         );
     }
 
     pub async fn complete_never_shortens_an_expiry(store: Arc<dyn OperationStore>) {
-        // Claimed for long, completed with a short remember_until: the record stays.
+        // Completed with a short remember_until: the record goes with it.
         let long_claim = fresh_id();
-        store
-            .claim(&long_claim, &claim_by("o", 60_000))
-            .await
-            .unwrap();
-        // Claimed for short, completed with a long remember_until: the record stays too.
+        store.claim(&long_claim, &claim_by("o")).await.unwrap();
+        // Completed with a long remember_until: the record stays.
         let short_claim = fresh_id();
-        store
-            .claim(&short_claim, &claim_by("o", 300))
-            .await
-            .unwrap();
+        store.claim(&short_claim, &claim_by("o")).await.unwrap();
         // The generation counter, first kept long, then completed again with a short one.
         let action = fresh_action();
         let (g0, g1) = (id_of(&action, 0), id_of(&action, 1));
-        store.claim(&g0, &claim_by("o", 60_000)).await.unwrap();
-        store.claim(&g1, &claim_by("o", 60_000)).await.unwrap();
+        store.claim(&g0, &claim_by("o")).await.unwrap();
+        store.claim(&g1, &claim_by("o")).await.unwrap();
         // Made last with 300 ms: once it is gone, every other 300 ms deadline has passed.
         let sentinel = fresh_id();
 
@@ -394,13 +522,18 @@ mod suite {
                 .await
                 .unwrap()
         );
-        store.claim(&sentinel, &claim_by("o", 300)).await.unwrap();
+        store.claim(&sentinel, &claim_by("o")).await.unwrap();
+        store
+            .complete(&sentinel, "o", &response(), now_ms() + 300)
+            .await
+            .unwrap();
 
         eventually("the sentinel expires", || async {
             store.lookup(&sentinel).await.unwrap().is_none()
         })
         .await;
-        assert!(store.lookup(&long_claim).await.unwrap().is_some());
+        // An in-flight record has no expiry of its own: its completion's decides.
+        assert!(store.lookup(&long_claim).await.unwrap().is_none());
         assert!(store.lookup(&short_claim).await.unwrap().is_some());
         assert_eq!(store.generation(g0.action_tag()).await.unwrap(), 2);
         // The short-lived counter of long_claim's action is gone with its deadline.
@@ -424,7 +557,7 @@ mod suite {
         assert_eq!(store.generation(id.action_tag()).await.unwrap(), 0);
 
         // Somebody else's claim, its lease run out: the outcome is unknown until resolved.
-        let mut claim = claim_by("owner-1", 60_000);
+        let mut claim = claim_by("owner-1");
         claim.lease_until_ms = claim.now_ms - 1;
         store.claim(&id, &claim).await.unwrap();
         assert_eq!(
@@ -471,10 +604,7 @@ mod suite {
 
         // A claim whose lease is still running can be resolved too (any owner).
         let live = fresh_id();
-        store
-            .claim(&live, &claim_by("owner-2", 60_000))
-            .await
-            .unwrap();
+        store.claim(&live, &claim_by("owner-2")).await.unwrap();
         assert_eq!(
             store.resolve(&live, &performed, remember).await.unwrap(),
             ResolveOutcome::Resolved
@@ -493,7 +623,7 @@ mod suite {
 
     pub async fn resolve_not_performed_forgets_the_claim(store: Arc<dyn OperationStore>) {
         let id = fresh_id();
-        let mut claim = claim_by("owner-1", 60_000);
+        let mut claim = claim_by("owner-1");
         claim.lease_until_ms = claim.now_ms - 1;
         store.claim(&id, &claim).await.unwrap();
         let remember = now_ms() + 60_000;
@@ -523,10 +653,7 @@ mod suite {
         );
         // The same approval can be claimed, and performed, again.
         assert_eq!(
-            store
-                .claim(&id, &claim_by("owner-2", 60_000))
-                .await
-                .unwrap(),
+            store.claim(&id, &claim_by("owner-2")).await.unwrap(),
             ClaimOutcome::Claimed
         );
         assert!(
@@ -541,7 +668,7 @@ mod suite {
     pub async fn resolve_never_shortens_an_expiry(store: Arc<dyn OperationStore>) {
         // Claimed for a short while, resolved as performed for long: it stays.
         let id = fresh_id();
-        store.claim(&id, &claim_by("o", 300)).await.unwrap();
+        store.claim(&id, &claim_by("o")).await.unwrap();
         let performed = Resolution::Performed(response());
         assert_eq!(
             store
@@ -551,7 +678,11 @@ mod suite {
             ResolveOutcome::Resolved
         );
         let sentinel = fresh_id();
-        store.claim(&sentinel, &claim_by("o", 300)).await.unwrap();
+        store.claim(&sentinel, &claim_by("o")).await.unwrap();
+        store
+            .complete(&sentinel, "o", &response(), now_ms() + 300)
+            .await
+            .unwrap();
         eventually("the sentinel expires", || async {
             store.lookup(&sentinel).await.unwrap().is_none()
         })
@@ -564,10 +695,7 @@ mod suite {
     pub async fn resolve_and_complete_race_one_winner(store: Arc<dyn OperationStore>) {
         for _ in 0..20 {
             let id = fresh_id();
-            store
-                .claim(&id, &claim_by("owner-1", 60_000))
-                .await
-                .unwrap();
+            store.claim(&id, &claim_by("owner-1")).await.unwrap();
             let remember = now_ms() + 60_000;
             let resolved = RecordedResponse {
                 status: 299,
@@ -613,7 +741,7 @@ mod suite {
     pub async fn lookup_with_generation_reads_both(store: Arc<dyn OperationStore>) {
         let id = fresh_id();
         assert_eq!(store.lookup_with_generation(&id).await.unwrap(), (None, 0));
-        store.claim(&id, &claim_by("o", 60_000)).await.unwrap();
+        store.claim(&id, &claim_by("o")).await.unwrap();
         let (record, generation) = store.lookup_with_generation(&id).await.unwrap();
         assert!(matches!(
             record.map(|r| r.state),
@@ -683,7 +811,10 @@ both_stores!(
     complete_checks_the_owner_and_moves_the_generation,
     complete_without_a_claim_is_refused,
     release_only_by_the_owner,
-    records_vanish_after_remember_until,
+    done_records_vanish_in_flight_ones_stay,
+    action_state_shows_what_is_in_flight,
+    in_flight_operations_are_listed_until_finished,
+    complete_claim_writes_a_vanished_record,
     complete_never_shortens_an_expiry,
     resolve_performed_records_the_answer,
     resolve_not_performed_forgets_the_claim,
@@ -710,7 +841,7 @@ async fn assert_all_unavailable(store: &dyn OperationStore) {
         ),
         (
             "claim",
-            Box::pin(async { store.claim(&id, &claim_by("o", 60_000)).await.map(drop) }),
+            Box::pin(async { store.claim(&id, &claim_by("o")).await.map(drop) }),
         ),
         (
             "complete",
@@ -760,7 +891,7 @@ async fn redis_outage_fails_fast_and_recovers_by_itself() {
     let store = RedisStore::new(&server.url(), "test").unwrap();
     let before = fresh_id();
     assert_eq!(
-        store.claim(&before, &claim_by("o", 60_000)).await.unwrap(),
+        store.claim(&before, &claim_by("o")).await.unwrap(),
         ClaimOutcome::Claimed
     );
 
@@ -773,7 +904,7 @@ async fn redis_outage_fails_fast_and_recovers_by_itself() {
     ping_eventually(&store).await;
     let after = fresh_id();
     assert_eq!(
-        store.claim(&after, &claim_by("o", 60_000)).await.unwrap(),
+        store.claim(&after, &claim_by("o")).await.unwrap(),
         ClaimOutcome::Claimed
     );
     assert!(store.lookup(&after).await.unwrap().is_some());
@@ -788,13 +919,13 @@ async fn redis_stalled_server_times_out_and_recovers() {
     let store = RedisStore::new(&server.url(), "test").unwrap();
     // Connected, and the claim script cached by Redis.
     let warm = fresh_id();
-    store.claim(&warm, &claim_by("o", 60_000)).await.unwrap();
+    store.claim(&warm, &claim_by("o")).await.unwrap();
 
     server.pause();
     let id = fresh_id();
     for attempt in 0..2 {
         let started = Instant::now();
-        let result = store.claim(&id, &claim_by("o", 60_000)).await;
+        let result = store.claim(&id, &claim_by("o")).await;
         let took = started.elapsed();
         assert!(
             matches!(result, Err(StoreError::Unavailable(_))),
@@ -827,7 +958,7 @@ async fn redis_down_at_startup_then_up() {
     ping_eventually(&store).await;
     let id = fresh_id();
     assert_eq!(
-        store.claim(&id, &claim_by("o", 60_000)).await.unwrap(),
+        store.claim(&id, &claim_by("o")).await.unwrap(),
         ClaimOutcome::Claimed
     );
 }
@@ -855,7 +986,7 @@ fn redis_store_made_outside_a_runtime() {
         .unwrap();
     first.block_on(async {
         assert_eq!(
-            store.claim(&id, &claim_by("o", 60_000)).await.unwrap(),
+            store.claim(&id, &claim_by("o")).await.unwrap(),
             ClaimOutcome::Claimed
         );
     });
@@ -938,7 +1069,7 @@ async fn redis_keys_share_a_hash_tag_and_expire() {
     let server = RedisServer::start();
     let store = store::open(&server.url()).unwrap();
     let id = fresh_id();
-    store.claim(&id, &claim_by("o", 60_000)).await.unwrap();
+    store.claim(&id, &claim_by("o")).await.unwrap();
     assert!(
         store
             .complete(&id, "o", &response(), now_ms() + 120_000)
@@ -990,7 +1121,7 @@ async fn redis_malformed_entries_are_corrupt_and_fail_closed() {
         Err(StoreError::Corrupt(_))
     ));
     assert!(matches!(
-        store.claim(&id, &claim_by("o", 60_000)).await,
+        store.claim(&id, &claim_by("o")).await,
         Err(StoreError::Corrupt(_))
     ));
     for resolution in [Resolution::NotPerformed, Resolution::Performed(response())] {
@@ -1008,13 +1139,13 @@ async fn redis_malformed_entries_are_corrupt_and_fail_closed() {
         Err(StoreError::Corrupt(_))
     ));
     assert!(matches!(
-        store.claim(&id, &claim_by("o", 60_000)).await,
+        store.claim(&id, &claim_by("o")).await,
         Err(StoreError::Corrupt(_))
     ));
 
     // A broken generation counter: complete refuses before writing anything.
     let id = fresh_id();
-    store.claim(&id, &claim_by("o", 60_000)).await.unwrap();
+    store.claim(&id, &claim_by("o")).await.unwrap();
     let generation = format!("test:gen:{{{}}}", id.action_tag());
     raw_cmd(&mut con, &["SET", &generation, "abc"]).await;
     assert!(matches!(
@@ -1041,7 +1172,7 @@ async fn open_picks_the_store_from_the_url() {
     let memory = store::open("memory://").unwrap();
     let id = fresh_id();
     assert_eq!(
-        memory.claim(&id, &claim_by("o", 60_000)).await.unwrap(),
+        memory.claim(&id, &claim_by("o")).await.unwrap(),
         ClaimOutcome::Claimed
     );
     // A Redis URL opens without connecting, even with nothing listening.
@@ -1063,6 +1194,7 @@ fn waiting_store(url: &str, replicas: u32) -> RedisStore {
             replicas,
             timeout: WAIT_TIMEOUT,
         }),
+        ..store::StoreOptions::default()
     };
     RedisStore::with_options(url, &options).unwrap()
 }
@@ -1092,7 +1224,7 @@ async fn redis_claims_wait_for_a_replica() {
 
     let id = fresh_id();
     assert_eq!(
-        store.claim(&id, &claim_by("o", 60_000)).await.unwrap(),
+        store.claim(&id, &claim_by("o")).await.unwrap(),
         ClaimOutcome::Claimed
     );
     // Acknowledged means the replica holds it already, before anything is forwarded.
@@ -1101,13 +1233,13 @@ async fn redis_claims_wait_for_a_replica() {
         Ok("1".into())
     );
     let unknown = fresh_id();
-    store.claim(&unknown, &claim_by("o", 60_000)).await.unwrap();
+    store.claim(&unknown, &claim_by("o")).await.unwrap();
 
     // Needing two replicas when there is one: every claim is refused and released.
     let greedy = waiting_store(&primary.url(), 2);
     let refused = fresh_id();
     let started = Instant::now();
-    let result = greedy.claim(&refused, &claim_by("o", 60_000)).await;
+    let result = greedy.claim(&refused, &claim_by("o")).await;
     assert_unreplicated(result, started.elapsed());
     assert_eq!(store.lookup(&refused).await.unwrap(), None);
 
@@ -1115,7 +1247,7 @@ async fn redis_claims_wait_for_a_replica() {
     let lonely = fresh_id();
     for attempt in 0..2 {
         let started = Instant::now();
-        let result = store.claim(&lonely, &claim_by("o", 60_000)).await;
+        let result = store.claim(&lonely, &claim_by("o")).await;
         assert_unreplicated(result, started.elapsed());
         assert_eq!(
             store.lookup(&lonely).await.unwrap(),
@@ -1145,10 +1277,7 @@ async fn redis_claims_wait_for_a_replica() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     eventually("claims are acknowledged again", || async {
-        store
-            .claim(&fresh_id(), &claim_by("o", 60_000))
-            .await
-            .is_ok()
+        store.claim(&fresh_id(), &claim_by("o")).await.is_ok()
     })
     .await;
 }
@@ -1173,7 +1302,7 @@ async fn redis_cluster_claims_wait_for_their_own_primary_s_replica() {
 
     for id in mine.iter().take(1) {
         assert_eq!(
-            store.claim(id, &claim_by("o", 60_000)).await.unwrap(),
+            store.claim(id, &claim_by("o")).await.unwrap(),
             ClaimOutcome::Claimed
         );
     }
@@ -1198,13 +1327,13 @@ async fn redis_cluster_claims_wait_for_their_own_primary_s_replica() {
     store.ping().await.unwrap();
     for id in mine.iter().skip(1) {
         let started = Instant::now();
-        let result = store.claim(id, &claim_by("o", 60_000)).await;
+        let result = store.claim(id, &claim_by("o")).await;
         assert_unreplicated(result, started.elapsed());
         assert_eq!(store.lookup(id).await.unwrap(), None);
     }
     for id in &others {
         assert_eq!(
-            store.claim(id, &claim_by("o", 60_000)).await.unwrap(),
+            store.claim(id, &claim_by("o")).await.unwrap(),
             ClaimOutcome::Claimed,
             "a claim on a primary whose replica is up"
         );
@@ -1224,7 +1353,7 @@ async fn redis_cluster_outage_fails_fast_and_recovers_by_itself() {
     ping_eventually(&store).await;
     let id = fresh_id();
     assert_eq!(
-        store.claim(&id, &claim_by("o", 60_000)).await.unwrap(),
+        store.claim(&id, &claim_by("o")).await.unwrap(),
         ClaimOutcome::Claimed
     );
 
@@ -1235,8 +1364,105 @@ async fn redis_cluster_outage_fails_fast_and_recovers_by_itself() {
     ping_eventually(&store).await;
     let after = fresh_id();
     assert_eq!(
-        store.claim(&after, &claim_by("o", 60_000)).await.unwrap(),
+        store.claim(&after, &claim_by("o")).await.unwrap(),
         ClaimOutcome::Claimed
     );
     assert!(store.lookup(&after).await.unwrap().is_some());
+}
+
+/// A slot moved to another primary after the store learned the slot map (as in a failover or
+/// a resharding): the scripts follow the `MOVED` answer instead of failing with
+/// `Unavailable`, with and without replica acknowledgement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster_scripts_follow_a_moved_slot() {
+    let cluster = poppy_e2e::RedisCluster::start(3);
+    let plain = RedisStore::new(&cluster.url(), "test").unwrap();
+    // No replicas here, so WAIT answers 0 at once (a completion stands without them); what
+    // matters is that the call is a pipeline.
+    let waiting = waiting_store(&cluster.url(), 1);
+    for completing in [&plain, &waiting] {
+        let id = fresh_id();
+        let record = record_key(&id);
+        let busy = format!("test:busy:{{{}}}", id.action_tag());
+        plain.claim(&id, &claim_by("o")).await.unwrap();
+        // Both stores know the slot map from before the move.
+        assert!(completing.lookup(&id).await.unwrap().is_some());
+
+        let from = cluster.primary_of(&record);
+        let to = (from + 1) % 3;
+        let nodes = cluster.nodes();
+        let slot = nodes[0].command(&["CLUSTER", "KEYSLOT", &record]).unwrap();
+        let id_of_node = |i: usize| nodes[i].command(&["CLUSTER", "MYID"]).unwrap();
+        let (from_id, to_id) = (id_of_node(from), id_of_node(to));
+        let to_port = nodes[to].port().to_string();
+        nodes[to]
+            .command(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id])
+            .unwrap();
+        nodes[from]
+            .command(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id])
+            .unwrap();
+        nodes[from]
+            .command(&[
+                "MIGRATE",
+                "127.0.0.1",
+                &to_port,
+                "",
+                "0",
+                "5000",
+                "KEYS",
+                &record,
+                &busy,
+            ])
+            .unwrap();
+        for node in nodes.iter().take(3) {
+            node.command(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id])
+                .unwrap();
+        }
+        assert_eq!(cluster.primary_of(&record), to, "the slot moved");
+
+        assert!(
+            completing
+                .complete(&id, "o", &response(), now_ms() + 60_000)
+                .await
+                .expect("a moved slot is followed, not a store error")
+        );
+        let (found, generation) = completing.lookup_with_generation(&id).await.unwrap();
+        assert!(matches!(found.unwrap().state, RecordState::Done(_)));
+        assert_eq!(generation, 1);
+    }
+}
+
+/// The durability check reads every primary: a single node, and a cluster's primaries with
+/// their replicas. The test servers run without persistence, so each has a finding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_durability_is_read_from_every_primary() {
+    let server = RedisServer::start();
+    let node = RedisStore::new(&server.url(), "test").unwrap();
+    let durability = node
+        .durability()
+        .await
+        .unwrap()
+        .expect("Redis has settings");
+    assert_eq!(durability.nodes.len(), 1);
+    assert_eq!(durability.nodes[0].appendonly.as_deref(), Some("no"));
+    assert_eq!(durability.replicas(), Some(0));
+    assert_eq!(
+        durability.problems().len(),
+        1,
+        "{:?}",
+        durability.problems()
+    );
+
+    let cluster = poppy_e2e::RedisCluster::start_with_replicas(3, 1);
+    let store = RedisStore::new(&cluster.url(), "test").unwrap();
+    let durability = store
+        .durability()
+        .await
+        .unwrap()
+        .expect("Redis has settings");
+    assert_eq!(durability.nodes.len(), 3, "{durability:?}");
+    assert!(durability.nodes.iter().all(|n| !n.address.is_empty()));
+    assert_eq!(durability.replicas(), Some(1), "{durability:?}");
+    assert_eq!(durability.problems().len(), 3);
+    assert_eq!(MemoryStore::new().durability().await.unwrap(), None);
 }

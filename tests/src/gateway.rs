@@ -265,6 +265,11 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// The process id, while it runs (to read its RSS from `/proc`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// `http://127.0.0.1:LISTEN`
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.listen_port)

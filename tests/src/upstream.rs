@@ -296,11 +296,19 @@ async fn handle(
         } else {
             StatusCode::OK
         });
-    let body = json!({
+    let mut body = json!({
         "execution": execution,
         "method": method.as_str(),
         "path": uri.path(),
     });
+    // `x-answer-bytes: N` pads the answer with N bytes, for tests of what records cost.
+    if let Some(n) = headers
+        .get("x-answer-bytes")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        body["padding"] = Value::String("p".repeat(n.min(64 << 20)));
+    }
     let mut response = (status, body.to_string()).into_response();
     let headers = response.headers_mut();
     headers.insert(

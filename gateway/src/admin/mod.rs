@@ -11,7 +11,9 @@ use pingora::protocols::http::ServerSession;
 use serde_json::json;
 
 use crate::metrics::Metrics;
-use crate::store::OperationStore;
+use crate::policy::LivePolicies;
+use crate::proxy::now_millis;
+use crate::store::{DurabilityCheck, OperationStore};
 
 /// The largest request body the admin API reads (a resolve carries a recorded answer).
 const MAX_ADMIN_BODY: usize = 16 * 1024 * 1024;
@@ -21,8 +23,12 @@ pub struct AdminApp {
     pub store: Arc<dyn OperationStore>,
     /// `POPPY_GATEWAY_ADMIN_TOKEN`; the operations API is off without it.
     pub token: Option<String>,
-    /// How long a resolved operation is remembered.
-    pub remember_for: Duration,
+    /// The policies in force, for how long a resolved operation must be remembered.
+    pub policies: LivePolicies,
+    /// `[store] remember_grace`.
+    pub remember_grace: Duration,
+    /// Redis durability, checked again on every `/readyz`.
+    pub durability: Arc<DurabilityCheck>,
 }
 
 #[async_trait]
@@ -31,6 +37,7 @@ impl ServeHttp for AdminApp {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
         let header = session.req_header();
         let path = header.uri.path().to_owned();
+        let query = header.uri.query().unwrap_or_default().to_owned();
         let method = header.method.clone();
         let authorization = header
             .headers
@@ -38,7 +45,7 @@ impl ServeHttp for AdminApp {
             .map(|v| v.as_bytes().to_vec());
         match (method.as_str(), path.as_str()) {
             (_, "/healthz") => text(200, "text/plain; charset=utf-8", b"ok\n".to_vec()),
-            (_, "/readyz") => match self.store.ping().await {
+            (_, "/readyz") => match self.ready().await {
                 Ok(()) => text(200, "text/plain; charset=utf-8", b"ready\n".to_vec()),
                 Err(e) => text(
                     503,
@@ -46,7 +53,31 @@ impl ServeHttp for AdminApp {
                     format!("not ready: {e}\n").into_bytes(),
                 ),
             },
-            (_, "/metrics") => text(200, "text/plain; version=0.0.4", self.metrics.render()),
+            (_, "/metrics") => {
+                // The gauge is the store's count, whichever gateway saw the operation: it
+                // stays up until an operator resolves every unknown operation.
+                match self.store.unknown_count(now_millis()).await {
+                    Ok(count) => self.metrics.operations_unknown(count),
+                    Err(e) => tracing::debug!(error = %e, "cannot count unknown operations"),
+                }
+                text(200, "text/plain; version=0.0.4", self.metrics.render())
+            }
+            (_, "/operations") => {
+                let (status, body) =
+                    match operations::authorized(self.token.as_deref(), authorization.as_deref()) {
+                        Err(answer) => answer,
+                        Ok(()) if method == http::Method::GET => {
+                            operations::list(self.store.as_ref(), &query).await
+                        }
+                        Ok(()) => (
+                            405,
+                            json!({"error": "method_not_allowed", "detail": "GET /operations?state=unknown or ?state=in_flight"}),
+                        ),
+                    };
+                let mut bytes = body.to_string().into_bytes();
+                bytes.push(b'\n');
+                text(status, "application/json", bytes)
+            }
             (_, operation) if operation.starts_with("/operations/") => {
                 let (status, body) =
                     match operations::authorized(self.token.as_deref(), authorization.as_deref()) {
@@ -63,13 +94,36 @@ impl ServeHttp for AdminApp {
             _ => text(
                 404,
                 "text/plain; charset=utf-8",
-                b"not found: try /healthz, /readyz, /metrics or /operations/{id}\n".to_vec(),
+                b"not found: try /healthz, /readyz, /metrics, /operations?state=unknown or /operations/{id}\n".to_vec(),
             ),
         }
     }
 }
 
 impl AdminApp {
+    /// How long a resolution is remembered: a day at least, and as long as any revision minted
+    /// under the policies in force could still be approved, plus the grace (check 3 refuses
+    /// revisions longer-lived than their policy allows now, see flow.rs).
+    fn remember_for(&self) -> Duration {
+        let longest = self
+            .policies
+            .snapshot()
+            .iter()
+            .map(|policy| policy.expires_in)
+            .max()
+            .unwrap_or_default();
+        (longest + Duration::from_secs(1) + self.remember_grace).max(Duration::from_secs(86_400))
+    }
+
+    /// The store answers, and (Redis) is as durable as the configuration requires.
+    async fn ready(&self) -> Result<(), String> {
+        self.store.ping().await.map_err(|e| e.to_string())?;
+        self.durability
+            .run(self.store.as_ref())
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     async fn operations(
         &self,
         session: &mut ServerSession,
@@ -80,7 +134,7 @@ impl AdminApp {
             ("GET", None) => operations::show(self.store.as_ref(), rest).await,
             ("POST", Some((id, "resolve"))) => match read_body(session).await {
                 Ok(body) => {
-                    operations::resolve(self.store.as_ref(), id, &body, self.remember_for).await
+                    operations::resolve(self.store.as_ref(), id, &body, self.remember_for()).await
                 }
                 Err(answer) => answer,
             },

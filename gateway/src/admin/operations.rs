@@ -1,4 +1,6 @@
-//! The operator's API for single operations, on the admin listener:
+//! The operator's API for operations, on the admin listener:
+//! - `GET /operations?state=unknown` (or `in_flight`, or `all`: both): the operations claimed
+//!   and not finished, from the whole store, oldest lease first;
 //! - `GET /operations/{id}`: what the gateway knows (state, owner, timestamps, recorded status);
 //! - `POST /operations/{id}/resolve`: settle an operation whose outcome is unknown, as
 //!   performed (with the answer to replay) or not performed (the same approval may be sent
@@ -90,6 +92,77 @@ pub async fn show(store: &dyn OperationStore, id: &str) -> Answer {
             (200, body)
         }
     }
+}
+
+/// The most operations one listing returns (`?limit=` may ask for fewer).
+const MAX_LISTED: usize = 1000;
+
+/// `GET /operations?state=unknown|in_flight|all[&limit=N]`.
+pub async fn list(store: &dyn OperationStore, query: &str) -> Answer {
+    let bad = |detail: String| (400, json!({"error": "bad_request", "detail": detail}));
+    let mut wanted = None;
+    let mut limit = MAX_LISTED;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("state", state @ ("unknown" | "in_flight" | "all"))) => wanted = Some(state),
+            Some(("limit", n)) => match n.parse::<usize>() {
+                Ok(n) if (1..=MAX_LISTED).contains(&n) => limit = n,
+                _ => return bad(format!("limit must be 1 to {MAX_LISTED}")),
+            },
+            _ => {
+                return bad(format!(
+                    "unknown query `{pair}`: use state=unknown, state=in_flight or state=all, and optionally limit=N"
+                ));
+            }
+        }
+    }
+    let Some(wanted) = wanted else {
+        return bad("say which: ?state=unknown, ?state=in_flight or ?state=all".into());
+    };
+    // Unknown operations have the oldest leases, so they come first: a limit cuts in-flight
+    // ones before unknown ones.
+    let listed = match store.in_flight(limit).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            return (
+                503,
+                json!({"error": "store_unavailable", "detail": e.to_string()}),
+            );
+        }
+    };
+    let now = now_millis();
+    let operations: Vec<Value> = listed
+        .into_iter()
+        .filter_map(|operation| {
+            let RecordState::InFlight {
+                owner,
+                lease_until_ms,
+            } = operation.record.state
+            else {
+                return None;
+            };
+            let state = if lease_until_ms < now {
+                "unknown"
+            } else {
+                "in_flight"
+            };
+            (wanted == "all" || wanted == state).then(|| {
+                json!({
+                    "operation_id": operation.id.as_str(),
+                    "state": state,
+                    "policy": operation.record.policy,
+                    "revision": operation.record.revision,
+                    "created_at_ms": operation.record.created_at_ms,
+                    "owner": owner,
+                    "lease_until_ms": lease_until_ms,
+                })
+            })
+        })
+        .collect();
+    (
+        200,
+        json!({"state": wanted, "count": operations.len(), "operations": operations}),
+    )
 }
 
 /// The body of `POST /operations/{id}/resolve`.

@@ -12,7 +12,7 @@ use super::file::GatewayFile;
 use super::policy_file::load_policy_file;
 use super::tool_policy::{Mcp, check_tools, compile_mcp};
 use crate::policy::{Policy, PolicySet};
-use crate::store::{self, MAX_WAIT_TIMEOUT, ReplicaWait, StoreOptions};
+use crate::store::{self, MAX_WAIT_TIMEOUT, MemoryLimits, ReplicaWait, StoreOptions};
 
 /// The validated configuration the gateway runs with.
 #[derive(Debug, Clone)]
@@ -63,8 +63,15 @@ pub struct StoreSettings {
     pub remember_grace: Duration,
     /// Replicas that must acknowledge a claim before it is used; 0 = off.
     pub wait_replicas: u32,
+    /// Whether `wait_replicas` was set at all: a Redis with replicas and no choice made is a
+    /// startup error (see docs/redis.md).
+    pub wait_replicas_set: bool,
     /// How long Redis waits for their acknowledgement.
     pub wait_timeout: Duration,
+    /// Refuse to start (and `/readyz` answers 503) when Redis could forget a claim.
+    pub require_durable: bool,
+    /// What `memory://` may hold at once.
+    pub memory_limits: MemoryLimits,
 }
 
 impl StoreSettings {
@@ -76,6 +83,7 @@ impl StoreSettings {
                 replicas: self.wait_replicas,
                 timeout: self.wait_timeout,
             }),
+            memory_limits: self.memory_limits,
         }
     }
 }
@@ -279,6 +287,33 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         }
     }
 
+    let mut memory_limits = MemoryLimits::default();
+    for (key, value, limit) in [
+        (
+            "memory_max_records",
+            &file.store.memory_max_records,
+            &mut memory_limits.max_records,
+        ),
+        (
+            "memory_max_bytes",
+            &file.store.memory_max_bytes,
+            &mut memory_limits.max_bytes,
+        ),
+    ] {
+        let Some(value) = value else { continue };
+        if store_url != "memory://" {
+            errors.push(at(
+                value.span(),
+                format!("store.{key}: only limits memory:// (Redis has maxmemory)"),
+            ));
+        } else if *value.get_ref() == 0 {
+            errors.push(at(value.span(), format!("store.{key}: must be at least 1")));
+        } else {
+            *limit = *value.get_ref();
+        }
+    }
+    let require_durable = file.store.require_durable.unwrap_or(false);
+
     let session = SessionClaims {
         session_claim: file
             .session
@@ -427,7 +462,10 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             namespace,
             remember_grace,
             wait_replicas,
+            wait_replicas_set: file.store.wait_replicas.is_some(),
             wait_timeout,
+            require_durable,
+            memory_limits,
         },
         session,
         well_known,

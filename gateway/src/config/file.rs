@@ -59,6 +59,11 @@ pub struct StoreFile {
     /// Replicas that must acknowledge a claim before it is used (0 = off).
     pub wait_replicas: Option<Spanned<u32>>,
     pub wait_timeout: Option<Spanned<String>>,
+    /// Refuse to start (and report not ready) when Redis could forget a claim.
+    pub require_durable: Option<bool>,
+    /// `memory://` caps: records, and estimated bytes.
+    pub memory_max_records: Option<Spanned<usize>>,
+    pub memory_max_bytes: Option<Spanned<usize>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -23,7 +23,7 @@ use super::upstream::{ForwardError, ForwardRequest, UpstreamClient};
 use crate::config::Upstream;
 use crate::drain::{Drain, ForwardGuard};
 use crate::metrics::{Metrics, Outcome, Rejection};
-use crate::policy::{Policy, Terms, canonical_json};
+use crate::policy::{LivePolicies, Policy, Terms, canonical_json};
 use crate::protocol::{
     ActionTag, ApprovalHeader, Keys, Operation, OperationId, Revision, RevisionInput, ScopeKind,
 };
@@ -111,6 +111,9 @@ pub struct OperationFlow {
     pub upstream: Arc<UpstreamClient>,
     pub upstream_settings: Upstream,
     pub remember_grace: Duration,
+    /// The policies in force: a completion remembers the operation as long as a revision
+    /// minted under them could be approved, even after a reload during the forward.
+    pub policies: LivePolicies,
     pub metrics: Arc<Metrics>,
     /// Identifies this process in claims (`owner`), for operators reading records.
     pub instance: String,
@@ -257,6 +260,13 @@ impl OperationFlow {
         // Check 3: the revision is one minted for exactly this request, and still open.
         let input = revision_input(&id, request, prepared);
         match Revision::check(&self.keys, &approval.revision, &input, now_seconds()) {
+            Revision::Valid { expires_at } if outlives_policy(expires_at, &request.policy) => {
+                // Minted before a reload shortened `expires_in`: it could outlive what a
+                // completion remembers (see `remember_until_ms`), so it is refused as expired.
+                self.metrics
+                    .rejected(&request.policy.name, Rejection::RevisionExpired);
+                self.mint(request, prepared, Some(approval)).await
+            }
             Revision::Valid { expires_at } => {
                 self.perform(request, prepared, approval, &id, expires_at)
                     .await
@@ -287,10 +297,6 @@ impl OperationFlow {
         let upstream = &self.upstream_settings;
         let lease = upstream.connect_timeout + upstream.timeout + Duration::from_secs(1);
         let lease_until_ms = now_ms.saturating_add(lease.as_millis() as i64);
-        let remember_until_ms = expires_at
-            .saturating_mul(1000)
-            .saturating_add(self.remember_grace.as_millis() as i64)
-            .max(lease_until_ms);
         let owner = format!(
             "{}-{}",
             self.instance,
@@ -303,7 +309,6 @@ impl OperationFlow {
             owner: owner.clone(),
             now_ms,
             lease_until_ms,
-            remember_until_ms,
         };
         let Some(guard) = self.drain.start_forward() else {
             return Ok(Decision::ShuttingDown);
@@ -326,15 +331,14 @@ impl OperationFlow {
                     tracing::info!(policy, operation_id = %id, status = response.status, outcome = "released", "upstream performed nothing; claim released");
                     return Ok(Decision::Released(response));
                 }
-                self.record(
-                    policy,
-                    id,
-                    owner,
-                    response.clone(),
-                    remember_until_ms,
-                    guard,
-                )
-                .await;
+                let remember = Remember {
+                    expires_at,
+                    policy: Arc::clone(&request.policy),
+                    policies: self.policies.clone(),
+                    grace: self.remember_grace,
+                };
+                self.record(policy, id, claim, response.clone(), remember, guard)
+                    .await;
                 Ok(Decision::Performed(response))
             }
             Err(ForwardError::NotSent(e)) => {
@@ -351,25 +355,26 @@ impl OperationFlow {
 
     /// Record the answer. If the store fails now, the answer is still delivered, and recording
     /// is retried in the background so that retries can replay it (they get 503 meanwhile).
+    /// An answer whose record vanished meanwhile is written all the same.
     async fn record(
         &self,
         policy: &str,
         id: &OperationId,
-        owner: String,
+        claim: Claim,
         response: RecordedResponse,
-        remember_until_ms: i64,
+        remember: Remember,
         guard: ForwardGuard,
     ) {
         match self
             .store
-            .complete(id, &owner, &response, remember_until_ms)
+            .complete_claim(id, &claim, &response, remember.until_ms(now_millis()))
             .await
         {
             Ok(true) => {
                 tracing::info!(policy, operation_id = %id, status = response.status, outcome = "performed", "performed; answer recorded")
             }
             Ok(false) => {
-                tracing::error!(policy, operation_id = %id, outcome = "performed", "claim lost before the answer was recorded; retries will not replay it")
+                tracing::error!(policy, operation_id = %id, outcome = "performed", "the record was finished by somebody else before the answer was recorded (an operator's resolution?); it was left as it is")
             }
             Err(e) => {
                 tracing::warn!(policy, operation_id = %id, error = %e, outcome = "performed", "answer delivered but not recorded yet; retrying in the background");
@@ -383,7 +388,7 @@ impl OperationFlow {
                     while tokio::time::Instant::now() < deadline {
                         tokio::time::sleep(pause).await;
                         match store
-                            .complete(&id, &owner, &response, remember_until_ms)
+                            .complete_claim(&id, &claim, &response, remember.until_ms(now_millis()))
                             .await
                         {
                             Ok(recorded) => {
@@ -480,8 +485,19 @@ impl OperationFlow {
             request.approver.kind,
             &material,
         );
-        let generation = self.store.generation(action.as_str()).await?;
-        let id = action.operation_id(key, generation);
+        let state = self.store.action_state(action.as_str()).await?;
+        let now = now_millis();
+        if let Some((unknown, _)) = state.in_flight.iter().find(|(_, lease)| *lease < now) {
+            // Its outcome is unknown: no new operation for the same action until an operator
+            // resolves it, or the user could approve the action twice (spec section 7).
+            self.log_unknown(
+                unknown,
+                &request.policy.name,
+                "its lease ran out with no answer recorded",
+            );
+            return Ok(Decision::Unknown(unknown.clone()));
+        }
+        let id = action.operation_id(key, state.generation);
         let input = revision_input(&id, request, prepared);
         let mut expires_at =
             now_seconds().saturating_add(request.policy.expires_in.as_secs() as i64);
@@ -501,6 +517,58 @@ impl OperationFlow {
             rejected: approval.is_some(),
         })
     }
+}
+
+/// How long a performed operation (its record and its action's generation) is remembered:
+/// while any revision of it could still be approved, plus `store.remember_grace`. Every
+/// revision of an operation is minted before its completion moves the generation on, so it
+/// expires by the completion time + the policy's `expires_in` (+1 s: a re-minted revision
+/// may be one second later); the approved one by its own `expires_at`. A revision minted
+/// under a longer `expires_in`, before a reload shortened it, is refused at check 3
+/// ([`outlives_policy`]), so the current `expires_in` is always enough; one made longer by a
+/// reload while the operation was being forwarded is read at completion.
+struct Remember {
+    /// The approved revision's, in Unix seconds.
+    expires_at: i64,
+    /// The policy the request was decided with.
+    policy: Arc<Policy>,
+    /// The policies in force at completion.
+    policies: LivePolicies,
+    grace: Duration,
+}
+
+impl Remember {
+    fn until_ms(&self, completed_at_ms: i64) -> i64 {
+        let reloaded = self
+            .policies
+            .snapshot()
+            .iter()
+            .filter(|policy| policy.name == self.policy.name)
+            .map(|policy| policy.expires_in)
+            .max()
+            .unwrap_or_default();
+        let expires_in = self.policy.expires_in.max(reloaded);
+        let any_revision = completed_at_ms
+            .saturating_add(duration_ms(expires_in))
+            .saturating_add(1000);
+        self.expires_at
+            .saturating_mul(1000)
+            .max(any_revision)
+            .saturating_add(duration_ms(self.grace))
+    }
+}
+
+fn duration_ms(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Whether a valid revision expires later than one minted now by this policy could: minted
+/// before a reload shortened `expires_in`.
+fn outlives_policy(expires_at: i64, policy: &Policy) -> bool {
+    let latest = now_seconds()
+        .saturating_add(i64::try_from(policy.expires_in.as_secs()).unwrap_or(i64::MAX))
+        .saturating_add(1);
+    expires_at > latest
 }
 
 fn revision_input<'a>(

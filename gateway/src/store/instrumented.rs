@@ -7,8 +7,8 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use super::{
-    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordedResponse, Resolution,
-    ResolveOutcome, StoreError,
+    ActionState, Claim, ClaimOutcome, Durability, InFlightOperation, OperationRecord,
+    OperationStore, RecordedResponse, Resolution, ResolveOutcome, StoreError,
 };
 use crate::metrics::{Metrics, StoreCall};
 use crate::protocol::OperationId;
@@ -32,6 +32,9 @@ impl InstrumentedStore {
         let result = future.await;
         self.metrics
             .store_call(call, started.elapsed(), result.is_err());
+        if let Err(StoreError::Full(_)) = &result {
+            self.metrics.store_full();
+        }
         result
     }
 }
@@ -41,6 +44,25 @@ impl OperationStore for InstrumentedStore {
     async fn generation(&self, action_tag: &str) -> Result<u64, StoreError> {
         self.timed(StoreCall::Generation, self.inner.generation(action_tag))
             .await
+    }
+
+    async fn action_state(&self, action_tag: &str) -> Result<ActionState, StoreError> {
+        // A mint's read: the generation and what is in flight.
+        self.timed(StoreCall::Generation, self.inner.action_state(action_tag))
+            .await
+    }
+
+    async fn in_flight(&self, limit: usize) -> Result<Vec<InFlightOperation>, StoreError> {
+        // Operators' calls, not the request path: not timed.
+        self.inner.in_flight(limit).await
+    }
+
+    async fn unknown_count(&self, now_ms: i64) -> Result<u64, StoreError> {
+        self.inner.unknown_count(now_ms).await
+    }
+
+    async fn durability(&self) -> Result<Option<Durability>, StoreError> {
+        self.inner.durability().await
     }
 
     async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError> {
@@ -70,6 +92,21 @@ impl OperationStore for InstrumentedStore {
         self.timed(
             StoreCall::Complete,
             self.inner.complete(id, owner, response, remember_until_ms),
+        )
+        .await
+    }
+
+    async fn complete_claim(
+        &self,
+        id: &OperationId,
+        claim: &Claim,
+        response: &RecordedResponse,
+        remember_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.timed(
+            StoreCall::Complete,
+            self.inner
+                .complete_claim(id, claim, response, remember_until_ms),
         )
         .await
     }
@@ -138,6 +175,24 @@ mod tests {
             Err(StoreError::Unavailable("down".into()))
         }
         async fn ping(&self) -> Result<(), StoreError> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+        async fn action_state(&self, _: &str) -> Result<ActionState, StoreError> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+        async fn in_flight(&self, _: usize) -> Result<Vec<InFlightOperation>, StoreError> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+        async fn unknown_count(&self, _: i64) -> Result<u64, StoreError> {
+            Err(StoreError::Unavailable("down".into()))
+        }
+        async fn complete_claim(
+            &self,
+            _: &OperationId,
+            _: &Claim,
+            _: &RecordedResponse,
+            _: i64,
+        ) -> Result<bool, StoreError> {
             Err(StoreError::Unavailable("down".into()))
         }
     }

@@ -11,8 +11,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 
 use super::{
-    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordState, RecordedResponse,
-    Resolution, ResolveOutcome, StoreError,
+    ActionState, Claim, ClaimOutcome, InFlightOperation, MemoryLimits, OperationRecord,
+    OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome, StoreError,
 };
 use crate::protocol::OperationId;
 
@@ -20,10 +20,16 @@ use crate::protocol::OperationId;
 /// waits for as many writes as there are entries, so its cost stays O(1) per write.
 const SWEEP_MIN_WRITES: usize = 1024;
 
+/// What an entry costs beyond its strings and body (map slots, the struct, allocator slack):
+/// a rough figure, so that `memory_max_bytes` bounds the process's memory and not only the
+/// bodies.
+const ENTRY_OVERHEAD: usize = 256;
+
 /// The embedded, single-process operation store.
 #[derive(Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
+    limits: MemoryLimits,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -32,7 +38,9 @@ impl fmt::Debug for MemoryStore {
         let inner = self.lock();
         f.debug_struct("MemoryStore")
             .field("records", &inner.records.len())
+            .field("bytes", &inner.bytes)
             .field("generations", &inner.generations.len())
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -43,6 +51,11 @@ struct Inner {
     records: HashMap<String, Expiring<OperationRecord>>,
     /// Keyed by the action tag.
     generations: HashMap<String, Expiring<u64>>,
+    /// The in-flight operations of each action (keyed by the action tag): what a mint reads,
+    /// and the operators' listing.
+    in_flight: HashMap<String, Vec<OperationId>>,
+    /// The estimated size of every record held, live or not yet swept.
+    bytes: usize,
     writes_since_sweep: usize,
 }
 
@@ -67,6 +80,7 @@ enum Finishable {
 struct Expiring<T> {
     value: T,
     /// Wall-clock ms; the entry is absent from then on (as a Redis key after PEXPIREAT).
+    /// `i64::MAX` for an in-flight record: it never expires on its own.
     expires_at_ms: i64,
 }
 
@@ -79,6 +93,14 @@ impl<T> Expiring<T> {
 impl MemoryStore {
     pub fn new() -> MemoryStore {
         MemoryStore::default()
+    }
+
+    /// A store that refuses new claims once it holds `limits` records or bytes.
+    pub fn with_limits(limits: MemoryLimits) -> MemoryStore {
+        MemoryStore {
+            inner: Mutex::default(),
+            limits,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -94,6 +116,27 @@ fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The estimated memory one record takes.
+fn size_of(key: &str, record: &OperationRecord) -> usize {
+    let state = match &record.state {
+        RecordState::InFlight { owner, .. } => owner.len(),
+        RecordState::Done(response) => {
+            response.body.len()
+                + response
+                    .headers
+                    .iter()
+                    .map(|(name, value)| name.len() + value.len() + 48)
+                    .sum::<usize>()
+        }
+    };
+    ENTRY_OVERHEAD
+        + 2 * key.len()
+        + record.scope.len()
+        + record.policy.len()
+        + record.revision.len()
+        + state
 }
 
 impl Inner {
@@ -116,18 +159,58 @@ impl Inner {
         }
     }
 
-    /// Record the answer of a finishable in-flight record and move the generation on.
+    fn insert(&mut self, id: &OperationId, entry: Expiring<OperationRecord>) {
+        self.bytes += size_of(id.as_str(), &entry.value);
+        if let Some(old) = self.records.insert(id.as_str().to_owned(), entry) {
+            self.bytes = self.bytes.saturating_sub(size_of(id.as_str(), &old.value));
+        }
+    }
+
+    fn remove(&mut self, id: &OperationId) {
+        if let Some(old) = self.records.remove(id.as_str()) {
+            self.bytes = self.bytes.saturating_sub(size_of(id.as_str(), &old.value));
+        }
+        self.not_in_flight(id);
+    }
+
+    fn not_in_flight(&mut self, id: &OperationId) {
+        if let Some(ids) = self.in_flight.get_mut(id.action_tag()) {
+            ids.retain(|other| other != id);
+            if ids.is_empty() {
+                self.in_flight.remove(id.action_tag());
+            }
+        }
+    }
+
+    /// Record the answer (of a finishable in-flight record, or of one that vanished) and
+    /// move the generation on.
     fn record_answer(
         &mut self,
         id: &OperationId,
+        record: OperationRecord,
         response: &RecordedResponse,
         remember_until_ms: i64,
         now: i64,
     ) {
-        if let Some(entry) = self.records.get_mut(id.as_str()) {
-            entry.value.state = RecordState::Done(response.clone());
-            entry.expires_at_ms = entry.expires_at_ms.max(remember_until_ms);
-        }
+        let expires_at_ms = match self.records.get(id.as_str()) {
+            // In flight: it had no expiry of its own.
+            Some(entry) if entry.expires_at_ms != i64::MAX => {
+                entry.expires_at_ms.max(remember_until_ms)
+            }
+            _ => remember_until_ms,
+        };
+        let value = OperationRecord {
+            state: RecordState::Done(response.clone()),
+            ..record
+        };
+        self.insert(
+            id,
+            Expiring {
+                value,
+                expires_at_ms,
+            },
+        );
+        self.not_in_flight(id);
         let generation = self
             .generations
             .entry(id.action_tag().to_owned())
@@ -152,9 +235,56 @@ impl Inner {
         let threshold =
             SWEEP_MIN_WRITES.max(self.records.len().saturating_add(self.generations.len()));
         if self.writes_since_sweep >= threshold {
-            self.records.retain(|_, entry| entry.live(now));
-            self.generations.retain(|_, entry| entry.live(now));
-            self.writes_since_sweep = 0;
+            self.sweep(now);
+        }
+    }
+
+    fn sweep(&mut self, now: i64) {
+        let mut freed = 0;
+        self.records.retain(|key, entry| {
+            let live = entry.live(now);
+            if !live {
+                freed += size_of(key, &entry.value);
+            }
+            live
+        });
+        self.bytes = self.bytes.saturating_sub(freed);
+        self.generations.retain(|_, entry| entry.live(now));
+        self.writes_since_sweep = 0;
+    }
+
+    fn full(&self, limits: &MemoryLimits) -> Option<String> {
+        if self.records.len() >= limits.max_records {
+            Some(format!(
+                "memory:// holds {} records (memory_max_records = {})",
+                self.records.len(),
+                limits.max_records
+            ))
+        } else if self.bytes >= limits.max_bytes {
+            Some(format!(
+                "memory:// holds about {} bytes (memory_max_bytes = {})",
+                self.bytes, limits.max_bytes
+            ))
+        } else {
+            None
+        }
+    }
+
+    fn generation(&self, action_tag: &str, now: i64) -> u64 {
+        self.generations
+            .get(action_tag)
+            .filter(|entry| entry.live(now))
+            .map_or(0, |entry| entry.value)
+    }
+
+    fn lease_of(&self, id: &OperationId) -> Option<i64> {
+        match self
+            .records
+            .get(id.as_str())
+            .map(|entry| &entry.value.state)
+        {
+            Some(RecordState::InFlight { lease_until_ms, .. }) => Some(*lease_until_ms),
+            _ => None,
         }
     }
 }
@@ -163,12 +293,56 @@ impl Inner {
 impl OperationStore for MemoryStore {
     async fn generation(&self, action_tag: &str) -> Result<u64, StoreError> {
         let now = now_ms();
+        Ok(self.lock().generation(action_tag, now))
+    }
+
+    async fn action_state(&self, action_tag: &str) -> Result<ActionState, StoreError> {
+        let now = now_ms();
         let inner = self.lock();
-        Ok(inner
-            .generations
+        let in_flight = inner
+            .in_flight
             .get(action_tag)
-            .filter(|entry| entry.live(now))
-            .map_or(0, |entry| entry.value))
+            .into_iter()
+            .flatten()
+            .filter_map(|id| Some((id.clone(), inner.lease_of(id)?)))
+            .collect();
+        Ok(ActionState {
+            generation: inner.generation(action_tag, now),
+            in_flight,
+        })
+    }
+
+    async fn in_flight(&self, limit: usize) -> Result<Vec<InFlightOperation>, StoreError> {
+        let inner = self.lock();
+        let mut listed: Vec<InFlightOperation> = inner
+            .in_flight
+            .values()
+            .flatten()
+            .filter_map(|id| {
+                let record = inner.records.get(id.as_str())?.value.clone();
+                Some(InFlightOperation {
+                    id: id.clone(),
+                    record,
+                })
+            })
+            .collect();
+        listed.sort_by_key(|op| match op.record.state {
+            RecordState::InFlight { lease_until_ms, .. } => lease_until_ms,
+            RecordState::Done(_) => i64::MAX,
+        });
+        listed.truncate(limit);
+        Ok(listed)
+    }
+
+    async fn unknown_count(&self, now_ms: i64) -> Result<u64, StoreError> {
+        let inner = self.lock();
+        let count = inner
+            .in_flight
+            .values()
+            .flatten()
+            .filter(|id| inner.lease_of(id).is_some_and(|lease| lease < now_ms))
+            .count();
+        Ok(count as u64)
     }
 
     async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError> {
@@ -183,11 +357,7 @@ impl OperationStore for MemoryStore {
     ) -> Result<(Option<OperationRecord>, u64), StoreError> {
         let now = now_ms();
         let inner = self.lock();
-        let generation = inner
-            .generations
-            .get(id.action_tag())
-            .filter(|entry| entry.live(now))
-            .map_or(0, |entry| entry.value);
+        let generation = inner.generation(id.action_tag(), now);
         Ok((inner.live_record(id.as_str(), now).cloned(), generation))
     }
 
@@ -196,6 +366,15 @@ impl OperationStore for MemoryStore {
         let mut inner = self.lock();
         if let Some(existing) = inner.live_record(id.as_str(), now) {
             return Ok(ClaimOutcome::Exists(existing.clone()));
+        }
+        if inner.full(&self.limits).is_some() {
+            // Expired entries may still be counted: drop them before refusing.
+            inner.sweep(now);
+        }
+        if let Some(full) = inner.full(&self.limits) {
+            // Fail closed: nothing claimed, nothing forwarded. Nothing is evicted either:
+            // a performed record forgotten early could let its operation run again.
+            return Err(StoreError::Full(full));
         }
         let record = OperationRecord {
             scope: claim.scope.clone(),
@@ -207,13 +386,18 @@ impl OperationStore for MemoryStore {
                 lease_until_ms: claim.lease_until_ms,
             },
         };
-        inner.records.insert(
-            id.as_str().to_owned(),
+        inner.insert(
+            id,
             Expiring {
                 value: record,
-                expires_at_ms: claim.remember_until_ms,
+                expires_at_ms: i64::MAX,
             },
         );
+        inner
+            .in_flight
+            .entry(id.action_tag().to_owned())
+            .or_default()
+            .push(id.clone());
         inner.wrote(now);
         Ok(ClaimOutcome::Claimed)
     }
@@ -230,7 +414,38 @@ impl OperationStore for MemoryStore {
         if inner.finishable(id.as_str(), now, Owner::Exactly(owner)) != Finishable::Yes {
             return Ok(false);
         }
-        inner.record_answer(id, response, remember_until_ms, now);
+        let Some(record) = inner.live_record(id.as_str(), now).cloned() else {
+            return Ok(false);
+        };
+        inner.record_answer(id, record, response, remember_until_ms, now);
+        Ok(true)
+    }
+
+    async fn complete_claim(
+        &self,
+        id: &OperationId,
+        claim: &Claim,
+        response: &RecordedResponse,
+        remember_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let mut inner = self.lock();
+        let record = match inner.finishable(id.as_str(), now, Owner::Exactly(&claim.owner)) {
+            Finishable::Done | Finishable::NotYours => return Ok(false),
+            Finishable::Yes => inner.live_record(id.as_str(), now).cloned(),
+            Finishable::NoRecord => None,
+        };
+        let record = record.unwrap_or_else(|| OperationRecord {
+            scope: claim.scope.clone(),
+            policy: claim.policy.clone(),
+            revision: claim.revision.clone(),
+            created_at_ms: claim.now_ms,
+            state: RecordState::InFlight {
+                owner: claim.owner.clone(),
+                lease_until_ms: claim.lease_until_ms,
+            },
+        });
+        inner.record_answer(id, record, response, remember_until_ms, now);
         Ok(true)
     }
 
@@ -239,7 +454,7 @@ impl OperationStore for MemoryStore {
         let mut inner = self.lock();
         let owned = inner.finishable(id.as_str(), now, Owner::Exactly(owner)) == Finishable::Yes;
         if owned {
-            inner.records.remove(id.as_str());
+            inner.remove(id);
             inner.wrote(now);
         }
         Ok(owned)
@@ -261,10 +476,12 @@ impl OperationStore for MemoryStore {
         }
         match resolution {
             Resolution::Performed(response) => {
-                inner.record_answer(id, response, remember_until_ms, now);
+                if let Some(record) = inner.live_record(id.as_str(), now).cloned() {
+                    inner.record_answer(id, record, response, remember_until_ms, now);
+                }
             }
             Resolution::NotPerformed => {
-                inner.records.remove(id.as_str());
+                inner.remove(id);
                 inner.wrote(now);
             }
         }
@@ -280,31 +497,96 @@ impl OperationStore for MemoryStore {
 mod tests {
     use super::*;
     use crate::protocol::{ScopeKind, SigningKey};
+    use bytes::Bytes;
+
+    fn key() -> SigningKey {
+        SigningKey::new(b"memory store sweep test key material".to_vec())
+    }
+
+    fn claim(now: i64) -> Claim {
+        Claim {
+            scope: "s".into(),
+            policy: "p".into(),
+            revision: "r".into(),
+            owner: "o".into(),
+            now_ms: now,
+            lease_until_ms: now,
+        }
+    }
+
+    fn answer(bytes: usize) -> RecordedResponse {
+        RecordedResponse {
+            status: 201,
+            headers: Vec::new(),
+            body: Bytes::from(vec![7u8; bytes]),
+        }
+    }
 
     #[tokio::test]
     async fn expired_entries_are_swept() {
-        let key = SigningKey::new(b"memory store sweep test key material".to_vec());
         let store = MemoryStore::new();
         let now = now_ms();
         for i in 0..3 * SWEEP_MIN_WRITES {
             let material = i.to_be_bytes();
-            let id = OperationId::derive(&key, "exc", ScopeKind::Session, &[&material], 0);
-            let claim = Claim {
-                scope: "s".into(),
-                policy: "p".into(),
-                revision: "r".into(),
-                owner: "o".into(),
-                now_ms: now,
-                lease_until_ms: now,
-                // Already past: forgotten as soon as it is written.
-                remember_until_ms: now - 1,
-            };
+            let id = OperationId::derive(&key(), "exc", ScopeKind::Session, &[&material], 0);
             assert_eq!(
-                store.claim(&id, &claim).await.unwrap(),
+                store.claim(&id, &claim(now)).await.unwrap(),
                 ClaimOutcome::Claimed
+            );
+            // Already past: forgotten as soon as it is written.
+            assert!(
+                store
+                    .complete(&id, "o", &answer(10), now - 1)
+                    .await
+                    .unwrap()
             );
             assert_eq!(store.lookup(&id).await.unwrap(), None);
         }
         assert!(store.lock().records.len() <= SWEEP_MIN_WRITES);
+    }
+
+    #[tokio::test]
+    async fn a_full_store_refuses_claims_and_keeps_what_it_holds() {
+        let store = MemoryStore::with_limits(MemoryLimits {
+            max_records: 3,
+            max_bytes: usize::MAX,
+        });
+        let now = now_ms();
+        let ids: Vec<OperationId> = (0..4u32)
+            .map(|i| OperationId::derive(&key(), "exc", ScopeKind::Session, &[&i.to_be_bytes()], 0))
+            .collect();
+        for id in &ids[..3] {
+            store.claim(id, &claim(now)).await.unwrap();
+            assert!(
+                store
+                    .complete(id, "o", &answer(10), now + 60_000)
+                    .await
+                    .unwrap()
+            );
+        }
+        assert!(matches!(
+            store.claim(&ids[3], &claim(now)).await,
+            Err(StoreError::Full(_))
+        ));
+        for id in &ids[..3] {
+            assert!(store.lookup(id).await.unwrap().is_some(), "never evicted");
+        }
+
+        let store = MemoryStore::with_limits(MemoryLimits {
+            max_records: 1000,
+            max_bytes: 100_000,
+        });
+        store.claim(&ids[0], &claim(now)).await.unwrap();
+        // An answer is recorded even past the cap: the upstream performed it.
+        assert!(
+            store
+                .complete(&ids[0], "o", &answer(200_000), now + 60_000)
+                .await
+                .unwrap()
+        );
+        assert!(matches!(
+            store.claim(&ids[1], &claim(now)).await,
+            Err(StoreError::Full(_))
+        ));
     }
 }

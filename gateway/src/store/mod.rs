@@ -6,11 +6,20 @@
 //! - an **operation record**, created by [`OperationStore::claim`] when an approval passes the
 //!   checks, and turned into a recorded answer by [`OperationStore::complete`];
 //! - the action's **generation**, a counter that [`OperationStore::complete`] moves on so that a
-//!   new request for the same action, after one was performed, gets a new operation_id.
+//!   new request for the same action, after one was performed, gets a new operation_id;
+//! - the action's **in-flight set**: the operations of this action claimed and not finished,
+//!   so that a new request (a mint) can see one whose outcome is unknown in the same round
+//!   trip as the generation ([`OperationStore::action_state`]);
+//! - an **index** of every in-flight operation, for operators ([`OperationStore::in_flight`]).
+//!
+//! An in-flight record never expires on its own: only `complete`, `release` and an operator's
+//! `resolve` end it, so an unknown outcome is never forgotten. A recorded answer is kept until
+//! the `remember_until_ms` its completion names (see RELIABILITY.md for how the flow picks it).
 //!
 //! Every step is one atomic call (one Redis round trip, a Lua script where it writes).
 //! [`OperationStore::resolve`] is the operator's way out of an *unknown* outcome.
 
+mod check;
 mod instrumented;
 mod memory;
 mod redis;
@@ -21,9 +30,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+pub use check::{CheckError, DurabilityCheck};
 pub use instrumented::InstrumentedStore;
 pub use memory::MemoryStore;
 pub use redis::{CLUSTER_SCHEME, DEFAULT_NAMESPACE, MAX_WAIT_TIMEOUT, RedisStore, cluster_seeds};
+pub use redis::{Durability, NodeDurability};
 
 use crate::protocol::OperationId;
 
@@ -34,6 +45,9 @@ pub enum StoreError {
     Unavailable(String),
     #[error("store returned a malformed record: {0}")]
     Corrupt(String),
+    /// `memory://` holds as many records (or bytes) as it may: new claims fail closed.
+    #[error("store full: {0}")]
+    Full(String),
 }
 
 /// The upstream's complete answer to an approved request, replayed to every later retry.
@@ -77,9 +91,24 @@ pub struct Claim {
     pub owner: String,
     pub now_ms: i64,
     pub lease_until_ms: i64,
-    /// The record (and the action's generation) is kept at least until then: the approved
-    /// revision's `expires_at` plus the configured grace.
-    pub remember_until_ms: i64,
+}
+
+/// What a new request for an action (a mint) needs, read in one step.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActionState {
+    /// The action's current generation (0 when never performed or forgotten).
+    pub generation: u64,
+    /// The action's operations that are claimed and not finished, with their leases: one
+    /// whose lease ran out has an unknown outcome, and the action gets no new operation until
+    /// an operator resolves it.
+    pub in_flight: Vec<(OperationId, i64)>,
+}
+
+/// An in-flight operation, as listed for operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFlightOperation {
+    pub id: OperationId,
+    pub record: OperationRecord,
 }
 
 /// The result of [`OperationStore::claim`].
@@ -127,6 +156,25 @@ pub struct StoreOptions {
     pub namespace: String,
     /// Replica acknowledgement of writes (Redis only; `None` = off).
     pub wait: Option<ReplicaWait>,
+    /// Caps of the `memory://` store (ignored by Redis).
+    pub memory_limits: MemoryLimits,
+}
+
+/// `[store] memory_max_records` and `memory_max_bytes`: what `memory://` may hold at once.
+/// When either is reached, new claims fail closed (`503`); nothing is evicted early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryLimits {
+    pub max_records: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for MemoryLimits {
+    fn default() -> Self {
+        MemoryLimits {
+            max_records: 100_000,
+            max_bytes: 1 << 30,
+        }
+    }
 }
 
 impl Default for StoreOptions {
@@ -134,6 +182,7 @@ impl Default for StoreOptions {
         StoreOptions {
             namespace: DEFAULT_NAMESPACE.to_owned(),
             wait: None,
+            memory_limits: MemoryLimits::default(),
         }
     }
 }
@@ -142,6 +191,17 @@ impl Default for StoreOptions {
 pub trait OperationStore: Send + Sync + 'static {
     /// The action's current generation (0 when never performed or forgotten).
     async fn generation(&self, action_tag: &str) -> Result<u64, StoreError>;
+
+    /// The action's generation and its in-flight operations, in one round trip: what a mint
+    /// reads.
+    async fn action_state(&self, action_tag: &str) -> Result<ActionState, StoreError>;
+
+    /// Every in-flight operation (unknown ones included), oldest lease first, at most `limit`.
+    async fn in_flight(&self, limit: usize) -> Result<Vec<InFlightOperation>, StoreError>;
+
+    /// How many in-flight operations have a lease that ran out before `now_ms`: unknown
+    /// outcomes nobody resolved yet.
+    async fn unknown_count(&self, now_ms: i64) -> Result<u64, StoreError>;
 
     /// The record for this operation, if one exists, and its action's generation, in one
     /// round trip: what an approval needs first (a replay needs nothing more).
@@ -158,18 +218,33 @@ pub trait OperationStore: Send + Sync + 'static {
     /// The record for this operation, if one exists.
     async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError>;
 
-    /// Atomically create an in-flight record for `id`, unless one exists. With
+    /// Atomically create an in-flight record for `id`, unless one exists; it never expires
+    /// while in flight. With
     /// [`ReplicaWait`], a new claim is used only once enough replicas hold it; otherwise it is
     /// released again and the call fails with `Unavailable`.
     async fn claim(&self, id: &OperationId, claim: &Claim) -> Result<ClaimOutcome, StoreError>;
 
     /// Record the answer of an operation this `owner` claimed, and move the action's
-    /// generation on. Returns false (and changes nothing) if the record is gone or not
+    /// generation on; the record is kept until `remember_until_ms` (never less than an expiry
+    /// it already has). Returns false (and changes nothing) if the record is gone or not
     /// in flight under `owner`.
     async fn complete(
         &self,
         id: &OperationId,
         owner: &str,
+        response: &RecordedResponse,
+        remember_until_ms: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// [`OperationStore::complete`] for the gateway that performed `claim`: when the record
+    /// vanished (Redis restarted empty, or an operator resolved it as not performed while it
+    /// was still being forwarded), the answer is written anyway, as a new performed record,
+    /// since the upstream did perform it. Returns false only when the record is done already
+    /// or in flight under another owner.
+    async fn complete_claim(
+        &self,
+        id: &OperationId,
+        claim: &Claim,
         response: &RecordedResponse,
         remember_until_ms: i64,
     ) -> Result<bool, StoreError>;
@@ -192,6 +267,13 @@ pub trait OperationStore: Send + Sync + 'static {
 
     /// A cheap round trip, for `/readyz`.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// What the server promises about keeping records through a restart or when full; `None`
+    /// for a store with nothing to check (`memory://`: its records die with the process, and
+    /// so do the keys that could approve them).
+    async fn durability(&self) -> Result<Option<Durability>, StoreError> {
+        Ok(None)
+    }
 }
 
 /// The store a `[store] url` names, with the default options: `memory://`; `redis://…` (or
@@ -222,7 +304,7 @@ pub fn open_with(url: &str, options: &StoreOptions) -> Result<Arc<dyn OperationS
                 "wait_replicas needs a Redis store: memory:// has no replicas".into(),
             ));
         }
-        return Ok(Arc::new(MemoryStore::new()));
+        return Ok(Arc::new(MemoryStore::with_limits(options.memory_limits)));
     }
     Ok(Arc::new(RedisStore::with_options(url, options)?))
 }

@@ -1,6 +1,11 @@
 -- Claim an operation: create its in-flight record unless one exists. One atomic step.
--- KEYS[1] record
--- ARGV: scope, policy, revision, created_at_ms, owner, lease_until_ms, remember_until_ms
+-- An in-flight record has no expiry: only complete, release and an operator's resolve end it,
+-- so an operation whose outcome is unknown is never forgotten.
+-- KEYS[1] record, KEYS[2] the action's in-flight set (a hash: operation_id -> lease_until;
+-- same hash tag, same cluster slot), KEYS[3] the operators' index (a sorted set by lease_until;
+-- only on a single node, ARGV[8] = '1': on a cluster it lives in another slot and the gateway
+-- writes it itself)
+-- ARGV: scope, policy, revision, created_at_ms, owner, lease_until_ms, operation_id, indexed
 -- Returns the existing record (HGETALL pairs) or 1 when this call created it.
 local existing = redis.call('HGETALL', KEYS[1])
 if #existing > 0 then
@@ -15,5 +20,8 @@ redis.call('HSET', KEYS[1],
   'state', 'in_flight',
   'owner', ARGV[5],
   'lease_until', ARGV[6])
-redis.call('PEXPIREAT', KEYS[1], ARGV[7])
+redis.call('HSET', KEYS[2], ARGV[7], ARGV[6])
+if ARGV[8] == '1' then
+  redis.call('ZADD', KEYS[3], ARGV[6], ARGV[7])
+end
 return 1

@@ -1,26 +1,39 @@
 -- Record the answer of an in-flight operation and move the action's generation on: the
--- gateway completing its own claim (ARGV[1] 'owner', ARGV[2] the owner), or an operator
--- resolving it as performed (ARGV[1] 'any': whoever owns it, lease expired or not).
+-- gateway completing its own claim (ARGV[1] 'owner', ARGV[2] the owner), the same when the
+-- record vanished meanwhile (ARGV[1] 'restore': Redis restarted empty, or an operator
+-- resolved it as not performed while it was being forwarded; the upstream did perform it, so
+-- the answer is written as a new record), or an operator resolving it as performed
+-- (ARGV[1] 'any': whoever owns it, lease expired or not).
 -- One atomic step: nothing changes unless the record is in flight (under that owner). Every
 -- check that can fail runs before the first write, since a script error does not roll back.
--- KEYS[1] record, KEYS[2] generation counter (same hash tag, same cluster slot)
--- ARGV: mode, owner, status, headers, body, remember_until_ms
+-- KEYS[1] record, KEYS[2] generation counter, KEYS[3] the action's in-flight set (same hash
+-- tag, same cluster slot), KEYS[4] the operators' index (only when ARGV[8] = '1')
+-- ARGV: mode, owner, status, headers, body, remember_until_ms, operation_id, indexed;
+-- 'restore' adds scope, policy, revision, created_at_ms
 -- Returns 1 when recorded, 0 when there is no record, 2 when it is done already, 3 when it is
 -- in flight under another owner.
-if ARGV[1] ~= 'owner' and ARGV[1] ~= 'any' then
+local mode = ARGV[1]
+if mode ~= 'owner' and mode ~= 'any' and mode ~= 'restore' then
   return redis.error_reply('ERR unknown mode')
 end
+local function unlist()
+  redis.call('HDEL', KEYS[3], ARGV[7])
+  if ARGV[8] == '1' then
+    redis.call('ZREM', KEYS[4], ARGV[7])
+  end
+end
 local fields = redis.call('HMGET', KEYS[1], 'state', 'owner')
-if not fields[1] then
+if not fields[1] and mode ~= 'restore' then
+  unlist()
   return 0
 end
 if fields[1] == 'done' then
   return 2
 end
-if fields[1] ~= 'in_flight' then
+if fields[1] and fields[1] ~= 'in_flight' then
   return redis.error_reply('CORRUPT unknown record state')
 end
-if ARGV[1] == 'owner' and fields[2] ~= ARGV[2] then
+if fields[1] and mode ~= 'any' and fields[2] ~= ARGV[2] then
   return 3
 end
 local counter = redis.call('GET', KEYS[2])
@@ -32,15 +45,24 @@ local remember_until = tonumber(ARGV[6])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 
--- Expire `key` at remember_until unless it already expires later (or never). PEXPIREAT's GT
--- option would do this, but it needs Redis 7.
+-- Expire `key` at remember_until unless it already expires later. A key without an expiry
+-- (an in-flight record, or a new one) gets one. PEXPIREAT's GT option would do most of this,
+-- but it needs Redis 7.
 local function keep_until(key)
   local ttl = redis.call('PTTL', key)
-  if ttl >= 0 and now + ttl < remember_until then
+  if ttl < 0 or now + ttl < remember_until then
     redis.call('PEXPIREAT', key, ARGV[6])
   end
 end
 
+if not fields[1] then
+  redis.call('HSET', KEYS[1],
+    'v', '1',
+    'scope', ARGV[9],
+    'policy', ARGV[10],
+    'revision', ARGV[11],
+    'created_at', ARGV[12])
+end
 redis.call('HSET', KEYS[1],
   'state', 'done',
   'status', ARGV[3],
@@ -48,12 +70,8 @@ redis.call('HSET', KEYS[1],
   'body', ARGV[5])
 redis.call('HDEL', KEYS[1], 'owner', 'lease_until')
 keep_until(KEYS[1])
+unlist()
 
 redis.call('INCR', KEYS[2])
-if counter then
-  keep_until(KEYS[2])
-else
-  -- A new counter has no expiry yet; give it one so it is forgotten with its records.
-  redis.call('PEXPIREAT', KEYS[2], ARGV[6])
-end
+keep_until(KEYS[2])
 return 1

@@ -90,6 +90,42 @@ impl Link {
             }
         }
     }
+
+    /// Run `cmd` on the one node, or on every primary of a cluster: each node's address (empty
+    /// on a single node) and its answer (a refusal, such as a disabled `CONFIG`, comes back
+    /// as a `ServerError` value).
+    pub(super) async fn on_each_primary(mut self, cmd: Cmd) -> RedisResult<Vec<(String, Value)>> {
+        match &mut self {
+            Link::Node(connection) => {
+                let answer = match cmd.query_async::<Value>(connection).await {
+                    Ok(value) => value,
+                    Err(error) => match error.try_into() {
+                        Ok(server_error) => Value::ServerError(server_error),
+                        Err(error) => return Err(error),
+                    },
+                };
+                Ok(vec![(String::new(), answer)])
+            }
+            Link::Cluster(connection) => {
+                let primaries = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                match connection.route_command(cmd, primaries).await? {
+                    Value::Map(answers) => Ok(answers
+                        .into_iter()
+                        .map(|(address, answer)| {
+                            let address = match address {
+                                Value::BulkString(bytes) => {
+                                    String::from_utf8_lossy(&bytes).into_owned()
+                                }
+                                other => format!("{other:?}"),
+                            };
+                            (address, answer)
+                        })
+                        .collect()),
+                    other => Ok(vec![(String::new(), other)]),
+                }
+            }
+        }
+    }
 }
 
 #[derive(Clone)]

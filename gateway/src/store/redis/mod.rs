@@ -9,12 +9,23 @@
 //! Keys, with `{…}` as the Redis Cluster hash tag so one operation lives in one slot (and every
 //! script touches the keys of one slot only):
 //! - record: `<ns>:op:{<action tag>}:<generation tag>`, a hash (see `codec::decode_record`);
-//! - generation: `<ns>:gen:{<action tag>}`, an integer.
+//! - generation: `<ns>:gen:{<action tag>}`, an integer;
+//! - the action's in-flight set: `<ns>:busy:{<action tag>}`, a hash operation_id → lease_until,
+//!   what a mint reads with the generation (one script, one slot);
+//! - the operators' index: `<ns>:inflight`, a sorted set of in-flight operation_ids by
+//!   lease_until. On one node the scripts maintain it in the same atomic step. On a cluster
+//!   it is one key in one slot, which a script of another slot may not touch: the gateway
+//!   adds an entry before the claim (so no in-flight record can be missing from it) and
+//!   removes it after the record is finished; an entry left behind by a crash is dropped by
+//!   the next listing that finds its record finished. One fixed key (not one per node) keeps
+//!   the listing one command and independent of resharding; it sees only claims and
+//!   finishes, a small fraction of the traffic.
 //!
 //! Note that `Unavailable` from a write does not prove that the write did not happen (the
 //! answer may have been lost on the way back); callers fail closed on it.
 
 mod codec;
+mod durability;
 mod link;
 mod script;
 mod url;
@@ -28,12 +39,14 @@ use redis::Value;
 use self::codec::{
     Finished, bytes_of, corrupt, decode_record, encode_headers, finished, into_fields,
 };
+pub use self::durability::{Durability, NodeDurability};
 use self::link::Links;
 use self::script::{Lua, Ran};
 pub use self::url::{CLUSTER_SCHEME, cluster_seeds};
 use super::{
-    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordedResponse, ReplicaWait,
-    Resolution, ResolveOutcome, StoreError, StoreOptions,
+    ActionState, Claim, ClaimOutcome, InFlightOperation, OperationRecord, OperationStore,
+    RecordState, RecordedResponse, ReplicaWait, Resolution, ResolveOutcome, StoreError,
+    StoreOptions,
 };
 use crate::protocol::OperationId;
 
@@ -48,11 +61,21 @@ const CLAIM_LUA: &str = include_str!("../lua/claim.lua");
 const COMPLETE_LUA: &str = include_str!("../lua/complete.lua");
 const RELEASE_LUA: &str = include_str!("../lua/release.lua");
 const LOOKUP_LUA: &str = include_str!("../lua/lookup.lua");
+const ACTION_LUA: &str = include_str!("../lua/action.lua");
 
+/// An index entry whose record is finished (or gone) is dropped by a listing only once its
+/// lease ended this long ago: on a cluster the entry is written just before its claim, and a
+/// listing must not drop it in between.
+const STALE_INDEX_AFTER_MS: i64 = 60_000;
+
+/// At most this many unknown operations are counted for the gauge per scrape.
+const MAX_UNKNOWN_COUNTED: usize = 10_000;
 /// Whose in-flight record `complete.lua` and `release.lua` may finish.
 enum Mode<'a> {
     /// The claim's own: the gateway completing or releasing.
     Owner(&'a str),
+    /// The claim's own, and written anyway when the record vanished (complete only).
+    Restore(&'a Claim),
     /// Anybody's: an operator's resolution.
     Any,
 }
@@ -61,6 +84,7 @@ impl Mode<'_> {
     fn args(&self) -> (&'static str, &str) {
         match self {
             Mode::Owner(owner) => ("owner", owner),
+            Mode::Restore(claim) => ("restore", &claim.owner),
             Mode::Any => ("any", ""),
         }
     }
@@ -75,6 +99,7 @@ pub struct RedisStore {
     complete: Lua,
     release: Lua,
     lookup: Lua,
+    action: Lua,
 }
 
 impl fmt::Debug for RedisStore {
@@ -93,7 +118,7 @@ impl RedisStore {
     pub fn new(url: &str, namespace: &str) -> Result<RedisStore, StoreError> {
         let options = StoreOptions {
             namespace: namespace.to_owned(),
-            wait: None,
+            ..StoreOptions::default()
         };
         RedisStore::with_options(url, &options)
     }
@@ -124,6 +149,7 @@ impl RedisStore {
             complete: Lua::new(COMPLETE_LUA),
             release: Lua::new(RELEASE_LUA),
             lookup: Lua::new(LOOKUP_LUA),
+            action: Lua::new(ACTION_LUA),
         })
     }
 
@@ -138,6 +164,105 @@ impl RedisStore {
 
     fn generation_key(&self, action_tag: &str) -> String {
         format!("{}:gen:{{{}}}", self.namespace, action_tag)
+    }
+
+    fn busy_key(&self, action_tag: &str) -> String {
+        format!("{}:busy:{{{}}}", self.namespace, action_tag)
+    }
+
+    fn index_key(&self) -> String {
+        format!("{}:inflight", self.namespace)
+    }
+
+    /// Whether the scripts maintain the index themselves: on one node only (see the module
+    /// documentation).
+    fn scripts_index(&self) -> bool {
+        !self.links.is_cluster()
+    }
+
+    /// The index key and the flag that tells a script whether to write it: on a cluster the
+    /// key is left out of the script's keys (another slot) and written by [`Self::unindex`].
+    fn with_index<'a>(&self, call: script::Call<'a>) -> script::Call<'a> {
+        if self.scripts_index() {
+            call.key(self.index_key()).arg("1")
+        } else {
+            call.arg("0")
+        }
+    }
+
+    /// On a cluster, drop a finished operation's index entry (best effort: a listing drops
+    /// what is left behind).
+    async fn unindex(&self, id: &OperationId) {
+        if self.scripts_index() {
+            return;
+        }
+        let (key, member) = (self.index_key(), id.as_str().to_owned());
+        let removed: Result<Value, StoreError> = self
+            .links
+            .run(|mut con| async move {
+                redis::cmd("ZREM")
+                    .arg(&key)
+                    .arg(&member)
+                    .query_async(&mut con)
+                    .await
+            })
+            .await;
+        if let Err(e) = removed {
+            tracing::debug!(operation_id = %id, error = %e, "index entry not removed; a listing will");
+        }
+    }
+
+    /// In-flight operations from the index with a lease before `max_lease_ms`, each checked
+    /// against its record; entries whose record is finished are dropped once stale.
+    async fn listed(
+        &self,
+        max_lease_ms: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<InFlightOperation>, StoreError> {
+        let key = self.index_key();
+        let max = max_lease_ms.map_or_else(|| "+inf".to_owned(), |ms| format!("({ms}"));
+        let members: Vec<(String, f64)> = self
+            .links
+            .run(|mut con| async move {
+                redis::cmd("ZRANGEBYSCORE")
+                    .arg(&key)
+                    .arg("-inf")
+                    .arg(&max)
+                    .arg("WITHSCORES")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(limit)
+                    .query_async(&mut con)
+                    .await
+            })
+            .await?;
+        let now = crate::proxy::now_millis();
+        let mut listed = Vec::with_capacity(members.len());
+        for (member, score) in members {
+            let record = match OperationId::parse(&member) {
+                Some(id) => self.lookup(&id).await?.map(|record| (id, record)),
+                None => None,
+            };
+            match record {
+                Some((id, record)) if matches!(record.state, RecordState::InFlight { .. }) => {
+                    listed.push(InFlightOperation { id, record });
+                }
+                _ if (score as i64).saturating_add(STALE_INDEX_AFTER_MS) < now => {
+                    let key = self.index_key();
+                    self.links
+                        .run(|mut con| async move {
+                            redis::cmd("ZREM")
+                                .arg(&key)
+                                .arg(&member)
+                                .query_async::<Value>(&mut con)
+                                .await
+                        })
+                        .await?;
+                }
+                _ => {}
+            }
+        }
+        Ok(listed)
     }
 
     /// How many replicas acknowledged, if fewer than required.
@@ -160,20 +285,38 @@ impl RedisStore {
         response: &RecordedResponse,
         remember_until_ms: i64,
     ) -> Result<(Finished, Ran), StoreError> {
+        let restore = match &mode {
+            Mode::Restore(claim) => Some(*claim),
+            _ => None,
+        };
         let (mode, owner) = mode.args();
         let call = self
             .complete
             .call()
             .key(self.record_key(id))
             .key(self.generation_key(id.action_tag()))
+            .key(self.busy_key(id.action_tag()))
             .arg(mode)
             .arg(owner)
             .arg(response.status)
             .arg(encode_headers(&response.headers)?)
             .arg(response.body.as_ref())
-            .arg(remember_until_ms);
+            .arg(remember_until_ms)
+            .arg(id.as_str());
+        let mut call = self.with_index(call);
+        if let Some(claim) = restore {
+            call = call
+                .arg(&claim.scope)
+                .arg(&claim.policy)
+                .arg(&claim.revision)
+                .arg(claim.now_ms);
+        }
         let ran = script::run(&self.links, &call, self.wait).await?;
-        Ok((finished(&ran.value)?, ran))
+        let finished = finished(&ran.value)?;
+        if matches!(finished, Finished::Yes | Finished::NoRecord) {
+            self.unindex(id).await;
+        }
+        Ok((finished, ran))
     }
 
     /// `release.lua`: delete an in-flight record, waiting for replicas when `wait` is set.
@@ -188,10 +331,17 @@ impl RedisStore {
             .release
             .call()
             .key(self.record_key(id))
+            .key(self.busy_key(id.action_tag()))
             .arg(mode)
-            .arg(owner);
+            .arg(owner)
+            .arg(id.as_str());
+        let call = self.with_index(call);
         let ran = script::run(&self.links, &call, wait).await?;
-        Ok((finished(&ran.value)?, ran))
+        let finished = finished(&ran.value)?;
+        if matches!(finished, Finished::Yes | Finished::NoRecord) {
+            self.unindex(id).await;
+        }
+        Ok((finished, ran))
     }
 
     /// A claim too few replicas acknowledged could be lost in a failover, and the operation
@@ -219,6 +369,45 @@ impl OperationStore for RedisStore {
             .run(|mut con| async move { redis::cmd("GET").arg(&key).query_async(&mut con).await })
             .await?;
         decode_generation(value)
+    }
+
+    async fn action_state(&self, action_tag: &str) -> Result<ActionState, StoreError> {
+        let call = self
+            .action
+            .call()
+            .key(self.generation_key(action_tag))
+            .key(self.busy_key(action_tag));
+        let ran = script::run(&self.links, &call, None).await?;
+        let Value::Array(mut parts) = ran.value else {
+            return Err(corrupt("action script answered no pair"));
+        };
+        if parts.len() != 2 {
+            return Err(corrupt("action script answered no pair"));
+        }
+        let busy = into_fields(parts.pop().unwrap_or(Value::Nil))?;
+        let generation = decode_generation(parts.pop().unwrap_or(Value::Nil))?;
+        let mut in_flight = Vec::with_capacity(busy.len());
+        for (id, lease) in busy {
+            let id = OperationId::parse(&id)
+                .ok_or_else(|| corrupt("in-flight set names no operation"))?;
+            let lease = std::str::from_utf8(&lease)
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .ok_or_else(|| corrupt("in-flight lease is not a number"))?;
+            in_flight.push((id, lease));
+        }
+        Ok(ActionState {
+            generation,
+            in_flight,
+        })
+    }
+
+    async fn in_flight(&self, limit: usize) -> Result<Vec<InFlightOperation>, StoreError> {
+        self.listed(None, limit).await
+    }
+
+    async fn unknown_count(&self, now_ms: i64) -> Result<u64, StoreError> {
+        Ok(self.listed(Some(now_ms), MAX_UNKNOWN_COUNTED).await?.len() as u64)
     }
 
     async fn lookup_with_generation(
@@ -264,17 +453,39 @@ impl OperationStore for RedisStore {
     }
 
     async fn claim(&self, id: &OperationId, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
+        if !self.scripts_index() {
+            // Before the claim, so that no in-flight record is ever missing from the index
+            // (NX: an existing entry is somebody's claim, left as it is).
+            let (key, member, lease) = (
+                self.index_key(),
+                id.as_str().to_owned(),
+                claim.lease_until_ms,
+            );
+            self.links
+                .run(|mut con| async move {
+                    redis::cmd("ZADD")
+                        .arg(&key)
+                        .arg("NX")
+                        .arg(lease)
+                        .arg(&member)
+                        .query_async::<Value>(&mut con)
+                        .await
+                })
+                .await?;
+        }
         let call = self
             .claim
             .call()
             .key(self.record_key(id))
+            .key(self.busy_key(id.action_tag()))
             .arg(&claim.scope)
             .arg(&claim.policy)
             .arg(&claim.revision)
             .arg(claim.now_ms)
             .arg(&claim.owner)
             .arg(claim.lease_until_ms)
-            .arg(claim.remember_until_ms);
+            .arg(id.as_str());
+        let call = self.with_index(call);
         let ran = script::run(&self.links, &call, self.wait).await?;
         if ran.value == Value::Int(1) {
             if let Some(shortfall) = self.short_of_replicas(&ran) {
@@ -306,6 +517,24 @@ impl OperationStore for RedisStore {
         {
             // The answer is being delivered and is on the primary; a failover before it
             // reaches a replica would turn the operation unknown again (never re-forwarded).
+            tracing::warn!(operation_id = %id, "answer recorded on the primary only: {shortfall}");
+        }
+        Ok(finished == Finished::Yes)
+    }
+
+    async fn complete_claim(
+        &self,
+        id: &OperationId,
+        claim: &Claim,
+        response: &RecordedResponse,
+        remember_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let (finished, ran) = self
+            .record_answer(id, Mode::Restore(claim), response, remember_until_ms)
+            .await?;
+        if finished == Finished::Yes
+            && let Some(shortfall) = self.short_of_replicas(&ran)
+        {
             tracing::warn!(operation_id = %id, "answer recorded on the primary only: {shortfall}");
         }
         Ok(finished == Finished::Yes)
@@ -346,6 +575,10 @@ impl OperationStore for RedisStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.links.run(|con| con.ping()).await.map(drop)
+    }
+
+    async fn durability(&self) -> Result<Option<Durability>, StoreError> {
+        durability::read(&self.links).await.map(Some)
     }
 }
 

@@ -76,6 +76,12 @@ pub(super) struct Ran {
 /// Run `call` in one round trip, with `WAIT` after it when `wait` is set. Only when Redis lost
 /// its script cache (`NOSCRIPT`: nothing ran) a second round trip sends the script itself
 /// with `EVAL`, which caches it again on the node that runs it.
+///
+/// On a cluster, the client follows a `MOVED`/`ASK` answer a few times itself, but during a
+/// failover the slot map can take longer to settle, and the answer came back as a store
+/// failure (`503 store_unavailable`). Such an answer means the script did not run; the call
+/// then pauses, reads the key with a plain command (which the client follows, learning the
+/// new slot owner) and tries again: at most [`REDIRECTS`] times, within the call's bound.
 pub(super) async fn run(
     links: &Links,
     call: &Call<'_>,
@@ -83,21 +89,71 @@ pub(super) async fn run(
 ) -> Result<Ran, StoreError> {
     let ran = links
         .run(|mut link| async move {
-            match attempt(&mut link, call, true, wait).await? {
-                Attempt::Ran(ran) => Ok(Attempt::Ran(ran)),
-                Attempt::NoScript => attempt(&mut link, call, false, wait).await,
+            let mut redirects = 0;
+            loop {
+                let attempt = match attempt(&mut link, call, true, wait).await {
+                    Ok(Attempt::NoScript) => attempt(&mut link, call, false, wait).await,
+                    other => other,
+                };
+                // The client's own retries may end on a redirection too (a failover whose
+                // slot map settles slowly): treat it like one seen in the replies.
+                let attempt = match attempt {
+                    Err(error) if is_redirection(&error) => Attempt::Redirected(error),
+                    other => other?,
+                };
+                match attempt {
+                    Attempt::Redirected(error) if redirects < REDIRECTS => {
+                        redirects += 1;
+                        tracing::debug!(error = %error, "slot moved; following it");
+                        // Give a failover a moment to settle, then learn the new owner.
+                        tokio::time::sleep(REDIRECT_PAUSE * redirects).await;
+                        follow_slot(&mut link, call).await?;
+                    }
+                    Attempt::Redirected(error) => return Err(error),
+                    other => return Ok(other),
+                }
             }
         })
         .await?;
     match ran {
         Attempt::Ran(ran) => Ok(ran),
         Attempt::NoScript => Err(corrupt("EVAL answered NOSCRIPT")),
+        Attempt::Redirected(_) => Err(corrupt("still redirected")),
     }
+}
+
+/// How many `MOVED`/`ASK` (or `TRYAGAIN`/`CLUSTERDOWN`) answers one call follows.
+const REDIRECTS: u32 = 3;
+/// The pause before following one, times the number followed: at most 600 ms in all, well
+/// within the call's bound.
+const REDIRECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A cluster answer that says another node serves the slot (or will soon): nothing ran.
+fn is_redirection(error: &redis::RedisError) -> bool {
+    matches!(
+        error.code(),
+        Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN")
+    )
+}
+
+/// Make the cluster client learn where the call's slot lives now: a read of its first key
+/// as a plain command, whose redirection the client follows (refreshing its slot map).
+async fn follow_slot(link: &mut super::link::Link, call: &Call<'_>) -> redis::RedisResult<()> {
+    let Some(key) = call.keys.first() else {
+        return Ok(());
+    };
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async::<Value>(link)
+        .await
+        .map(drop)
 }
 
 enum Attempt {
     Ran(Ran),
     NoScript,
+    /// `MOVED` or `ASK`: another node serves the slot; nothing ran.
+    Redirected(redis::RedisError),
 }
 
 async fn attempt(
@@ -117,6 +173,12 @@ async fn attempt(
         pipeline.cmd("WAIT").arg(wait.replicas).arg(timeout_ms);
     }
     let mut replies: Vec<Value> = pipeline.query_async(link).await?;
+    if let Some(Value::ServerError(error)) = replies.first() {
+        let error: redis::RedisError = error.clone().into();
+        if is_redirection(&error) {
+            return Ok(Attempt::Redirected(error));
+        }
+    }
     let acknowledged = match (wait, replies.get(1)) {
         (None, _) => None,
         (Some(_), Some(Value::Int(n))) => Some(u32::try_from(*n).unwrap_or(0)),
