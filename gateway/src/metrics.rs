@@ -14,7 +14,7 @@ use prometheus::{
 
 use asked::AskedOnce;
 
-pub use labels::{Rejection, ReloadResult, StoreCall, status_class};
+pub use labels::{Limit, Rejection, ReloadResult, StoreCall, status_class};
 
 /// What happened to one request for an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +98,8 @@ pub struct Metrics {
     store_duration: HistogramVec,
     store_errors: IntCounterVec,
     store_full: IntCounter,
+    limits_hit: IntCounterVec,
+    connections_open: IntGauge,
     store_durability_problems: IntGauge,
     operations_unknown: IntGauge,
     passthrough: IntCounterVec,
@@ -176,6 +178,15 @@ impl Metrics {
                 registry.register(Box::new(c.clone()))?;
                 c
             },
+            limits_hit: counter(
+                "poppy_limits_hit_total",
+                "Requests refused or connections closed by a limit: held_bodies (503), body_timeout (408), header_timeout (closed), connections (503, closed)",
+                &["limit"],
+            )?,
+            connections_open: gauge(
+                "poppy_connections_open",
+                "Downstream connections open now (server.max_connections caps them)",
+            )?,
             store_durability_problems: gauge(
                 "poppy_store_durability_problems",
                 "Findings of the last Redis durability check (no persistence, eviction allowed, settings unreadable); 0 when durable",
@@ -219,6 +230,9 @@ impl Metrics {
         }
         for result in ReloadResult::ALL {
             metrics.reloads.with_label_values(&[result.as_str()]);
+        }
+        for limit in Limit::ALL {
+            metrics.limits_hit.with_label_values(&[limit.as_str()]);
         }
         metrics.last_reload_successful.set(1);
         let build_info = IntGaugeVec::new(
@@ -333,6 +347,17 @@ impl Metrics {
         self.reloads.with_label_values(&[result.as_str()]).inc();
         self.last_reload_successful
             .set(i64::from(result == ReloadResult::Success));
+    }
+
+    /// A limit refused a request or closed a connection.
+    pub fn limit_hit(&self, limit: Limit) {
+        self.limits_hit.with_label_values(&[limit.as_str()]).inc();
+    }
+
+    /// Connections open now.
+    pub fn connections_open(&self, open: usize) {
+        self.connections_open
+            .set(i64::try_from(open).unwrap_or(i64::MAX));
     }
 
     /// A claim refused because `memory://` is full.

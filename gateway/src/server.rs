@@ -16,7 +16,9 @@ use crate::drain::{Drain, DrainOnSignal};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{Keys, SigningKey};
-use crate::proxy::{GatewayProxy, McpEndpoint, OperationFlow, UpstreamClient};
+use crate::proxy::{
+    BodyLimits, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint, OperationFlow, UpstreamClient,
+};
 use crate::reload::PolicyReloader;
 use crate::store::{self, DurabilityCheck, InstrumentedStore, OperationStore};
 
@@ -143,15 +145,25 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         flow,
         upstream,
         session_claims: config.session.clone(),
-        max_body_bytes: config.server.max_body_bytes,
+        body_limits: BodyLimits {
+            max_body_bytes: config.server.max_body_bytes,
+            read_timeout: config.server.body_read_timeout,
+            held: HeldBodies::new(config.server.max_held_body_bytes),
+        },
         well_known: config.well_known.clone(),
         metrics: Arc::clone(&metrics),
         mcp,
     };
-    let mut proxy = pingora::proxy::http_proxy_service_with_name(
-        &server.configuration,
-        gateway,
-        "poppy-gateway",
+    // The connection cap and header deadline sit around pingora's HTTP app (see limits.rs).
+    let mut proxy = Service::new(
+        "poppy-gateway".to_owned(),
+        LimitedApp {
+            inner: Arc::new(pingora::proxy::http_proxy(&server.configuration, gateway)),
+            max_connections: config.server.max_connections,
+            header_timeout: config.server.header_read_timeout,
+            open: std::sync::atomic::AtomicUsize::new(0),
+            metrics: Arc::clone(&metrics),
+        },
     );
     proxy.add_tcp(&config.server.listen);
     server.add_service(proxy);

@@ -39,6 +39,7 @@ pub struct GatewayBuilder {
     extra_config: String,
     /// Lines of the `[store]` table after `url`.
     store_lines: String,
+    server_lines: String,
     env: Vec<(String, String)>,
     args: Vec<String>,
     binary: Option<PathBuf>,
@@ -65,6 +66,7 @@ impl GatewayBuilder {
             upstream_connect_timeout: "2s".to_owned(),
             extra_config: String::new(),
             store_lines: String::new(),
+            server_lines: String::new(),
             env: Vec::new(),
             args: Vec::new(),
             binary: None,
@@ -95,6 +97,13 @@ impl GatewayBuilder {
     /// `POPPY_GATEWAY_KEYS`, or `None` to run without it.
     pub fn keys(mut self, keys: Option<&str>) -> GatewayBuilder {
         self.keys = keys.map(str::to_owned);
+        self
+    }
+
+    /// Another `[server]` key, its value written as TOML (`"30s"` with the quotes, `4096`).
+    pub fn server_option(mut self, key: &str, toml_value: &str) -> GatewayBuilder {
+        self.server_lines
+            .push_str(&format!("{key} = {toml_value}\n"));
         self
     }
 
@@ -151,7 +160,7 @@ impl GatewayBuilder {
 [server]
 listen = "127.0.0.1:{listen_port}"
 max_body_bytes = {max_body}
-
+{server_lines}
 [upstream]
 url = "{upstream}"
 timeout = "{timeout}"
@@ -164,6 +173,7 @@ listen = "127.0.0.1:{admin_port}"
 url = "{store}"
 {store_lines}{extra}"#,
             max_body = self.max_body_bytes,
+            server_lines = self.server_lines,
             upstream = self.upstream_url,
             timeout = self.upstream_timeout,
             connect_timeout = self.upstream_connect_timeout,
@@ -268,6 +278,18 @@ impl Gateway {
     /// The process id, while it runs (to read its RSS from `/proc`).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// The gateway's resident set in KiB, from `/proc`.
+    pub fn rss_kib(&self) -> u64 {
+        let pid = self.pid().expect("the gateway runs");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse().ok())
+            .expect("VmRSS in /proc/PID/status")
     }
 
     /// `http://127.0.0.1:LISTEN`

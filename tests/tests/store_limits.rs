@@ -7,18 +7,6 @@ use std::time::Duration;
 
 use poppy_e2e::{Gateway, GatewayBuilder, RedisServer, Request, Session, Stack, Store, Upstream};
 
-/// The gateway's resident set in KiB, from `/proc`.
-fn rss_kib(gateway: &Gateway) -> u64 {
-    let pid = gateway.pid().expect("the gateway runs");
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|kib| kib.parse().ok())
-        .expect("VmRSS in /proc/PID/status")
-}
-
 /// Start the gateway binary on this config and expect it to refuse: its stderr.
 fn refused_start(builder: GatewayBuilder) -> String {
     let config = builder.write();
@@ -161,7 +149,7 @@ async fn a_full_memory_store_refuses_new_claims() {
         Request::exchange(&session, &format!("o{i}"), "i1", "s1")
             .header("x-answer-bytes", &ANSWER.to_string())
     };
-    let rss_before = rss_kib(&gateway);
+    let rss_before = gateway.rss_kib();
     let mut performed = Vec::new();
     let mut refused = None;
     for i in 0..100 {
@@ -187,7 +175,7 @@ async fn a_full_memory_store_refuses_new_claims() {
         performed.len(),
         "the refused one was not forwarded"
     );
-    let rss_full = rss_kib(&gateway);
+    let rss_full = gateway.rss_kib();
 
     for i in first_refused..first_refused + 20 {
         let op = gateway.send(&request(i)).await.operation();
@@ -202,7 +190,7 @@ async fn a_full_memory_store_refuses_new_claims() {
             .await
             .assert_replay_of(first, "never evicted");
     }
-    let rss_after = rss_kib(&gateway);
+    let rss_after = gateway.rss_kib();
     assert_eq!(upstream.count(), performed.len(), "nothing more forwarded");
     let metrics = gateway.metrics().await;
     assert!(metrics.value("poppy_store_full_total", &[]) >= 21.0);

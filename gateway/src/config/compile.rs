@@ -37,6 +37,15 @@ pub struct Server {
     pub listen: String,
     pub threads: usize,
     pub max_body_bytes: usize,
+    /// Request bodies held at once, in bytes (default 64 MiB).
+    pub max_held_body_bytes: usize,
+    /// The whole body of a request to an action must arrive within it (default 30 s).
+    pub body_read_timeout: Duration,
+    /// Every request head must arrive within it, including a kept-alive connection's wait for
+    /// its next request (default 60 s).
+    pub header_read_timeout: Duration,
+    /// Connections open at once (default 10000).
+    pub max_connections: usize,
     pub shutdown_grace: Duration,
 }
 
@@ -153,6 +162,64 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             m.span(),
             "server.max_body_bytes: must be at least 1".into(),
         ));
+    }
+    let max_held_body_bytes = file
+        .server
+        .max_held_body_bytes
+        .as_ref()
+        .map(|m| *m.get_ref())
+        .unwrap_or(64 * 1024 * 1024);
+    if let Some(m) = &file.server.max_held_body_bytes
+        && *m.get_ref() < max_body_bytes
+    {
+        errors.push(at(
+            m.span(),
+            format!("server.max_held_body_bytes: must be at least server.max_body_bytes ({max_body_bytes}), or no body could be held"),
+        ));
+    }
+    let max_connections = file
+        .server
+        .max_connections
+        .as_ref()
+        .map(|m| *m.get_ref())
+        .unwrap_or(10_000);
+    if let Some(m) = &file.server.max_connections
+        && *m.get_ref() == 0
+    {
+        errors.push(at(
+            m.span(),
+            "server.max_connections: must be at least 1".into(),
+        ));
+    }
+    let body_read_timeout = duration(
+        &file.server.body_read_timeout,
+        Duration::from_secs(30),
+        "server.body_read_timeout",
+        &mut errors,
+    );
+    let header_read_timeout = duration(
+        &file.server.header_read_timeout,
+        Duration::from_secs(60),
+        "server.header_read_timeout",
+        &mut errors,
+    );
+    for (value, timeout, key) in [
+        (
+            &file.server.body_read_timeout,
+            body_read_timeout,
+            "server.body_read_timeout",
+        ),
+        (
+            &file.server.header_read_timeout,
+            header_read_timeout,
+            "server.header_read_timeout",
+        ),
+    ] {
+        if let Some(v) = value
+            && timeout < Duration::from_millis(100)
+        {
+            errors.push(at(v.span(), format!("{key}: must be at least 100ms")));
+        }
     }
     let shutdown_grace = duration(
         &file.server.shutdown_grace,
@@ -441,6 +508,10 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             listen,
             threads,
             max_body_bytes,
+            max_held_body_bytes,
+            body_read_timeout,
+            header_read_timeout,
+            max_connections,
             shutdown_grace,
         },
         upstream: Upstream {

@@ -31,6 +31,10 @@ pub struct ServerFile {
     pub listen: Spanned<String>,
     pub threads: Option<Spanned<usize>>,
     pub max_body_bytes: Option<Spanned<usize>>,
+    pub max_held_body_bytes: Option<Spanned<usize>>,
+    pub body_read_timeout: Option<Spanned<String>>,
+    pub header_read_timeout: Option<Spanned<String>>,
+    pub max_connections: Option<Spanned<usize>>,
     pub shutdown_grace: Option<Spanned<String>>,
 }
 

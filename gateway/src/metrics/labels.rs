@@ -97,6 +97,37 @@ impl StoreCall {
     }
 }
 
+/// The `limit` label of `poppy_limits_hit_total`: which limit refused or closed a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// `server.max_held_body_bytes`: `503 gateway_busy`.
+    HeldBodies,
+    /// `server.body_read_timeout`: `408 request_timeout`.
+    BodyTimeout,
+    /// `server.header_read_timeout`: the connection was closed.
+    HeaderTimeout,
+    /// `server.max_connections`: `503` and closed.
+    Connections,
+}
+
+impl Limit {
+    pub const ALL: [Limit; 4] = [
+        Limit::HeldBodies,
+        Limit::BodyTimeout,
+        Limit::HeaderTimeout,
+        Limit::Connections,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::HeldBodies => "held_bodies",
+            Limit::BodyTimeout => "body_timeout",
+            Limit::HeaderTimeout => "header_timeout",
+            Limit::Connections => "connections",
+        }
+    }
+}
+
 /// Whether a policy reload applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReloadResult {

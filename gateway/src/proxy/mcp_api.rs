@@ -17,9 +17,10 @@ use serde_json::Value;
 use super::approver::Approver;
 use super::flow::{Decision, OperationRequest};
 use super::http_api;
+use super::limits::read_body;
 use super::mcp_forward::StreamingForwarder;
 use super::reply::Reply;
-use super::service::{GatewayProxy, Step, read_body};
+use super::service::{GatewayProxy, Step};
 use super::upstream::{ForwardRequest, UpstreamClient, forwarded_headers};
 use crate::config::{Mcp, Upstream};
 use crate::ingress::Target;
@@ -71,7 +72,7 @@ impl GatewayProxy {
         if let Err(refusal) = check_operation_request(&session.req_header().headers) {
             return Step::Respond(Reply::refusal(&refusal));
         }
-        let body = match read_body(session, self.max_body_bytes).await {
+        let body = match read_body(session, &self.body_limits, &self.metrics).await {
             Ok(body) => body,
             Err(refusal) => {
                 let mut reply = rpc_error(&RpcError {
@@ -80,6 +81,9 @@ impl GatewayProxy {
                     message: refusal.detail,
                 });
                 reply.status = refusal.status;
+                if refusal.status == 503 {
+                    reply = reply.with_header("retry-after", "1");
+                }
                 return Step::Respond(reply);
             }
         };

@@ -3,6 +3,7 @@
 mod approver;
 mod flow;
 mod http_api;
+mod limits;
 mod mcp_api;
 mod mcp_forward;
 mod reply;
@@ -12,6 +13,7 @@ mod well_known;
 
 pub use approver::{Approver, ApproverError};
 pub use flow::{Decision, OperationFlow, OperationRequest, now_millis};
+pub use limits::{BodyLimits, HeldBodies, LimitedApp};
 pub use mcp_api::McpEndpoint;
 pub use reply::Reply;
 pub use service::GatewayProxy;

@@ -30,7 +30,13 @@ impl Reply {
 
     /// The ingress refused the request; nothing was forwarded.
     pub fn refusal(refusal: &crate::ingress::Refusal) -> Reply {
-        Reply::error(refusal.status, &refusal.to_error_body())
+        let reply = Reply::error(refusal.status, &refusal.to_error_body());
+        if refusal.status == 503 {
+            // Only a limit refuses with 503 before anything is decided: try again shortly.
+            reply.with_header("retry-after", "1")
+        } else {
+            reply
+        }
     }
 
     /// `503` with `Retry-After`: try the same request again later.

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
 use pingora::Error;
 use pingora::http::RequestHeader;
 use pingora::prelude::HttpPeer;
@@ -13,12 +12,13 @@ use pingora::proxy::{ProxyHttp, Session};
 use super::approver::{Approver, ApproverError};
 use super::flow::OperationFlow;
 use super::http_api::{self, ApiRequest};
+use super::limits::{BodyLimits, read_body};
 use super::mcp_api::McpEndpoint;
 use super::reply::Reply;
 use super::upstream::{ForwardRequest, UpstreamClient, forwarded_headers};
 use super::well_known;
 use crate::config::SessionClaims;
-use crate::ingress::{self, Refusal, RouteMatch, Target, reading::HttpRequest};
+use crate::ingress::{self, RouteMatch, Target, reading::HttpRequest};
 use crate::metrics::{Metrics, Outcome};
 use crate::policy::{Captures, LivePolicies, Policy};
 use crate::protocol::{ApprovalHeader, ErrorBody, declares_operations_v2};
@@ -47,7 +47,8 @@ pub struct GatewayProxy {
     pub flow: Arc<OperationFlow>,
     pub upstream: Arc<UpstreamClient>,
     pub session_claims: SessionClaims,
-    pub max_body_bytes: usize,
+    /// How bodies of requests to actions are read and held.
+    pub body_limits: BodyLimits,
     pub well_known: Option<serde_json::Value>,
     pub metrics: Arc<Metrics>,
     /// `[mcp]`: the MCP endpoint, whose tool calls `[[tool]]` policies hold.
@@ -62,6 +63,17 @@ impl ProxyHttp for GatewayProxy {
     /// remembers which, for metrics.
     fn new_ctx(&self) -> Self::CTX {
         RequestCtx::default()
+    }
+
+    /// The head is read: the connection's header deadline ([`super::limits::LimitedApp`])
+    /// no longer applies to this request.
+    async fn early_request_filter(
+        &self,
+        _session: &mut Session,
+        _ctx: &mut Self::CTX,
+    ) -> pingora::Result<()> {
+        super::limits::head_read();
+        Ok(())
     }
 
     /// Classify the request; operations are answered here and never reach the proxy path.
@@ -248,7 +260,7 @@ impl GatewayProxy {
 
         let method = header.method.clone();
         let headers = headers.clone();
-        let body = read_body(session, self.max_body_bytes)
+        let body = read_body(session, &self.body_limits, &self.metrics)
             .await
             .map_err(|refusal| (Reply::refusal(&refusal), Outcome::BadRequest))?;
 
@@ -299,44 +311,6 @@ impl GatewayProxy {
             headers,
             forward,
         })
-    }
-}
-
-/// The whole request body, at most `limit` bytes (over it, or declared over it: `413`). Read
-/// before anything is decided: a request that can't be read whole can't be checked.
-pub(super) async fn read_body(session: &mut Session, limit: usize) -> Result<Bytes, Refusal> {
-    let too_large = || {
-        Refusal::new(
-            413,
-            "body_too_large",
-            format!("the request body is larger than this gateway's limit of {limit} bytes"),
-        )
-    };
-    let declared = session
-        .req_header()
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit as u64) {
-        return Err(too_large());
-    }
-    let mut body = BytesMut::new();
-    loop {
-        match session.read_request_body().await {
-            Ok(Some(chunk)) => {
-                if body.len() + chunk.len() > limit {
-                    return Err(too_large());
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(None) => return Ok(body.freeze()),
-            Err(e) => {
-                return Err(Refusal::body(format!(
-                    "the request body could not be read: {e}"
-                )));
-            }
-        }
     }
 }
 
