@@ -47,11 +47,6 @@ async fn rate_panels_read_true_for_a_scripted_sequence() {
     let gateway = &stack.gateway;
     let instance = gateway.admin_addr().to_string();
     let prometheus = Prometheus::scraping(gateway.admin_addr()).await;
-    let unknown_gauge = gateway
-        .metrics()
-        .await
-        .names()
-        .contains("poppy_operations_unknown");
     let session = Session::signed_out("ses_rates");
 
     // Exchange 1: asked three times before the user decides, approved, retried twice.
@@ -87,9 +82,9 @@ async fn rate_panels_read_true_for_a_scripted_sequence() {
         .operation();
     let mut exchanges_asked = 3.0;
 
-    // Exchange 4 (once the unknown-operations gauge exists): the upstream does not answer
-    // within its 1 s timeout, so the outcome is unknown; the agent retries twice.
-    if unknown_gauge {
+    // Exchange 4: the upstream does not answer within its 1 s timeout, so the outcome is
+    // unknown; the agent retries twice.
+    {
         let fourth = Request::exchange(&session, "o4", "i4", "s4");
         let op = gateway.send(&fourth).await.operation();
         let approved = fourth.approve(&op);
@@ -102,11 +97,6 @@ async fn rate_panels_read_true_for_a_scripted_sequence() {
         }
         stack.upstream.release();
         exchanges_asked += 1.0;
-    } else {
-        eprintln!(
-            "NOTE: poppy_operations_unknown is not exported by this build: the \"Unknown \
-             operations\" panel is not checked"
-        );
     }
 
     // Wait until Prometheus has scraped the end of the sequence.
@@ -154,13 +144,11 @@ async fn rate_panels_read_true_for_a_scripted_sequence() {
         "cancel: asked once, never performed"
     );
 
-    if unknown_gauge {
-        // Unknown operations: one, however often it was retried; and it stays one.
-        let [unknown] = panel(&dashboard, "Unknown operations").try_into().unwrap();
-        let unknown = fill(&unknown, &instance);
-        prometheus.wait_for(&unknown, 1.0).await;
-        let result = prometheus.query(&unknown).await.unwrap();
-        assert_eq!(result.len(), 1, "{result:?}");
-        assert_eq!(result[0].1, 1.0, "{result:?}");
-    }
+    // Unknown operations: one, however often it was retried; and it stays one.
+    let [unknown] = panel(&dashboard, "Unknown operations").try_into().unwrap();
+    let unknown = fill(&unknown, &instance);
+    prometheus.wait_for(&unknown, 1.0).await;
+    let result = prometheus.query(&unknown).await.unwrap();
+    assert_eq!(result.len(), 1, "{result:?}");
+    assert_eq!(result[0].1, 1.0, "{result:?}");
 }
