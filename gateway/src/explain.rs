@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::config::{Config, SessionClaims};
 use crate::ingress::{self, Refusal, RouteMatch, Target, reading::HttpRequest};
+use crate::mcp::{approval_required_result, call_fingerprint, duplicate_member, tool_error_result};
 use crate::policy::{Captures, Policy, TermSource, Terms, canonical_json, extract_from_answer};
 use crate::protocol::{ErrorBody, Operation, OperationId, Revision, RevisionInput, SigningKey};
 use crate::proxy::Approver;
@@ -30,6 +31,8 @@ pub struct ExplainRequest {
     pub signed_in: bool,
     /// The upstream's answer to the policy's lookup, if the user gave one.
     pub lookup_answer: Option<Vec<u8>>,
+    /// An MCP `tools/call` to explain instead of an HTTP request: the tool and its arguments.
+    pub tool: Option<(String, Vec<u8>)>,
 }
 
 /// One extracted term and where it came from.
@@ -47,6 +50,16 @@ pub enum Explanation {
     NoMatch {
         /// `METHOD /template  (name)` of every HTTP policy.
         routes: Vec<String>,
+    },
+    /// A call of a tool no `[[tool]]` names (or no `[mcp]` endpoint): it passes through to the
+    /// MCP server untouched. Also the answer for the endpoint itself without `--tool`.
+    McpPassThrough {
+        /// The endpoint (`[mcp] path`), if configured.
+        endpoint: Option<String>,
+        /// The tool asked about, if any.
+        tool: Option<String>,
+        /// The tools whose calls are held.
+        held: Vec<String>,
     },
     /// Refused before any policy is matched (e.g. an ambiguous path).
     Refused { status: u16, body: Value },
@@ -70,8 +83,10 @@ pub enum Explanation {
         /// The lookup terms are placeholders: no answer was given.
         lookup_placeholders: bool,
         summary: String,
-        /// The whole `403` body.
+        /// The whole `403` body, or for a tool call, the tool result.
         answer: Value,
+        /// A held MCP tool call (answered as a tool result), not an HTTP request.
+        tool_call: bool,
     },
 }
 
@@ -90,6 +105,9 @@ pub fn explain(config: &Config, request: &ExplainRequest, now: i64) -> Explanati
         status: refusal.status,
         body: body(&refusal.to_error_body()),
     };
+    if let Some((tool, arguments)) = &request.tool {
+        return explain_tool(config, request, tool, arguments, now);
+    }
     let raw_target = match &request.query {
         Some(query) => format!("{}?{query}", request.path),
         None => request.path.clone(),
@@ -113,7 +131,8 @@ pub fn explain(config: &Config, request: &ExplainRequest, now: i64) -> Explanati
     let (policy, captures) = match route {
         Err(refusal) => return refused(refusal),
         Ok(RouteMatch::Policy(policy, captures)) => (policy, captures),
-        Ok(RouteMatch::Mcp | RouteMatch::None) => {
+        Ok(RouteMatch::Mcp) => return mcp_pass_through(config, None),
+        Ok(RouteMatch::None) => {
             return Explanation::NoMatch {
                 routes: config
                     .policies
@@ -228,7 +247,89 @@ fn explain_policy(
         lookup_placeholders,
         summary,
         answer,
+        tool_call: false,
     })
+}
+
+fn mcp_pass_through(config: &Config, tool: Option<&str>) -> Explanation {
+    Explanation::McpPassThrough {
+        endpoint: config.mcp.as_ref().map(|mcp| mcp.path.clone()),
+        tool: tool.map(str::to_owned),
+        held: config
+            .policies
+            .iter()
+            .filter_map(|p| Some(format!("{}  ({})", p.tool.as_ref()?, p.name)))
+            .collect(),
+    }
+}
+
+/// A `tools/call` of `tool` with `arguments` (JSON), as the MCP endpoint would take it.
+fn explain_tool(
+    config: &Config,
+    request: &ExplainRequest,
+    tool: &str,
+    arguments: &[u8],
+    now: i64,
+) -> Explanation {
+    let policy = match (&config.mcp, config.policies.find_tool(tool)) {
+        (Some(_), Some(policy)) => policy,
+        _ => return mcp_pass_through(config, Some(tool)),
+    };
+    let rejected = |status: u16, answer: Value| Explanation::Rejected {
+        policy: policy.name.clone(),
+        source: policy.source.clone(),
+        status,
+        body: answer,
+    };
+    let arguments: Value = match serde_json::from_slice(arguments) {
+        Ok(value) => value,
+        Err(e) => {
+            let detail = format!("the arguments are not JSON: {e}");
+            return rejected(400, body(&ErrorBody::new("invalid_params", detail)));
+        }
+    };
+    if let Some(name) = duplicate_member(&serde_json::to_vec(&arguments).unwrap_or_default()) {
+        let detail = format!("member `{name}` appears twice");
+        return rejected(400, body(&ErrorBody::new("invalid_params", detail)));
+    }
+    let approver = match approver(request, &config.session) {
+        Ok(approver) => approver,
+        Err(e) => {
+            return rejected(401, body(&ErrorBody::new("invalid_session", e.to_string())));
+        }
+    };
+    let terms = match ingress::read_tool_call(&policy, &request.headers, &arguments) {
+        Ok(terms) => terms,
+        Err(refusal) => {
+            let text = format!("Not done: {}. Nothing was performed.", refusal.detail);
+            return rejected(200, tool_error_result(&text));
+        }
+    };
+    let summary = policy.summary.render(&terms);
+    let fingerprint = call_fingerprint(tool, &arguments);
+    let operation = mint(&policy, &approver, &terms, &summary, &fingerprint, now);
+    Explanation::Operation {
+        policy: policy.name.clone(),
+        source: policy.source.clone(),
+        route: format!("TOOL {tool}"),
+        captures: Vec::new(),
+        terms: policy
+            .terms
+            .iter()
+            .filter_map(|(name, source)| {
+                Some(ExplainedTerm {
+                    name: name.clone(),
+                    value: terms.get(name)?.clone(),
+                    source: source.describe(),
+                })
+            })
+            .collect(),
+        lookup: None,
+        lookup_placeholders: false,
+        summary,
+        answer: approval_required_result(&operation, false),
+        tool_call: true,
+    }
 }
 
 /// Who would approve: the request's own `Poppy-Session` (and `Authorization`), or a made-up
@@ -314,9 +415,10 @@ fn body(error: &ErrorBody) -> Value {
 
 /// The explanation as text for a terminal.
 pub fn render(explanation: &Explanation, request: &ExplainRequest) -> String {
-    let target = match &request.query {
-        Some(query) => format!("{} {}?{query}", request.method, request.path),
-        None => format!("{} {}", request.method, request.path),
+    let target = match (&request.tool, &request.query) {
+        (Some((tool, _)), _) => format!("tools/call {tool}"),
+        (None, Some(query)) => format!("{} {}?{query}", request.method, request.path),
+        (None, None) => format!("{} {}", request.method, request.path),
     };
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let mut out = String::new();
@@ -331,6 +433,29 @@ pub fn render(explanation: &Explanation, request: &ExplainRequest) -> String {
                 out.push_str("Routes that need approval:\n");
                 for route in routes {
                     out.push_str(&format!("  {route}\n"));
+                }
+            }
+        }
+        Explanation::McpPassThrough {
+            endpoint,
+            tool,
+            held,
+        } => {
+            match (endpoint, tool) {
+                (None, _) => out.push_str(
+                    "the config has no [mcp] endpoint: MCP messages pass through to the upstream untouched.\n",
+                ),
+                (Some(path), Some(tool)) => out.push_str(&format!(
+                    "no [[tool]] policy names `{tool}`: a call of it to {path} passes through to the MCP server untouched, without approval.\n"
+                )),
+                (Some(path), None) => out.push_str(&format!(
+                    "{target} is the MCP endpoint ({path}): calls of held tools are answered by the gateway (explain one with --tool NAME --arguments JSON); every other message passes through to the MCP server.\n"
+                )),
+            }
+            if !held.is_empty() {
+                out.push_str("Tools whose calls need approval:\n");
+                for tool in held {
+                    out.push_str(&format!("  {tool}\n"));
                 }
             }
         }
@@ -365,6 +490,7 @@ pub fn render(explanation: &Explanation, request: &ExplainRequest) -> String {
             lookup_placeholders,
             summary,
             answer,
+            tool_call,
         } => {
             out.push_str(&format!(
                 "policy `{policy}` ({source}) matches {target}\n  route: {route}\n"
@@ -392,8 +518,13 @@ pub fn render(explanation: &Explanation, request: &ExplainRequest) -> String {
             out.push_str(&format!(
                 "\nsummary (Markdown; request values escaped):\n  {summary}\n"
             ));
+            let status = if *tool_call {
+                "200, the JSON-RPC result of the call:"
+            } else {
+                "403"
+            };
             out.push_str(&format!(
-                "\nthe Personal Agent would receive (operation_id and revision computed with a throwaway key, not this gateway's: their values differ on every run and in the real gateway):\n403 {}\n",
+                "\nthe Personal Agent would receive (operation_id and revision computed with a throwaway key, not this gateway's: their values differ on every run and in the real gateway):\n{status} {}\n",
                 pretty(answer)
             ));
         }

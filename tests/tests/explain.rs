@@ -244,3 +244,68 @@ fn a_lookup_is_shown_and_can_be_fed_an_answer() {
     run.assert_code(1, "a lookup answer without the price");
     assert!(run.stdout.contains("lookup_failed"), "{}", run.describe());
 }
+
+/// An MCP tool call: a held tool shows its terms and the tool result with the operation; an
+/// argument outside the terms is the gateway's own tool error; the endpoint itself and a tool
+/// no policy names pass through (exit 1), as in the gateway.
+#[test]
+fn tool_calls_are_explained_as_the_mcp_endpoint_answers_them() {
+    let config = GatewayBuilder::new("http://127.0.0.1:1")
+        .policy("tools.toml", poppy_e2e::mcp_stack::TOOL_POLICIES)
+        .extra_config("[mcp]\npath = \"/mcp\"")
+        .write();
+    let run = explain(
+        &config,
+        &[
+            "--tool",
+            "exchange_item",
+            "--arguments",
+            r#"{"order_id": "ord_7Hk2", "item_id": "itm_4Qa", "replacement_sku": "m"}"#,
+        ],
+    );
+    run.assert_code(0, "a held tool call");
+    let at = run.stdout.find("call: {").expect("the tool result");
+    let result: Value = serde_json::from_str(&run.stdout[at + 6..]).unwrap();
+    assert_eq!(result["isError"], true, "{}", run.describe());
+    let operation = &result["structuredContent"]["operation"];
+    assert_eq!(operation["terms"]["order_id"], "ord_7Hk2");
+    assert!(
+        operation["operation_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("exc_")
+    );
+
+    let extra = explain(
+        &config,
+        &[
+            "--tool",
+            "cancel_order",
+            "--arguments",
+            r#"{"order_id": "o1", "refund_to": "elsewhere"}"#,
+        ],
+    );
+    extra.assert_code(1, "an argument outside the terms");
+    assert!(
+        extra.stdout.contains("`$.refund_to`"),
+        "{}",
+        extra.describe()
+    );
+
+    for (args, says) in [
+        (&["--path", "/mcp"][..], "is the MCP endpoint"),
+        (
+            &["--tool", "lookup_order"][..],
+            "passes through to the MCP server untouched",
+        ),
+    ] {
+        let passes = explain(&config, args);
+        passes.assert_code(1, says);
+        assert!(passes.stdout.contains(says), "{}", passes.describe());
+        assert!(
+            passes.stdout.contains("exchange_item  (exchange_tool)"),
+            "{}",
+            passes.describe()
+        );
+    }
+}

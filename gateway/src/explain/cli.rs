@@ -12,9 +12,9 @@ pub struct ExplainArgs {
     /// The request's method.
     #[arg(long, default_value = "POST")]
     pub method: String,
-    /// The request's path; a `?query` here is the same as --query.
-    #[arg(long)]
-    pub path: String,
+    /// The request's path; a `?query` here is the same as --query. Required unless --tool.
+    #[arg(long, required_unless_present = "tool")]
+    pub path: Option<String>,
     /// The query string, without `?`.
     #[arg(long)]
     pub query: Option<String>,
@@ -33,6 +33,12 @@ pub struct ExplainArgs {
     /// are shown as placeholders.
     #[arg(long)]
     pub lookup_answer: Option<String>,
+    /// Explain an MCP `tools/call` of this tool instead of an HTTP request.
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// The tool call's `arguments` (JSON text or `@file`), with --tool.
+    #[arg(long, requires = "tool", default_value = "{}")]
+    pub arguments: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,9 +83,10 @@ fn request(args: &ExplainArgs) -> Result<ExplainRequest, ArgsError> {
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
         return Err(ArgsError::Method(args.method.clone()));
     }
-    let (path, query) = match args.path.split_once('?') {
+    let raw_path = args.path.clone().unwrap_or_else(|| "/".to_owned());
+    let (path, query) = match raw_path.split_once('?') {
         Some((path, query)) => (path.to_owned(), Some(query.to_owned())),
-        None => (args.path.clone(), None),
+        None => (raw_path.clone(), None),
     };
     let mut headers = http::HeaderMap::new();
     for raw in &args.headers {
@@ -117,6 +124,10 @@ fn request(args: &ExplainArgs) -> Result<ExplainRequest, ArgsError> {
             .as_deref()
             .map(text_or_file)
             .transpose()?,
+        tool: match &args.tool {
+            Some(tool) => Some((tool.clone(), text_or_file(&args.arguments)?)),
+            None => None,
+        },
     })
 }
 

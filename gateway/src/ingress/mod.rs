@@ -29,7 +29,7 @@ pub mod target;
 
 use crate::protocol::ErrorBody;
 
-pub use reading::{PolicyReading, read_policy_request};
+pub use reading::{PolicyReading, read_policy_request, read_tool_call};
 pub use route::{RouteMatch, match_route};
 pub use target::{Target, check_target};
 

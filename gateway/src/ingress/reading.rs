@@ -13,12 +13,13 @@ use http::HeaderMap;
 use serde_json::Value;
 
 use crate::policy::{
-    Captures, Policy, RequestParts, TermSource, Terms, extract_from_request, request_fingerprint,
+    Captures, Policy, RequestParts, TermSource, Terms, extract, extract_from_request,
+    request_fingerprint,
 };
 
 use super::fields::check_fields;
 use super::headers::{check_operation_request, is_json_content_type, single_value};
-use super::json::parse_strict;
+use super::json::{check_value, parse_strict};
 use super::query;
 use super::{Refusal, Target};
 
@@ -97,6 +98,36 @@ pub fn read_policy_request(
         request.body,
     );
     Ok(PolicyReading { terms, fingerprint })
+}
+
+/// Read a held tool call's arguments strictly: every parser reads them as the gateway does
+/// (no case-folded twin names, integers within ±(2^53 − 1)), nothing in them is outside the
+/// terms and `ignore`, and every term is there. The MCP adapter and `explain` share it.
+pub fn read_tool_call(
+    policy: &Policy,
+    headers: &HeaderMap,
+    arguments: &Value,
+) -> Result<Terms, Refusal> {
+    let covering = policy
+        .terms
+        .iter()
+        .filter_map(|(_, source)| match source {
+            TermSource::Argument(path) => Some(path.as_str()),
+            _ => None,
+        })
+        .chain(policy.ignore.iter().map(String::as_str));
+    check_value(arguments)?;
+    check_fields(arguments, covering, "arguments")?;
+    let no_captures = Vec::new();
+    let parts = RequestParts {
+        captures: &no_captures,
+        query: None,
+        headers,
+        body: None,
+        arguments: Some(arguments),
+    };
+    extract(&policy.terms, &parts)
+        .map_err(|e| Refusal::new(400, "missing_term", e.to_string()).naming("term", e.term()))
 }
 
 /// The body: empty, or JSON by its `Content-Type`, strictly parsed, every field covered.

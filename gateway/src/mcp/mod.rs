@@ -4,6 +4,7 @@
 //! replayed to a retry. No pingora, no store: the adapter is `proxy::mcp_api`.
 
 mod answer;
+mod fingerprint;
 mod headers;
 mod message;
 mod no_duplicates;
@@ -16,8 +17,10 @@ pub use answer::{
     RETRY_META_KEY, approval_required_result, error_response, extension_required_result,
     result_response, retry_result, tool_error_result,
 };
+pub use fingerprint::call_fingerprint;
 pub use headers::check_standard_headers;
 pub use message::{APPROVAL_META_KEY, HeldCall, Incoming, RpcError, classify};
+pub use no_duplicates::duplicate_member;
 pub use output_schema::{is_tools_list, widen_tools_list_body};
 pub use rewrite::{Readdress, readdress_response};
 pub use version::{McpVersion, PROTOCOL_VERSION_META_KEY};

@@ -23,17 +23,16 @@ use super::reply::Reply;
 use super::service::{GatewayProxy, Step};
 use super::upstream::{ForwardRequest, UpstreamClient, forwarded_headers};
 use crate::config::{Mcp, Upstream};
-use crate::ingress::Target;
-use crate::ingress::fields::check_fields;
 use crate::ingress::headers::check_operation_request;
-use crate::ingress::json::check_value;
+use crate::ingress::{self, Target};
 use crate::mcp::{
     HeldCall, Incoming, McpVersion, Readdress, RpcError, approval_required_result,
-    check_standard_headers, classify, codes, error_response, extension_required_result,
-    readdress_response, result_response, retry_result, tool_error_result,
+    call_fingerprint, check_standard_headers, classify, codes, error_response,
+    extension_required_result, readdress_response, result_response, retry_result,
+    tool_error_result,
 };
 use crate::metrics::Outcome;
-use crate::policy::{PathTemplate, Policy, RequestParts, TermSource, canonical_json, extract};
+use crate::policy::{PathTemplate, Policy};
 use crate::protocol::{ErrorBody, declares_operations_v2};
 use crate::store::RecordedResponse;
 
@@ -194,38 +193,11 @@ impl GatewayProxy {
                 );
             }
         };
-        // The arguments are what the MCP server executes: one reading by every parser, and
-        // nothing in them outside the summary.
-        let covering = policy
-            .terms
-            .iter()
-            .filter_map(|(_, source)| match source {
-                TermSource::Argument(path) => Some(path.as_str()),
-                _ => None,
-            })
-            .chain(policy.ignore.iter().map(String::as_str));
-        if let Err(refusal) = check_value(&call.arguments)
-            .and_then(|()| check_fields(&call.arguments, covering, "arguments"))
-        {
-            let text = format!("Not done: {}. Nothing was performed.", refusal.detail);
-            return refused(
-                Outcome::BadRequest,
-                tool_result(&to, tool_error_result(&text)),
-            );
-        }
-        let no_captures = Vec::new();
-        let parts = RequestParts {
-            captures: &no_captures,
-            query: None,
-            headers,
-            body: None,
-            arguments: Some(&call.arguments),
-        };
-        let terms = match extract(&policy.terms, &parts) {
+        let terms = match ingress::read_tool_call(&policy, headers, &call.arguments) {
             Ok(terms) => terms,
             // A tool error, not a protocol error: the model can call again with it.
-            Err(e) => {
-                let text = format!("Not done: {e}. Nothing was performed.");
+            Err(refusal) => {
+                let text = format!("Not done: {}. Nothing was performed.", refusal.detail);
                 return refused(
                     Outcome::BadRequest,
                     tool_result(&to, tool_error_result(&text)),
@@ -248,26 +220,11 @@ impl GatewayProxy {
             approver,
             approval,
             terms,
-            fingerprint: fingerprint(&call.tool, &call.arguments),
+            fingerprint: call_fingerprint(&call.tool, &call.arguments),
             forward,
         };
         render(self.flow.decide(request).await, &to)
     }
-}
-
-/// The same tool with the same arguments (equal JSON, however its keys are ordered) is the
-/// same call; `_meta` is not part of it.
-fn fingerprint(tool: &str, arguments: &Value) -> Vec<u8> {
-    let mut out = Vec::new();
-    for part in [
-        b"mcp tools/call".as_slice(),
-        tool.as_bytes(),
-        canonical_json(arguments).as_bytes(),
-    ] {
-        out.extend_from_slice(&(part.len() as u64).to_be_bytes());
-        out.extend_from_slice(part);
-    }
-    out
 }
 
 /// Who an answer to a held call goes to: the call's JSON-RPC `id`, its MCP session (the
@@ -417,18 +374,6 @@ fn rpc_error(error: &RpcError) -> Reply {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn the_fingerprint_is_the_tool_and_its_arguments() {
-        let a = fingerprint("exchange_item", &json!({"a": 1, "b": [1, 2]}));
-        let b: Value = serde_json::from_str(r#"{ "b": [1,2], "a": 1 }"#).unwrap();
-        assert_eq!(a, fingerprint("exchange_item", &b));
-        assert_ne!(a, fingerprint("cancel_order", &b));
-        assert_ne!(
-            a,
-            fingerprint("exchange_item", &json!({"a": 2, "b": [1, 2]}))
-        );
-    }
 
     fn reply_to(id: Value, session_id: Option<&str>, version: &str) -> ReplyTo {
         ReplyTo {
