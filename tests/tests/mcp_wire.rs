@@ -191,10 +191,28 @@ async fn malformed_messages_are_refused() {
         .header("Mcp-Method", "tools/call")
         .header("Mcp-Name", "exchange_item");
     assert_rpc_error(
-        &raw.send(&disguised).await,
+        &raw.send(
+            &disguised
+                .clone()
+                .without_header("MCP-Protocol-Version")
+                .header("MCP-Protocol-Version", "2025-11-25"),
+        )
+        .await,
         400,
         -32600,
         "Mcp-Name says exchange_item",
+    );
+    // MCP 2026-07-28 gave the mismatch its own code.
+    assert_rpc_error(
+        &raw.send(
+            &disguised
+                .without_header("MCP-Protocol-Version")
+                .header("MCP-Protocol-Version", "2026-07-28"),
+        )
+        .await,
+        400,
+        -32020,
+        "Mcp-Name says exchange_item, under 2026-07-28",
     );
 
     let missing = tools_call(

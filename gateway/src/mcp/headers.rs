@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use super::codes::INVALID_REQUEST;
 use super::message::{Incoming, RpcError};
+use super::version::McpVersion;
 
 /// MCP's standard request headers (`Mcp-Method`, `Mcp-Name`) repeat what the body says, and
 /// a server may route on them. When they could name a held tool while the body does not
@@ -14,13 +14,14 @@ pub fn check_standard_headers(
     incoming: &Incoming,
     method_header: Option<&[u8]>,
     name_header: Option<&[u8]>,
+    version: &McpVersion,
     needs_approval: impl Fn(&str) -> bool,
 ) -> Result<(), RpcError> {
     let name = name_header.map(decode_header_value);
     let mismatch = |id: Value, which: &str| {
         Err(RpcError::new(
             id,
-            INVALID_REQUEST,
+            version.header_mismatch_code(),
             format!("Invalid Request: the {which} header does not match the request body"),
         ))
     };
@@ -67,6 +68,7 @@ fn decode_header_value(raw: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::codes;
     use super::*;
     use crate::mcp::classify;
     use serde_json::json;
@@ -87,11 +89,13 @@ mod tests {
     fn standard_headers_must_agree_with_the_body() {
         let held_call = classify_json(&call(json!(1), json!({"name": "exchange_item"}))).unwrap();
         let other = classify_json(&call(json!(1), json!({"name": "lookup_order"}))).unwrap();
+        let v2025 = McpVersion::of_request(Some(b"2025-11-25"), b"");
         let check = |incoming: &Incoming, method: Option<&str>, name: Option<&str>| {
             check_standard_headers(
                 incoming,
                 method.map(str::as_bytes),
                 name.map(str::as_bytes),
+                &v2025,
                 held,
             )
         };
@@ -104,5 +108,19 @@ mod tests {
         // "exchange_item" in base64.
         assert!(check(&other, None, Some("=?base64?ZXhjaGFuZ2VfaXRlbQ==?=")).is_err());
         assert!(check(&other, None, Some("=?base64?%%%?=")).is_err());
+        assert_eq!(
+            check(&held_call, Some("tools/list"), None)
+                .unwrap_err()
+                .code,
+            codes::INVALID_REQUEST
+        );
+        let v2026 = McpVersion::of_request(Some(b"2026-07-28"), b"");
+        let mismatch = check_standard_headers(&held_call, Some(b"tools/list"), None, &v2026, held)
+            .unwrap_err();
+        assert_eq!(
+            mismatch.code,
+            codes::HEADER_MISMATCH,
+            "2026-07-28 has its own code"
+        );
     }
 }

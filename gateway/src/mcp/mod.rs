@@ -33,4 +33,7 @@ pub mod codes {
     pub const INVALID_REQUEST: i64 = -32600;
     /// The params (here: `arguments` or the approval in `_meta`) are malformed.
     pub const INVALID_PARAMS: i64 = -32602;
+    /// MCP 2026-07-28: a standard header (`Mcp-Method`, `Mcp-Name`) disagrees with the body.
+    /// Older versions use [`INVALID_REQUEST`].
+    pub const HEADER_MISMATCH: i64 = -32020;
 }

@@ -40,6 +40,16 @@ impl McpVersion {
             .is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&v))
     }
 
+    /// The JSON-RPC code for a standard header that disagrees with the body: 2026-07-28 gave
+    /// it its own, earlier versions answer an invalid request.
+    pub fn header_mismatch_code(&self) -> i64 {
+        if self.results_have_type() {
+            super::codes::HEADER_MISMATCH
+        } else {
+            super::codes::INVALID_REQUEST
+        }
+    }
+
     /// A result the gateway wrote, completed for this version.
     pub fn finish(&self, mut result: Value) -> Value {
         if self.results_have_type() {

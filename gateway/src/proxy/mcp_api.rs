@@ -94,6 +94,10 @@ impl GatewayProxy {
                 &incoming,
                 headers.get("mcp-method").map(|v| v.as_bytes()),
                 headers.get("mcp-name").map(|v| v.as_bytes()),
+                &McpVersion::of_request(
+                    headers.get("mcp-protocol-version").map(|v| v.as_bytes()),
+                    &body,
+                ),
                 needs_approval,
             )
             .map(|()| incoming)
