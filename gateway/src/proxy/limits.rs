@@ -241,15 +241,15 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for LimitedApp<A> {
                 if read.load(Ordering::Acquire) {
                     std::future::pending::<()>().await;
                 }
+                // Counted before the connection is dropped, so whoever sees it closed sees
+                // it counted.
+                self.metrics.limit_hit(Limit::HeaderTimeout);
             }
         };
         let served = HEAD_READ.scope(Arc::clone(&read), self.inner.process_new(stream, shutdown));
         tokio::select! {
             reused = served => reused,
-            () = deadline => {
-                self.metrics.limit_hit(Limit::HeaderTimeout);
-                None
-            }
+            () = deadline => None,
         }
     }
 
