@@ -232,23 +232,28 @@ fn explain_policy(
             .map(|r| format!("{} {}", r.method, r.path))
             .unwrap_or_default(),
         captures,
-        terms: policy
-            .terms
-            .iter()
-            .filter_map(|(name, source)| {
-                Some(ExplainedTerm {
-                    name: name.clone(),
-                    value: terms.get(name)?.clone(),
-                    source: source.describe(),
-                })
-            })
-            .collect(),
+        terms: explained_terms(policy, &terms),
         lookup,
         lookup_placeholders,
         summary,
         answer,
         tool_call: false,
     })
+}
+
+/// Each term the policy extracted, with its value and where it came from, in policy order.
+fn explained_terms(policy: &Policy, terms: &Terms) -> Vec<ExplainedTerm> {
+    policy
+        .terms
+        .iter()
+        .filter_map(|(name, source)| {
+            Some(ExplainedTerm {
+                name: name.clone(),
+                value: terms.get(name)?.clone(),
+                source: source.describe(),
+            })
+        })
+        .collect()
 }
 
 fn mcp_pass_through(config: &Config, tool: Option<&str>) -> Explanation {
@@ -313,17 +318,7 @@ fn explain_tool(
         source: policy.source.clone(),
         route: format!("TOOL {tool}"),
         captures: Vec::new(),
-        terms: policy
-            .terms
-            .iter()
-            .filter_map(|(name, source)| {
-                Some(ExplainedTerm {
-                    name: name.clone(),
-                    value: terms.get(name)?.clone(),
-                    source: source.describe(),
-                })
-            })
-            .collect(),
+        terms: explained_terms(&policy, &terms),
         lookup: None,
         lookup_placeholders: false,
         summary,
