@@ -18,6 +18,10 @@ listen = "127.0.0.1:8080"
 url = "http://127.0.0.1:9000"
 "#;
 
+/// Appended to every gateway.toml unless it has a `[session]` table: the choice every config
+/// must make (after the rest, so the other tests' line numbers stay).
+const SESSION_OFF: &str = "\n[session]\nverify = \"off\"\n";
+
 const POLICY: &str = r#"[[operation]]
 name = "exchange"
 method = "POST"
@@ -39,6 +43,14 @@ struct Files {
 
 impl Files {
     fn new(gateway: &str, policy: &str) -> Files {
+        if gateway.contains("[session]") {
+            Files::exactly(gateway, policy)
+        } else {
+            Files::exactly(&format!("{gateway}{SESSION_OFF}"), policy)
+        }
+    }
+
+    fn exactly(gateway: &str, policy: &str) -> Files {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("policies")).unwrap();
         std::fs::write(dir.path().join("gateway.toml"), gateway).unwrap();
@@ -292,4 +304,33 @@ fn store_cluster_urls_and_replica_waits() {
         let files = store(table);
         assert_error_at(&files.errors(), &files.gateway(), line, &[needle]);
     }
+}
+
+/// `[session] verify` has no default: a config that does not choose is refused, and the error
+/// says exactly what to add (the migration for configs written before the key existed).
+#[test]
+fn session_verify_must_be_chosen() {
+    let files = Files::exactly(GATEWAY, POLICY);
+    let errors = files.errors();
+    assert!(
+        errors.iter().any(|e| e.contains("session.verify: not set")
+            && e.contains("verify = \"required\"")
+            && e.contains("verify = \"off\"")
+            && e.contains("[session]")),
+        "{errors:#?}"
+    );
+
+    let files = Files::new(
+        &format!("{GATEWAY}\n[session]\nverify = \"maybe\"\n"),
+        POLICY,
+    );
+    assert_error_at(
+        &files.errors(),
+        &files.gateway(),
+        10,
+        &["session.verify", "\"maybe\"", "\"required\"", "\"off\""],
+    );
+
+    let config = Files::new(GATEWAY, POLICY).load().unwrap();
+    assert_eq!(config.session.verify, config::VerifyMode::Off);
 }

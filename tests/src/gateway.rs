@@ -39,6 +39,9 @@ pub struct GatewayBuilder {
     extra_config: String,
     /// Lines of the `[store]` table after `url`.
     store_lines: String,
+    /// The `[session]` table's lines: `verify = "off"` unless a test says otherwise (the
+    /// tests' Sessions are unsigned JWTs; the upstream would verify them).
+    session_lines: String,
     env: Vec<(String, String)>,
     args: Vec<String>,
     binary: Option<PathBuf>,
@@ -65,6 +68,7 @@ impl GatewayBuilder {
             upstream_connect_timeout: "2s".to_owned(),
             extra_config: String::new(),
             store_lines: String::new(),
+            session_lines: "verify = \"off\"\n".to_owned(),
             env: Vec::new(),
             args: Vec::new(),
             binary: None,
@@ -117,7 +121,13 @@ impl GatewayBuilder {
         self
     }
 
-    /// TOML appended to gateway.toml (whole tables, e.g. `[session]`).
+    /// The lines of `[session]`, replacing the default `verify = "off"`.
+    pub fn session(mut self, lines: &str) -> GatewayBuilder {
+        self.session_lines = format!("{}\n", lines.trim_end());
+        self
+    }
+
+    /// TOML appended to gateway.toml (whole tables, e.g. `[mcp]`).
     pub fn extra_config(mut self, toml: &str) -> GatewayBuilder {
         self.extra_config.push('\n');
         self.extra_config.push_str(toml);
@@ -162,13 +172,16 @@ listen = "127.0.0.1:{admin_port}"
 
 [store]
 url = "{store}"
-{store_lines}{extra}"#,
+{store_lines}
+[session]
+{session_lines}{extra}"#,
             max_body = self.max_body_bytes,
             upstream = self.upstream_url,
             timeout = self.upstream_timeout,
             connect_timeout = self.upstream_connect_timeout,
             store = self.store_url,
             store_lines = self.store_lines,
+            session_lines = self.session_lines,
             extra = self.extra_config,
         )
     }

@@ -80,14 +80,29 @@ impl StoreSettings {
     }
 }
 
-/// Which claims identify the Session, the agent, the user and the account.
+/// Which claims identify the Session, the agent, the user and the account, and who verifies
+/// the credentials they come from.
 #[derive(Debug, Clone)]
 pub struct SessionClaims {
+    pub verify: VerifyMode,
     pub session_claim: String,
     pub agent_claim: String,
     pub user_claim: String,
     pub account_claim: String,
 }
+
+/// `[session] verify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VerifyMode {
+    /// The gateway verifies the Poppy-Session signature (and the bearer token) itself.
+    Required,
+    /// The upstream verifies; the gateway reads claims unverified, so a recorded answer is
+    /// replayed only to the exact credentials that approved it.
+    Off,
+}
+
+/// What `check` says when `[session] verify` is missing: the migration for older configs.
+pub const VERIFY_MISSING: &str = "session.verify: not set; every gateway must choose who verifies Poppy-Session JWTs and bearer tokens. Add to gateway.toml either\n  [session]\n  verify = \"required\"   # the gateway verifies signatures against trusted agents' keys ([[session.agent]])\nor\n  [session]\n  verify = \"off\"        # the upstream verifies; replays go only to the credentials that approved\n(see docs/operations.md, \"Verified identities\")";
 
 /// Load and validate `gateway.toml` and every policy it names.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
@@ -279,7 +294,32 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         }
     }
 
+    let verify = match &file.session.verify {
+        None => {
+            errors.push(ConfigError::whole_file(path, VERIFY_MISSING));
+            VerifyMode::Off
+        }
+        Some(v) => match v.get_ref().as_str() {
+            "off" => VerifyMode::Off,
+            "required" => {
+                // Until trusted agents can be configured, "required" could verify nothing.
+                errors.push(at(
+                    v.span(),
+                    "session.verify: \"required\" needs trusted agents, which this version cannot configure yet; use \"off\"".into(),
+                ));
+                VerifyMode::Required
+            }
+            other => {
+                errors.push(at(
+                    v.span(),
+                    format!("session.verify: {other:?} is neither \"required\" nor \"off\""),
+                ));
+                VerifyMode::Off
+            }
+        },
+    };
     let session = SessionClaims {
+        verify,
         session_claim: file
             .session
             .session_claim

@@ -64,6 +64,9 @@ pub struct StoreFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionFile {
+    /// `"required"` (the gateway verifies Poppy-Session signatures) or `"off"` (the upstream
+    /// does). No default: every deployment chooses.
+    pub verify: Option<Spanned<String>>,
     pub session_claim: Option<String>,
     pub agent_claim: Option<String>,
     pub user_claim: Option<String>,

@@ -8,7 +8,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::config::SessionClaims;
-use crate::protocol::ScopeKind;
+use crate::protocol::{ScopeKind, SigningKey};
 
 /// The approver scope of a request: operations are bound to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,45 @@ pub struct Approver {
     pub scope: String,
     /// The Session's own scope, signed in or not.
     pub session_scope: String,
+    /// A hash of the exact credentials sent, for `[session] verify = "off"`: there the claims
+    /// are unverified, so a recorded answer goes only to the credentials that approved it.
+    pub credentials: Credentials,
+}
+
+/// SHA-256 of the `Poppy-Session` and `Authorization` values, length-prefixed. Never stored
+/// as is: the flow keys it with the gateway's signing key first (see
+/// [`Credentials::digest`]), so the store holds nothing a token could be guessed from.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials([u8; 32]);
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credentials(..)")
+    }
+}
+
+impl Credentials {
+    pub fn of(session: &[u8], authorization: Option<&[u8]>) -> Credentials {
+        let mut hash = Sha256::new();
+        for part in [Some(session), authorization] {
+            match part {
+                // Absent and empty differ.
+                None => hash.update([0u8]),
+                Some(bytes) => {
+                    hash.update([1u8]);
+                    hash.update((bytes.len() as u64).to_be_bytes());
+                    hash.update(bytes);
+                }
+            }
+        }
+        Credentials(hash.finalize().into())
+    }
+
+    /// The digest kept with a record: keyed, so that a store dump gives no way to test
+    /// guesses of a token.
+    pub fn digest(&self, key: &SigningKey) -> String {
+        key.tag(b"poppy-credentials-v1", &[&self.0], 43)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,6 +76,7 @@ impl Approver {
         claims: &SessionClaims,
     ) -> Result<Approver, ApproverError> {
         let payload = jwt_payload(session).ok_or(ApproverError::NotAJwt)?;
+        let credentials = Credentials::of(session, authorization);
         let claim = |name: &str| payload.get(name).and_then(Value::as_str).map(str::to_owned);
         let session_id = claim(&claims.session_claim)
             .ok_or_else(|| ApproverError::MissingClaim(claims.session_claim.clone()))?;
@@ -49,6 +89,7 @@ impl Approver {
                 kind: ScopeKind::Session,
                 scope: session_scope.clone(),
                 session_scope,
+                credentials,
             }),
             Some(token) => {
                 let user = claim(&claims.user_claim).unwrap_or_default();
@@ -57,6 +98,7 @@ impl Approver {
                     kind: ScopeKind::Account,
                     scope: frame("a", &[&agent, &user, &account]),
                     session_scope,
+                    credentials,
                 })
             }
         }
@@ -69,6 +111,7 @@ impl Approver {
             kind: ScopeKind::Session,
             scope: self.session_scope.clone(),
             session_scope: self.session_scope.clone(),
+            credentials: self.credentials.clone(),
         }
     }
 }
@@ -125,6 +168,7 @@ mod tests {
 
     fn claims() -> SessionClaims {
         SessionClaims {
+            verify: crate::config::VerifyMode::Off,
             session_claim: "sid".into(),
             agent_claim: "iss".into(),
             user_claim: "sub".into(),
@@ -202,7 +246,36 @@ mod tests {
             &claims(),
         )
         .unwrap();
-        assert_eq!(a.session_only(), signed_out);
+        assert_eq!(a.session_only().scope, signed_out.scope);
+        assert_eq!(a.session_only().kind, signed_out.kind);
+        // The credentials stay those sent: the bearer token is part of them.
+        assert_ne!(a.session_only().credentials, signed_out.credentials);
+    }
+
+    #[test]
+    fn credentials_tell_every_difference_apart() {
+        let key = SigningKey::new(b"k".to_vec());
+        let digests = [
+            Credentials::of(b"s", None),
+            Credentials::of(b"s", Some(b"")),
+            Credentials::of(b"s", Some(b"Bearer t")),
+            Credentials::of(b"s2", None),
+            Credentials::of(b"", Some(b"s")),
+        ]
+        .map(|c| c.digest(&key));
+        for (i, a) in digests.iter().enumerate() {
+            for b in &digests[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(
+            Credentials::of(b"s", None).digest(&key),
+            Credentials::of(b"s", None).digest(&key)
+        );
+        assert_ne!(
+            Credentials::of(b"s", None).digest(&key),
+            Credentials::of(b"s", None).digest(&SigningKey::new(b"other".to_vec()))
+        );
     }
 
     #[test]

@@ -118,6 +118,9 @@ pub struct OperationFlow {
     pub drain: Arc<Drain>,
     /// Operations this process has already logged as unknown (each is logged once).
     pub unknown_logged: Mutex<HashSet<String>>,
+    /// `[session] verify = "off"`: claims are unverified, so a record answers only the exact
+    /// credentials that approved it (a keyed digest kept with the record).
+    pub bind_credentials: bool,
 }
 
 /// What the MACs cover, computed once per request.
@@ -180,7 +183,7 @@ impl OperationFlow {
             approver.clone()
         };
         let record = self.store.lookup(&id).await.ok()??;
-        if record.scope != approver.scope || record.policy != policy.name {
+        if !self.approved_by(&record, &approver) || record.policy != policy.name {
             return None;
         }
         let decision = match record.state {
@@ -295,6 +298,9 @@ impl OperationFlow {
             scope: request.approver.scope.clone(),
             policy: request.policy.name.clone(),
             revision: approval.revision.clone(),
+            credentials: self
+                .bind_credentials
+                .then(|| request.approver.credentials.digest(self.keys.current())),
             owner: owner.clone(),
             now_ms,
             lease_until_ms,
@@ -428,6 +434,24 @@ impl OperationFlow {
                 && headers.iter().any(|(n, _)| n == "retry-after"))
     }
 
+    /// Check 1 against a record: the approver's scope, and with `bind_credentials` the very
+    /// credentials that approved it. A record without a digest (written by an older gateway)
+    /// then answers nobody: its claims were never verified, so nothing proves who asks now.
+    fn approved_by(&self, record: &OperationRecord, approver: &Approver) -> bool {
+        if record.scope != approver.scope {
+            return false;
+        }
+        if !self.bind_credentials {
+            return true;
+        }
+        record.credentials.as_deref().is_some_and(|kept| {
+            self.keys
+                .all()
+                .iter()
+                .any(|key| approver.credentials.digest(key) == kept)
+        })
+    }
+
     /// Checks 1 and 2 against an existing record.
     async fn answer_existing(
         &self,
@@ -437,7 +461,7 @@ impl OperationFlow {
         id: &OperationId,
         record: OperationRecord,
     ) -> Result<Decision, StoreFailure> {
-        if record.scope != request.approver.scope || record.policy != request.policy.name {
+        if !self.approved_by(&record, &request.approver) || record.policy != request.policy.name {
             if id.kind() == ScopeKind::Account && request.approver.kind == ScopeKind::Session {
                 return Ok(Decision::SignInRequired);
             }

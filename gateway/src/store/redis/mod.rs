@@ -274,7 +274,8 @@ impl OperationStore for RedisStore {
             .arg(claim.now_ms)
             .arg(&claim.owner)
             .arg(claim.lease_until_ms)
-            .arg(claim.remember_until_ms);
+            .arg(claim.remember_until_ms)
+            .arg(claim.credentials.as_deref().unwrap_or(""));
         let ran = script::run(&self.links, &call, self.wait).await?;
         if ran.value == Value::Int(1) {
             if let Some(shortfall) = self.short_of_replicas(&ran) {
