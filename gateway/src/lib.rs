@@ -6,6 +6,7 @@ pub mod admin;
 pub mod config;
 pub mod drain;
 pub mod explain;
+pub mod identity;
 pub mod ingress;
 pub mod mcp;
 pub mod metrics;

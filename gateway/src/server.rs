@@ -11,7 +11,7 @@ use pingora::services::background::background_service;
 use pingora::services::listening::Service;
 
 use crate::admin::AdminApp;
-use crate::config::{Config, VerifyMode};
+use crate::config::Config;
 use crate::drain::{Drain, DrainOnSignal};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
@@ -112,7 +112,6 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         claims_made: AtomicU64::new(0),
         drain: Arc::clone(&drain),
         unknown_logged: Mutex::new(HashSet::new()),
-        bind_credentials: config.session.verify == VerifyMode::Off,
     });
     let mcp = config
         .mcp

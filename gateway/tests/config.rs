@@ -332,5 +332,75 @@ fn session_verify_must_be_chosen() {
     );
 
     let config = Files::new(GATEWAY, POLICY).load().unwrap();
-    assert_eq!(config.session.verify, config::VerifyMode::Off);
+    assert!(config.session.verify.is_off());
+}
+
+/// `verify = "required"` needs an audience and trusted agents with exactly one key source; a
+/// JWKS file that is missing or holds no usable key is an error at the agent's table.
+#[test]
+fn required_verification_needs_trusted_agents() {
+    let keys = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/keys");
+    let session = |body: &str| format!("{GATEWAY}\n[session]\nverify = \"required\"\n{body}");
+    let agent = |source: &str| {
+        format!(
+            "audience = [\"https://shop.test\"]\n\n[[session.agent]]\nissuer = \"agent_1\"\n{source}\n"
+        )
+    };
+
+    let files = Files::new(&session(""), POLICY);
+    let errors = files.errors();
+    assert!(
+        errors.iter().any(|e| e.contains("needs session.audience")),
+        "{errors:#?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("[[session.agent]]")),
+        "{errors:#?}"
+    );
+
+    let good = format!(
+        "jwks_file = \"{}\"",
+        keys.join("es256-a.jwks.json").display()
+    );
+    let config = Files::new(&session(&agent(&good)), POLICY).load().unwrap();
+    assert!(matches!(
+        config.session.verify,
+        config::VerifyMode::Required(_)
+    ));
+    // Key material never shows in the config's debug output (reload compares it).
+    let debug = format!("{:?}", config.session);
+    assert!(
+        debug.contains("agent_1") && !debug.contains("\"x\""),
+        "{debug}"
+    );
+
+    for (source, needle) in [
+        ("jwks_file = \"missing.json\"", "cannot read"),
+        ("jwks_file = \"gateway.toml\"", "not a JWKS"),
+        ("jwks_url = \"ftp://keys\"", "not an http(s) URL"),
+        ("", "exactly one of jwks_file and jwks_url"),
+        (
+            &format!("{good}\njwks_url = \"https://agent.test/jwks\""),
+            "exactly one of jwks_file and jwks_url",
+        ),
+        (
+            "jwks_url = \"https://a.test/j\"\njwks_refresh = \"1ms\"",
+            "at least 2s",
+        ),
+    ] {
+        let files = Files::new(&session(&agent(source)), POLICY);
+        assert_error_at(&files.errors(), &files.gateway(), 13, &[needle]);
+    }
+
+    let files = Files::new(
+        &format!("{GATEWAY}\n[session]\nverify = \"off\"\n{}", agent(&good)),
+        POLICY,
+    );
+    let errors = files.errors();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("\"off\" verifies nothing")),
+        "{errors:#?}"
+    );
 }

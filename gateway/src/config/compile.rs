@@ -1,6 +1,7 @@
 //! Validate the file model into the runtime [`Config`].
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use toml::Spanned;
@@ -8,9 +9,10 @@ use toml::Spanned;
 use super::duration::parse_duration;
 use super::env::{Applied, Overrides};
 use super::error::{ConfigError, ConfigErrors};
-use super::file::GatewayFile;
+use super::file::{GatewayFile, SessionFile};
 use super::policy_file::load_policy_file;
 use super::tool_policy::{Mcp, check_tools, compile_mcp};
+use crate::identity::{Expectations, KeySource, SessionVerifier, TrustedIssuer};
 use crate::policy::{Policy, PolicySet};
 use crate::store::{self, MAX_WAIT_TIMEOUT, ReplicaWait, StoreOptions};
 
@@ -92,17 +94,150 @@ pub struct SessionClaims {
 }
 
 /// `[session] verify`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum VerifyMode {
-    /// The gateway verifies the Poppy-Session signature (and the bearer token) itself.
-    Required,
+    /// The gateway verifies the Poppy-Session signature against trusted agents' keys.
+    Required(Arc<SessionVerifier>),
     /// The upstream verifies; the gateway reads claims unverified, so a recorded answer is
     /// replayed only to the exact credentials that approved it.
     Off,
 }
 
+impl VerifyMode {
+    pub fn is_off(&self) -> bool {
+        matches!(self, VerifyMode::Off)
+    }
+}
+
 /// What `check` says when `[session] verify` is missing: the migration for older configs.
 pub const VERIFY_MISSING: &str = "session.verify: not set; every gateway must choose who verifies Poppy-Session JWTs and bearer tokens. Add to gateway.toml either\n  [session]\n  verify = \"required\"   # the gateway verifies signatures against trusted agents' keys ([[session.agent]])\nor\n  [session]\n  verify = \"off\"        # the upstream verifies; replays go only to the credentials that approved\n(see docs/operations.md, \"Verified identities\")";
+
+/// `[session]` with `verify = "required"`: the trusted agents, their keys and what every
+/// Session must satisfy. `None` after pushing errors.
+fn session_verifier(
+    session: &SessionFile,
+    verify_span: std::ops::Range<usize>,
+    folder: &Path,
+    at: &dyn Fn(std::ops::Range<usize>, String) -> ConfigError,
+    errors: &mut Vec<ConfigError>,
+) -> Option<SessionVerifier> {
+    let before = errors.len();
+    let audience = match &session.audience {
+        Some(a) if !a.get_ref().is_empty() && a.get_ref().iter().all(|x| !x.is_empty()) => {
+            a.get_ref().clone()
+        }
+        Some(a) => {
+            errors.push(at(
+                a.span(),
+                "session.audience: list at least one non-empty audience".into(),
+            ));
+            Vec::new()
+        }
+        None => {
+            errors.push(at(
+                verify_span.clone(),
+                "session.verify = \"required\" needs session.audience: the `aud` values this gateway accepts in a Poppy-Session (e.g. [\"https://shop.example\"])".into(),
+            ));
+            Vec::new()
+        }
+    };
+    let clock_skew = match &session.clock_skew {
+        None => DEFAULT_CLOCK_SKEW,
+        Some(v) => match parse_duration(v.get_ref()) {
+            Ok(d) if d <= MAX_CLOCK_SKEW => d,
+            Ok(_) => {
+                errors.push(at(
+                    v.span(),
+                    format!("session.clock_skew: at most {MAX_CLOCK_SKEW:?}"),
+                ));
+                DEFAULT_CLOCK_SKEW
+            }
+            Err(e) => {
+                errors.push(at(v.span(), format!("session.clock_skew: {e}")));
+                DEFAULT_CLOCK_SKEW
+            }
+        },
+    };
+    if session.agent.is_empty() {
+        errors.push(at(
+            verify_span,
+            "session.verify = \"required\" needs at least one [[session.agent]] (issuer, and jwks_file or jwks_url)".into(),
+        ));
+    }
+    let mut agents = Vec::new();
+    let mut issuers = std::collections::HashSet::new();
+    for agent in &session.agent {
+        let span = agent.span();
+        let agent = agent.get_ref();
+        if agent.issuer.is_empty() || !issuers.insert(agent.issuer.clone()) {
+            errors.push(at(
+                span.clone(),
+                format!(
+                    "session.agent: issuer {:?} is empty or listed twice",
+                    agent.issuer
+                ),
+            ));
+            continue;
+        }
+        let refresh = match &agent.jwks_refresh {
+            None => DEFAULT_JWKS_REFRESH,
+            Some(text) => {
+                match parse_duration(text) {
+                    Ok(d) if d >= crate::identity::source::MIN_RELOAD => d,
+                    _ => {
+                        errors.push(at(
+                        span.clone(),
+                        format!("session.agent.jwks_refresh: {text:?} is not a duration of at least 2s"),
+                    ));
+                        continue;
+                    }
+                }
+            }
+        };
+        let source = match (&agent.jwks_file, &agent.jwks_url) {
+            (Some(file), None) => KeySource::File(folder.join(file)),
+            (None, Some(url)) if url.starts_with("https://") || url.starts_with("http://") => {
+                KeySource::Url(url.clone())
+            }
+            (None, Some(url)) => {
+                errors.push(at(
+                    span.clone(),
+                    format!("session.agent.jwks_url: {url:?} is not an http(s) URL"),
+                ));
+                continue;
+            }
+            _ => {
+                errors.push(at(
+                    span.clone(),
+                    format!(
+                        "session.agent {:?}: give exactly one of jwks_file and jwks_url",
+                        agent.issuer
+                    ),
+                ));
+                continue;
+            }
+        };
+        match TrustedIssuer::new(agent.issuer.clone(), source, refresh) {
+            Ok(trusted) => agents.push(trusted),
+            Err(e) => errors.push(at(span.clone(), format!("session.agent.jwks_file: {e}"))),
+        }
+    }
+    (errors.len() == before).then(|| {
+        SessionVerifier::new(
+            agents,
+            Expectations {
+                audience,
+                clock_skew_secs: clock_skew.as_secs(),
+            },
+        )
+    })
+}
+
+/// `[session] clock_skew` unless set, and its bound.
+const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(60);
+const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
+/// How often a JWKS URL is fetched again unless `jwks_refresh` says otherwise.
+const DEFAULT_JWKS_REFRESH: Duration = Duration::from_secs(300);
 
 /// Load and validate `gateway.toml` and every policy it names.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
@@ -300,15 +435,17 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             VerifyMode::Off
         }
         Some(v) => match v.get_ref().as_str() {
-            "off" => VerifyMode::Off,
-            "required" => {
-                // Until trusted agents can be configured, "required" could verify nothing.
-                errors.push(at(
-                    v.span(),
-                    "session.verify: \"required\" needs trusted agents, which this version cannot configure yet; use \"off\"".into(),
-                ));
-                VerifyMode::Required
+            "off" => {
+                if !file.session.agent.is_empty() || file.session.audience.is_some() {
+                    errors.push(at(
+                        v.span(),
+                        "session.verify: \"off\" verifies nothing, yet [[session.agent]] or audience is set: use \"required\", or remove them".into(),
+                    ));
+                }
+                VerifyMode::Off
             }
+            "required" => session_verifier(&file.session, v.span(), folder, &at, &mut errors)
+                .map_or(VerifyMode::Off, |v| VerifyMode::Required(Arc::new(v))),
             other => {
                 errors.push(at(
                     v.span(),

@@ -67,10 +67,30 @@ pub struct SessionFile {
     /// `"required"` (the gateway verifies Poppy-Session signatures) or `"off"` (the upstream
     /// does). No default: every deployment chooses.
     pub verify: Option<Spanned<String>>,
+    /// With `verify = "required"`: one of these must be in a Session's `aud`.
+    pub audience: Option<Spanned<Vec<String>>>,
+    /// Allowance on `exp` and `nbf` for clocks that disagree (default 60s).
+    pub clock_skew: Option<Spanned<String>>,
+    /// `[[session.agent]]`: the Personal Agents whose Sessions are accepted.
+    #[serde(default)]
+    pub agent: Vec<Spanned<AgentFile>>,
     pub session_claim: Option<String>,
     pub agent_claim: Option<String>,
     pub user_claim: Option<String>,
     pub account_claim: Option<String>,
+}
+
+/// `[[session.agent]]`: a trusted Personal Agent and where its keys are.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentFile {
+    /// The `iss` of its Session JWTs.
+    pub issuer: String,
+    /// A JWKS document, relative to gateway.toml's folder.
+    pub jwks_file: Option<String>,
+    /// A JWKS URL, fetched at startup, on an unknown `kid` and every `jwks_refresh`.
+    pub jwks_url: Option<String>,
+    pub jwks_refresh: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

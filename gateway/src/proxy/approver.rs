@@ -1,13 +1,16 @@
 //! Who may approve (spec 3, "Who can approve it"), from the `Poppy-Session` JWT claims and
-//! the bearer token. The gateway reads claims; it does not verify signatures: the upstream
-//! still makes its own Session and token checks on every request it receives.
+//! the bearer token. With `[session] verify = "required"` the Session's signature is verified
+//! first ([`crate::identity`]); with `"off"` the claims are read unverified (the upstream
+//! verifies what it receives) and the approver carries a hash of the exact credentials, so that
+//! a recorded answer is replayed only to them.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::config::SessionClaims;
+use crate::config::{SessionClaims, VerifyMode};
+use crate::identity::VerifyError;
 use crate::protocol::{ScopeKind, SigningKey};
 
 /// The approver scope of a request: operations are bound to it.
@@ -18,9 +21,10 @@ pub struct Approver {
     pub scope: String,
     /// The Session's own scope, signed in or not.
     pub session_scope: String,
-    /// A hash of the exact credentials sent, for `[session] verify = "off"`: there the claims
-    /// are unverified, so a recorded answer goes only to the credentials that approved it.
-    pub credentials: Credentials,
+    /// A hash of the credentials the gateway did not verify (with `verify = "off"` the
+    /// `Poppy-Session` and `Authorization` values; verified, an unverified bearer token):
+    /// a recorded answer goes only to the same ones. `None` when everything was verified.
+    pub credentials: Option<Credentials>,
 }
 
 /// SHA-256 of the `Poppy-Session` and `Authorization` values, length-prefixed. Never stored
@@ -65,18 +69,56 @@ pub enum ApproverError {
     NotAJwt,
     #[error("Poppy-Session has no string claim `{0}`")]
     MissingClaim(String),
+    #[error("Poppy-Session: {0}")]
+    InvalidSession(#[from] VerifyError),
+}
+
+impl ApproverError {
+    /// The `error` code of the 401 that refuses the request.
+    pub fn code(&self) -> &'static str {
+        "invalid_session"
+    }
 }
 
 impl Approver {
-    /// `authorization` is the raw `Authorization` header, if any: a bearer token means the
-    /// Session is signed in.
+    /// The approver of a request, as `[session] verify` says: verified claims, or unverified
+    /// ones bound to the exact credentials.
+    pub async fn for_request(
+        session: &[u8],
+        authorization: Option<&[u8]>,
+        claims: &SessionClaims,
+    ) -> Result<Approver, ApproverError> {
+        match &claims.verify {
+            VerifyMode::Off => Approver::from_headers(session, authorization, claims),
+            VerifyMode::Required(verifier) => {
+                let payload = verifier.verify(session).await?;
+                // The bearer token is not verified yet: its hash binds replays, as in "off".
+                let credentials = authorization
+                    .and_then(bearer_token)
+                    .map(|_| Credentials::of(b"", authorization));
+                Approver::from_payload(&payload, authorization, claims, credentials)
+            }
+        }
+    }
+
+    /// Unverified claims (`verify = "off"`, and `explain`). `authorization` is the raw
+    /// `Authorization` header, if any: a bearer token means the Session is signed in.
     pub fn from_headers(
         session: &[u8],
         authorization: Option<&[u8]>,
         claims: &SessionClaims,
     ) -> Result<Approver, ApproverError> {
         let payload = jwt_payload(session).ok_or(ApproverError::NotAJwt)?;
-        let credentials = Credentials::of(session, authorization);
+        let credentials = Some(Credentials::of(session, authorization));
+        Approver::from_payload(&payload, authorization, claims, credentials)
+    }
+
+    fn from_payload(
+        payload: &serde_json::Map<String, Value>,
+        authorization: Option<&[u8]>,
+        claims: &SessionClaims,
+        credentials: Option<Credentials>,
+    ) -> Result<Approver, ApproverError> {
         let claim = |name: &str| payload.get(name).and_then(Value::as_str).map(str::to_owned);
         let session_id = claim(&claims.session_claim)
             .ok_or_else(|| ApproverError::MissingClaim(claims.session_claim.clone()))?;
@@ -250,6 +292,7 @@ mod tests {
         assert_eq!(a.session_only().kind, signed_out.kind);
         // The credentials stay those sent: the bearer token is part of them.
         assert_ne!(a.session_only().credentials, signed_out.credentials);
+        assert!(a.credentials.is_some(), "unverified claims are bound");
     }
 
     #[test]

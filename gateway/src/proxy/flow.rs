@@ -118,9 +118,6 @@ pub struct OperationFlow {
     pub drain: Arc<Drain>,
     /// Operations this process has already logged as unknown (each is logged once).
     pub unknown_logged: Mutex<HashSet<String>>,
-    /// `[session] verify = "off"`: claims are unverified, so a record answers only the exact
-    /// credentials that approved it (a keyed digest kept with the record).
-    pub bind_credentials: bool,
 }
 
 /// What the MACs cover, computed once per request.
@@ -298,9 +295,11 @@ impl OperationFlow {
             scope: request.approver.scope.clone(),
             policy: request.policy.name.clone(),
             revision: approval.revision.clone(),
-            credentials: self
-                .bind_credentials
-                .then(|| request.approver.credentials.digest(self.keys.current())),
+            credentials: request
+                .approver
+                .credentials
+                .as_ref()
+                .map(|c| c.digest(self.keys.current())),
             owner: owner.clone(),
             now_ms,
             lease_until_ms,
@@ -434,21 +433,22 @@ impl OperationFlow {
                 && headers.iter().any(|(n, _)| n == "retry-after"))
     }
 
-    /// Check 1 against a record: the approver's scope, and with `bind_credentials` the very
-    /// credentials that approved it. A record without a digest (written by an older gateway)
-    /// then answers nobody: its claims were never verified, so nothing proves who asks now.
+    /// Check 1 against a record: the approver's scope, and, when the approver's credentials
+    /// were not (all) verified, the very credentials that approved it. A record without a
+    /// digest (written verified, or by an older gateway) then answers nobody: nothing proves
+    /// who asks now.
     fn approved_by(&self, record: &OperationRecord, approver: &Approver) -> bool {
         if record.scope != approver.scope {
             return false;
         }
-        if !self.bind_credentials {
+        let Some(credentials) = &approver.credentials else {
             return true;
-        }
+        };
         record.credentials.as_deref().is_some_and(|kept| {
             self.keys
                 .all()
                 .iter()
-                .any(|key| approver.credentials.digest(key) == kept)
+                .any(|key| credentials.digest(key) == kept)
         })
     }
 
