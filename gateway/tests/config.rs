@@ -392,6 +392,34 @@ fn required_verification_needs_trusted_agents() {
         assert_error_at(&files.errors(), &files.gateway(), 13, &[needle]);
     }
 
+    for (token, needle) in [
+        (
+            "introspection_url = \"https://as.test/introspect\"",
+            "go together",
+        ),
+        ("issuer = \"https://as.test\"", "go together"),
+        ("client_id = \"x\"", "go together"),
+    ] {
+        let text = format!("{}\n[session.token]\n{token}\n", session(&agent(&good)));
+        let errors = Files::new(&text, POLICY).errors();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("session.token") && e.contains(needle)),
+            "{token}: {errors:#?}"
+        );
+    }
+    let with_token = format!(
+        "{}\n[session.token]\nintrospection_url = \"https://as.test/introspect\"\nclient_id = \"gw\"\nclient_secret = \"s\"\n",
+        session(&agent(&good))
+    );
+    let config = Files::new(&with_token, POLICY).load().unwrap();
+    let debug = format!("{:?}", config.session);
+    assert!(
+        !debug.contains("client_secret: \"s\"") && !debug.contains("\"s\""),
+        "{debug}"
+    );
+
     let files = Files::new(
         &format!("{GATEWAY}\n[session]\nverify = \"off\"\n{}", agent(&good)),
         POLICY,

@@ -9,10 +9,12 @@ use toml::Spanned;
 use super::duration::parse_duration;
 use super::env::{Applied, Overrides};
 use super::error::{ConfigError, ConfigErrors};
-use super::file::{GatewayFile, SessionFile};
+use super::file::{GatewayFile, SessionFile, TokenFile};
 use super::policy_file::load_policy_file;
 use super::tool_policy::{Mcp, check_tools, compile_mcp};
-use crate::identity::{Expectations, KeySource, SessionVerifier, TrustedIssuer};
+use crate::identity::{
+    Expectations, Introspection, KeySource, SessionVerifier, TokenVerifier, TrustedIssuer,
+};
 use crate::policy::{Policy, PolicySet};
 use crate::store::{self, MAX_WAIT_TIMEOUT, ReplicaWait, StoreOptions};
 
@@ -179,58 +181,144 @@ fn session_verifier(
             ));
             continue;
         }
-        let refresh = match &agent.jwks_refresh {
-            None => DEFAULT_JWKS_REFRESH,
-            Some(text) => {
-                match parse_duration(text) {
-                    Ok(d) if d >= crate::identity::source::MIN_RELOAD => d,
-                    _ => {
-                        errors.push(at(
-                        span.clone(),
-                        format!("session.agent.jwks_refresh: {text:?} is not a duration of at least 2s"),
-                    ));
-                        continue;
-                    }
-                }
-            }
-        };
-        let source = match (&agent.jwks_file, &agent.jwks_url) {
-            (Some(file), None) => KeySource::File(folder.join(file)),
-            (None, Some(url)) if url.starts_with("https://") || url.starts_with("http://") => {
-                KeySource::Url(url.clone())
-            }
-            (None, Some(url)) => {
-                errors.push(at(
-                    span.clone(),
-                    format!("session.agent.jwks_url: {url:?} is not an http(s) URL"),
-                ));
-                continue;
-            }
-            _ => {
-                errors.push(at(
-                    span.clone(),
-                    format!(
-                        "session.agent {:?}: give exactly one of jwks_file and jwks_url",
-                        agent.issuer
-                    ),
-                ));
-                continue;
-            }
+        let Some((source, refresh)) = key_source(
+            &agent.issuer,
+            agent.jwks_file.as_deref(),
+            agent.jwks_url.as_deref(),
+            agent.jwks_refresh.as_deref(),
+            folder,
+            &|m| at(span.clone(), format!("session.agent: {m}")),
+            errors,
+        ) else {
+            continue;
         };
         match TrustedIssuer::new(agent.issuer.clone(), source, refresh) {
             Ok(trusted) => agents.push(trusted),
             Err(e) => errors.push(at(span.clone(), format!("session.agent.jwks_file: {e}"))),
         }
     }
-    (errors.len() == before).then(|| {
-        SessionVerifier::new(
-            agents,
-            Expectations {
-                audience,
-                clock_skew_secs: clock_skew.as_secs(),
-            },
+    let expect = Expectations {
+        audience,
+        clock_skew_secs: clock_skew.as_secs(),
+    };
+    let token = session
+        .token
+        .as_ref()
+        .and_then(|t| token_verifier(t, &expect, folder, at, errors));
+    (errors.len() == before).then(|| SessionVerifier::new(agents, expect, token))
+}
+
+/// Exactly one of a JWKS file and URL, and the URL's refresh interval.
+fn key_source(
+    issuer: &str,
+    file: Option<&str>,
+    url: Option<&str>,
+    refresh: Option<&str>,
+    folder: &Path,
+    at: &dyn Fn(String) -> ConfigError,
+    errors: &mut Vec<ConfigError>,
+) -> Option<(KeySource, Duration)> {
+    let refresh = match refresh {
+        None => DEFAULT_JWKS_REFRESH,
+        Some(text) => match parse_duration(text) {
+            Ok(d) if d >= crate::identity::source::MIN_RELOAD => d,
+            _ => {
+                errors.push(at(format!(
+                    "jwks_refresh: {text:?} is not a duration of at least 2s"
+                )));
+                return None;
+            }
+        },
+    };
+    let source = match (file, url) {
+        (Some(file), None) => KeySource::File(folder.join(file)),
+        (None, Some(url)) if url.starts_with("https://") || url.starts_with("http://") => {
+            KeySource::Url(url.to_owned())
+        }
+        (None, Some(url)) => {
+            errors.push(at(format!("jwks_url: {url:?} is not an http(s) URL")));
+            return None;
+        }
+        _ => {
+            errors.push(at(format!(
+                "{issuer:?}: give exactly one of jwks_file and jwks_url"
+            )));
+            return None;
+        }
+    };
+    Some((source, refresh))
+}
+
+/// `[session.token]`: JWT access tokens of one issuer, opaque ones by introspection.
+fn token_verifier(
+    token: &Spanned<TokenFile>,
+    session_expect: &Expectations,
+    folder: &Path,
+    at: &dyn Fn(std::ops::Range<usize>, String) -> ConfigError,
+    errors: &mut Vec<ConfigError>,
+) -> Option<TokenVerifier> {
+    let span = token.span();
+    let t = token.get_ref();
+    let here = |m: String| at(span.clone(), format!("session.token: {m}"));
+    let before = errors.len();
+    let issuer = match (&t.issuer, t.jwks_file.is_some() || t.jwks_url.is_some()) {
+        (None, false) => None,
+        (Some(issuer), true) if !issuer.is_empty() => key_source(
+            issuer,
+            t.jwks_file.as_deref(),
+            t.jwks_url.as_deref(),
+            t.jwks_refresh.as_deref(),
+            folder,
+            &here,
+            errors,
         )
-    })
+        .and_then(|(source, refresh)| {
+            match TrustedIssuer::new(issuer.clone(), source, refresh) {
+                Ok(trusted) => Some(trusted),
+                Err(e) => {
+                    errors.push(here(e));
+                    None
+                }
+            }
+        }),
+        _ => {
+            errors.push(here(
+                "issuer and one of jwks_file / jwks_url go together (JWT access tokens)".into(),
+            ));
+            None
+        }
+    };
+    let introspection = match (&t.introspection_url, &t.client_id, &t.client_secret) {
+        (None, None, None) => None,
+        (Some(url), Some(id), Some(secret))
+            if url.starts_with("https://") || url.starts_with("http://") =>
+        {
+            Some(Introspection {
+                url: url.clone(),
+                client_id: id.clone(),
+                client_secret: secret.clone(),
+            })
+        }
+        _ => {
+            errors.push(here(
+                "introspection_url (http or https), client_id and client_secret go together (opaque tokens, RFC 7662)".into(),
+            ));
+            None
+        }
+    };
+    if t.issuer.is_none() && t.introspection_url.is_none() && errors.len() == before {
+        errors.push(here(
+            "set issuer with jwks_file or jwks_url (JWT access tokens), introspection_url (opaque tokens), or both".into(),
+        ));
+    }
+    let expect = Expectations {
+        audience: t
+            .audience
+            .clone()
+            .unwrap_or_else(|| session_expect.audience.clone()),
+        clock_skew_secs: session_expect.clock_skew_secs,
+    };
+    (errors.len() == before).then(|| TokenVerifier::new(issuer, expect, introspection))
 }
 
 /// `[session] clock_skew` unless set, and its bound.
@@ -436,10 +524,13 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         }
         Some(v) => match v.get_ref().as_str() {
             "off" => {
-                if !file.session.agent.is_empty() || file.session.audience.is_some() {
+                if !file.session.agent.is_empty()
+                    || file.session.audience.is_some()
+                    || file.session.token.is_some()
+                {
                     errors.push(at(
                         v.span(),
-                        "session.verify: \"off\" verifies nothing, yet [[session.agent]] or audience is set: use \"required\", or remove them".into(),
+                        "session.verify: \"off\" verifies nothing, yet [[session.agent]], audience or [session.token] is set: use \"required\", or remove them".into(),
                     ));
                 }
                 VerifyMode::Off

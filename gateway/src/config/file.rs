@@ -74,6 +74,8 @@ pub struct SessionFile {
     /// `[[session.agent]]`: the Personal Agents whose Sessions are accepted.
     #[serde(default)]
     pub agent: Vec<Spanned<AgentFile>>,
+    /// `[session.token]`: how bearer tokens are verified (with `verify = "required"`).
+    pub token: Option<Spanned<TokenFile>>,
     pub session_claim: Option<String>,
     pub agent_claim: Option<String>,
     pub user_claim: Option<String>,
@@ -91,6 +93,23 @@ pub struct AgentFile {
     /// A JWKS URL, fetched at startup, on an unknown `kid` and every `jwks_refresh`.
     pub jwks_url: Option<String>,
     pub jwks_refresh: Option<String>,
+}
+
+/// `[session.token]`: the authorization server whose access tokens the gateway verifies.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenFile {
+    /// The `iss` of JWT access tokens (with `jwks_file` or `jwks_url`).
+    pub issuer: Option<String>,
+    pub jwks_file: Option<String>,
+    pub jwks_url: Option<String>,
+    pub jwks_refresh: Option<String>,
+    /// `aud` values accepted in JWT access tokens (default: `[session] audience`).
+    pub audience: Option<Vec<String>>,
+    /// RFC 7662 endpoint for opaque tokens, and the gateway's client credentials there.
+    pub introspection_url: Option<String>,
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

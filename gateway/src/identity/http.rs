@@ -20,6 +20,24 @@ pub async fn get(url: &str, timeout: Duration, max_bytes: usize) -> Result<Vec<u
     read(client().get(url).timeout(timeout), max_bytes).await
 }
 
+pub async fn post_form(
+    url: &str,
+    form: &[(&str, &str)],
+    basic_auth: Option<(&str, &str)>,
+    timeout: Duration,
+    max_bytes: usize,
+) -> Result<Vec<u8>, String> {
+    let mut request = client()
+        .post(url)
+        .form(form)
+        .header("accept", "application/json")
+        .timeout(timeout);
+    if let Some((user, password)) = basic_auth {
+        request = request.basic_auth(user, Some(password));
+    }
+    read(request, max_bytes).await
+}
+
 async fn read(request: reqwest::RequestBuilder, max_bytes: usize) -> Result<Vec<u8>, String> {
     let mut response = request
         .send()

@@ -7,6 +7,7 @@
 mod http;
 pub mod jwks;
 pub mod source;
+pub mod token;
 pub mod verify;
 
 use std::collections::HashMap;
@@ -17,6 +18,7 @@ use serde_json::{Map, Value};
 
 pub use jwks::{JwksError, KeySet};
 pub use source::{KeySource, TrustedIssuer};
+pub use token::{Introspection, TokenError, TokenVerifier};
 pub use verify::{Expectations, VerifyError};
 
 /// The trusted agents of one deployment, by issuer (`iss`).
@@ -24,17 +26,37 @@ pub use verify::{Expectations, VerifyError};
 pub struct SessionVerifier {
     agents: HashMap<String, Arc<TrustedIssuer>>,
     expect: Expectations,
+    /// `[session.token]`: how bearer tokens are verified; `None` leaves them unverified (and
+    /// a signed-in replay bound to the exact token).
+    pub token: Option<TokenVerifier>,
 }
 
 impl SessionVerifier {
-    pub fn new(agents: Vec<TrustedIssuer>, expect: Expectations) -> SessionVerifier {
+    pub fn new(
+        agents: Vec<TrustedIssuer>,
+        expect: Expectations,
+        token: Option<TokenVerifier>,
+    ) -> SessionVerifier {
         SessionVerifier {
             agents: agents
                 .into_iter()
                 .map(|a| (a.issuer.clone(), Arc::new(a)))
                 .collect(),
             expect,
+            token,
         }
+    }
+
+    /// The verified claims of a bearer token (`None` without `[session.token]`).
+    pub async fn verify_token(
+        &self,
+        token: &[u8],
+    ) -> Option<Result<Map<String, Value>, TokenError>> {
+        let verifier = self.token.as_ref()?;
+        let Ok(token) = std::str::from_utf8(token) else {
+            return Some(Err(TokenError::Jwt(VerifyError::Malformed)));
+        };
+        Some(verifier.verify(token.trim(), now()).await)
     }
 
     /// Fetch every URL source once (at startup, inside the runtime).
@@ -79,7 +101,7 @@ impl SessionVerifier {
     }
 }
 
-fn now() -> u64 {
+pub fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

@@ -10,7 +10,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::config::{SessionClaims, VerifyMode};
-use crate::identity::VerifyError;
+use crate::identity::{TokenError, VerifyError};
 use crate::protocol::{ScopeKind, SigningKey};
 
 /// The approver scope of a request: operations are bound to it.
@@ -71,12 +71,17 @@ pub enum ApproverError {
     MissingClaim(String),
     #[error("Poppy-Session: {0}")]
     InvalidSession(#[from] VerifyError),
+    #[error("{0}")]
+    InvalidToken(#[from] TokenError),
 }
 
 impl ApproverError {
     /// The `error` code of the 401 that refuses the request.
     pub fn code(&self) -> &'static str {
-        "invalid_session"
+        match self {
+            ApproverError::InvalidToken(_) => "invalid_token",
+            _ => "invalid_session",
+        }
     }
 }
 
@@ -92,11 +97,34 @@ impl Approver {
             VerifyMode::Off => Approver::from_headers(session, authorization, claims),
             VerifyMode::Required(verifier) => {
                 let payload = verifier.verify(session).await?;
-                // The bearer token is not verified yet: its hash binds replays, as in "off".
-                let credentials = authorization
-                    .and_then(bearer_token)
-                    .map(|_| Credentials::of(b"", authorization));
-                Approver::from_payload(&payload, authorization, claims, credentials)
+                let Some(token) = authorization.and_then(bearer_token) else {
+                    return Approver::from_payload(&payload, None, claims, None, None);
+                };
+                match verifier.verify_token(token).await {
+                    Some(verified) => {
+                        let token_claims = verified?;
+                        let account = token_claims
+                            .get(&claims.account_claim)
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| TokenError::NoAccount(claims.account_claim.clone()))?;
+                        // A verified subject: a refreshed token of it is the same account.
+                        Approver::from_payload(
+                            &payload,
+                            authorization,
+                            claims,
+                            None,
+                            Some(format!("verified:{account}")),
+                        )
+                    }
+                    // Tokens are not verified here: the exact token binds replays, as in "off".
+                    None => Approver::from_payload(
+                        &payload,
+                        authorization,
+                        claims,
+                        Some(Credentials::of(b"", authorization)),
+                        None,
+                    ),
+                }
             }
         }
     }
@@ -110,7 +138,7 @@ impl Approver {
     ) -> Result<Approver, ApproverError> {
         let payload = jwt_payload(session).ok_or(ApproverError::NotAJwt)?;
         let credentials = Some(Credentials::of(session, authorization));
-        Approver::from_payload(&payload, authorization, claims, credentials)
+        Approver::from_payload(&payload, authorization, claims, credentials, None)
     }
 
     fn from_payload(
@@ -118,6 +146,7 @@ impl Approver {
         authorization: Option<&[u8]>,
         claims: &SessionClaims,
         credentials: Option<Credentials>,
+        verified_account: Option<String>,
     ) -> Result<Approver, ApproverError> {
         let claim = |name: &str| payload.get(name).and_then(Value::as_str).map(str::to_owned);
         let session_id = claim(&claims.session_claim)
@@ -135,7 +164,8 @@ impl Approver {
             }),
             Some(token) => {
                 let user = claim(&claims.user_claim).unwrap_or_default();
-                let account = account_of(token, &claims.account_claim);
+                let account =
+                    verified_account.unwrap_or_else(|| account_of(token, &claims.account_claim));
                 Ok(Approver {
                     kind: ScopeKind::Account,
                     scope: frame("a", &[&agent, &user, &account]),
