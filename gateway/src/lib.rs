@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod policy;
 pub mod protocol;
 pub mod proxy;
+pub mod receipts;
 pub mod reload;
 pub mod server;
 pub mod store;

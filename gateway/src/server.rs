@@ -34,6 +34,8 @@ pub enum StartError {
     Store(String),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    #[error("{0}")]
+    Receipts(#[from] crate::receipts::ReceiptError),
 }
 
 /// The signing keys from `POPPY_GATEWAY_KEYS`. Redis needs them, since every replica and every
@@ -81,6 +83,10 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let store = store::open_with(&config.store.url, &config.store.options())
         .map_err(|e| StartError::Store(e.to_string()))?;
     let store = InstrumentedStore::wrap(store, Arc::clone(&metrics));
+    let receipts = match &config.receipts {
+        Some(target) => Some(Arc::new(crate::receipts::ReceiptSink::open(target)?)),
+        None => None,
+    };
     metrics.policies(config.policies.iter().map(|p| p.name.as_str()));
     let policies = LivePolicies::new(config.policies.clone());
     let upstream = Arc::new(UpstreamClient::new(&config.upstream));
@@ -112,6 +118,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         claims_made: AtomicU64::new(0),
         drain: Arc::clone(&drain),
         unknown_logged: Mutex::new(HashSet::new()),
+        receipts: receipts.clone(),
     });
     let mcp = config
         .mcp
@@ -151,6 +158,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
                     .ok()
                     .filter(|t| !t.is_empty()),
                 remember_for: config.store.remember_grace.max(Duration::from_secs(86_400)),
+                receipts,
             },
         );
         admin.add_tcp(listen);

@@ -11,6 +11,7 @@ use pingora::protocols::http::ServerSession;
 use serde_json::json;
 
 use crate::metrics::Metrics;
+use crate::receipts::ReceiptSink;
 use crate::store::OperationStore;
 
 /// The largest request body the admin API reads (a resolve carries a recorded answer).
@@ -23,6 +24,8 @@ pub struct AdminApp {
     pub token: Option<String>,
     /// How long a resolved operation is remembered.
     pub remember_for: Duration,
+    /// `[receipts]`: resolutions write one; `GET /operations/{id}/receipt` reads a file.
+    pub receipts: Option<Arc<ReceiptSink>>,
 }
 
 #[async_trait]
@@ -80,13 +83,21 @@ impl AdminApp {
             ("GET", None) => operations::show(self.store.as_ref(), rest).await,
             ("POST", Some((id, "resolve"))) => match read_body(session).await {
                 Ok(body) => {
-                    operations::resolve(self.store.as_ref(), id, &body, self.remember_for).await
+                    operations::resolve(
+                        self.store.as_ref(),
+                        id,
+                        &body,
+                        self.remember_for,
+                        self.receipts.as_deref(),
+                    )
+                    .await
                 }
                 Err(answer) => answer,
             },
+            ("GET", Some((id, "receipt"))) => operations::receipt(self.receipts.as_deref(), id),
             _ => (
                 405,
-                json!({"error": "method_not_allowed", "detail": "GET /operations/{id} or POST /operations/{id}/resolve"}),
+                json!({"error": "method_not_allowed", "detail": "GET /operations/{id}, GET /operations/{id}/receipt or POST /operations/{id}/resolve"}),
             ),
         }
     }

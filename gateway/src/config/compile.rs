@@ -16,6 +16,7 @@ use crate::identity::{
     Expectations, Introspection, KeySource, SessionVerifier, TokenVerifier, TrustedIssuer,
 };
 use crate::policy::{Policy, PolicySet};
+use crate::receipts::ReceiptTarget;
 use crate::store::{self, MAX_WAIT_TIMEOUT, ReplicaWait, StoreOptions};
 
 /// The validated configuration the gateway runs with.
@@ -34,6 +35,8 @@ pub struct Config {
     pub policy_files: Vec<PathBuf>,
     /// `[mcp]`: the MCP endpoint whose tool calls `[[tool]]` policies hold.
     pub mcp: Option<Mcp>,
+    /// `[receipts]`: where approval receipts go (none without the table).
+    pub receipts: Option<ReceiptTarget>,
 }
 
 #[derive(Debug, Clone)]
@@ -570,6 +573,21 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             .unwrap_or_else(|| "sub".into()),
     };
 
+    let receipts = file
+        .receipts
+        .as_ref()
+        .and_then(|r| match r.path.get_ref().as_str() {
+            "" => {
+                errors.push(at(
+                    r.path.span(),
+                    "receipts.path: a file, or \"-\" for stdout".into(),
+                ));
+                None
+            }
+            "-" => Some(ReceiptTarget::Stdout),
+            file => Some(ReceiptTarget::File(folder.join(file))),
+        });
+
     let well_known = match &file.well_known.file {
         None => None,
         Some(f) => {
@@ -702,6 +720,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         policies: PolicySet::new(policies),
         policy_files,
         mcp,
+        receipts,
     })
 }
 

@@ -23,6 +23,15 @@ pub struct GatewayFile {
     pub well_known: WellKnownFile,
     /// `[mcp]`: operations for an MCP server behind the gateway.
     pub mcp: Option<McpFile>,
+    /// `[receipts]`: where approval receipts go.
+    pub receipts: Option<ReceiptsFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptsFile {
+    /// A JSON Lines file (relative to gateway.toml's folder), or `-` for stdout.
+    pub path: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]

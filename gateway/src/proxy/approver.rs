@@ -25,6 +25,18 @@ pub struct Approver {
     /// `Poppy-Session` and `Authorization` values; verified, an unverified bearer token):
     /// a recorded answer goes only to the same ones. `None` when everything was verified.
     pub credentials: Option<Credentials>,
+    /// Who, for receipts: the claims as read (verified or not, as `credentials` says).
+    pub who: Who,
+}
+
+/// The parties of an approval, for receipts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Who {
+    pub agent: String,
+    pub user: Option<String>,
+    pub session: String,
+    /// The account the bearer token is for (`token:<hash>` for an unverified opaque token).
+    pub account: Option<String>,
 }
 
 /// SHA-256 of the `Poppy-Session` and `Authorization` values, length-prefixed. Never stored
@@ -161,6 +173,12 @@ impl Approver {
                 scope: session_scope.clone(),
                 session_scope,
                 credentials,
+                who: Who {
+                    user: claim(&claims.user_claim),
+                    agent,
+                    session: session_id,
+                    account: None,
+                },
             }),
             Some(token) => {
                 let user = claim(&claims.user_claim).unwrap_or_default();
@@ -171,6 +189,12 @@ impl Approver {
                     scope: frame("a", &[&agent, &user, &account]),
                     session_scope,
                     credentials,
+                    who: Who {
+                        agent,
+                        user: Some(user),
+                        session: session_id,
+                        account: Some(account),
+                    },
                 })
             }
         }
@@ -184,6 +208,7 @@ impl Approver {
             scope: self.session_scope.clone(),
             session_scope: self.session_scope.clone(),
             credentials: self.credentials.clone(),
+            who: self.who.clone(),
         }
     }
 }

@@ -27,6 +27,7 @@ use crate::policy::{Policy, Terms, canonical_json};
 use crate::protocol::{
     ActionTag, ApprovalHeader, Keys, Operation, OperationId, Revision, RevisionInput, ScopeKind,
 };
+use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{
     Claim, ClaimOutcome, OperationRecord, OperationStore, RecordState, RecordedResponse, StoreError,
 };
@@ -118,6 +119,8 @@ pub struct OperationFlow {
     pub drain: Arc<Drain>,
     /// Operations this process has already logged as unknown (each is logged once).
     pub unknown_logged: Mutex<HashSet<String>>,
+    /// `[receipts]`: a receipt for every performed operation.
+    pub receipts: Option<Arc<ReceiptSink>>,
 }
 
 /// What the MACs cover, computed once per request.
@@ -315,6 +318,10 @@ impl OperationFlow {
         }
 
         let policy = request.policy.name.as_str();
+        let receipt = self
+            .receipts
+            .as_ref()
+            .map(|_| draft_receipt(request, prepared, approval, id, now_ms));
         self.metrics
             .approval_delay(policy, expires_at, request.policy.expires_in);
         tracing::info!(policy, operation_id = %id, outcome = "claimed", "approved; forwarding once");
@@ -326,15 +333,13 @@ impl OperationFlow {
                     tracing::info!(policy, operation_id = %id, status = response.status, outcome = "released", "upstream performed nothing; claim released");
                     return Ok(Decision::Released(response));
                 }
-                self.record(
-                    policy,
-                    id,
+                let claimed = Claimed {
                     owner,
-                    response.clone(),
                     remember_until_ms,
                     guard,
-                )
-                .await;
+                    receipt,
+                };
+                self.record(policy, id, response.clone(), claimed).await;
                 Ok(Decision::Performed(response))
             }
             Err(ForwardError::NotSent(e)) => {
@@ -355,18 +360,36 @@ impl OperationFlow {
         &self,
         policy: &str,
         id: &OperationId,
-        owner: String,
         response: RecordedResponse,
-        remember_until_ms: i64,
-        guard: ForwardGuard,
+        claimed: Claimed,
     ) {
+        let Claimed {
+            owner,
+            remember_until_ms,
+            guard,
+            receipt,
+        } = claimed;
+        let sink = self.receipts.clone();
+        let write_receipt = move |response: &RecordedResponse| {
+            if let (Some(sink), Some(mut receipt)) = (sink, receipt) {
+                receipt.performed_at = rfc3339_ms(now_millis());
+                receipt.upstream_status = Some(response.status);
+                receipt.answer_sha256 = Some(answer_digest(
+                    response.status,
+                    &response.headers,
+                    &response.body,
+                ));
+                sink.write(&receipt);
+            }
+        };
         match self
             .store
             .complete(id, &owner, &response, remember_until_ms)
             .await
         {
             Ok(true) => {
-                tracing::info!(policy, operation_id = %id, status = response.status, outcome = "performed", "performed; answer recorded")
+                tracing::info!(policy, operation_id = %id, status = response.status, outcome = "performed", "performed; answer recorded");
+                write_receipt(&response);
             }
             Ok(false) => {
                 tracing::error!(policy, operation_id = %id, outcome = "performed", "claim lost before the answer was recorded; retries will not replay it")
@@ -388,6 +411,9 @@ impl OperationFlow {
                         {
                             Ok(recorded) => {
                                 tracing::info!(policy, operation_id = %id, recorded, "answer recorded after a store failure");
+                                if recorded {
+                                    write_receipt(&response);
+                                }
                                 return;
                             }
                             Err(e) => {
@@ -519,6 +545,48 @@ impl OperationFlow {
             },
             rejected: approval.is_some(),
         })
+    }
+}
+
+/// What [`OperationFlow::record`] needs of the claim it completes.
+struct Claimed {
+    owner: String,
+    remember_until_ms: i64,
+    /// Keeps a graceful shutdown waiting until the answer is recorded.
+    guard: ForwardGuard,
+    receipt: Option<Receipt>,
+}
+
+/// A receipt for an operation about to be forwarded; [`OperationFlow::record`] adds the answer.
+fn draft_receipt(
+    request: &OperationRequest,
+    prepared: &Prepared,
+    approval: &ApprovalHeader,
+    id: &OperationId,
+    approved_at_ms: i64,
+) -> Receipt {
+    let approver = &request.approver;
+    Receipt {
+        kind: "performed",
+        operation_id: id.to_string(),
+        revision: approval.revision.clone(),
+        policy: request.policy.name.clone(),
+        summary: Some(prepared.summary.clone()),
+        terms: Some(Value::Object(request.terms.clone().into_iter().collect())),
+        scope: approver.scope.clone(),
+        agent: Some(approver.who.agent.clone()),
+        user: approver.who.user.clone(),
+        session: Some(approver.who.session.clone()),
+        account: approver.who.account.clone(),
+        identity: Some(if approver.credentials.is_none() {
+            "verified"
+        } else {
+            "unverified"
+        }),
+        approved_at: Some(rfc3339_ms(approved_at_ms)),
+        performed_at: String::new(),
+        upstream_status: None,
+        answer_sha256: None,
     }
 }
 
