@@ -260,6 +260,61 @@ async fn key_rotation_while_running(store: Store) {
     stack.assert_executions(0, "no approval sent");
 }
 
+/// A forged Session (the victim's claims, signed with a key the agent never published, naming
+/// the agent's `kid`) approving the victim's operation is refused and records nothing: the
+/// victim's own approval is then performed, once, and its receipt says `verified`.
+async fn a_forged_approval_records_nothing(store: Store) {
+    let jwks = jwks_file(&["es256-a"]);
+    let dir = tempfile::tempdir().unwrap();
+    let receipts = dir.path().join("receipts.jsonl");
+    let lines = format!(
+        "verify = \"required\"\naudience = [\"{AUDIENCE}\"]\n\n[[session.agent]]\nissuer = \"{AGENT}\"\njwks_file = \"{}\"\n",
+        jwks.path().display()
+    );
+    let table = format!("[receipts]\npath = \"{}\"", receipts.display());
+    let stack = Stack::start_with(store, |b| b.session(&lines).extra_config(&table));
+    let claims = session_claims(AGENT, "ses_victim", AUDIENCE);
+    let op = stack
+        .gateway
+        .send(&signed(exchange(), "es256-a", &claims))
+        .await
+        .operation();
+
+    let genuine = sign("es256-a", SESSION_TYP, &claims);
+    let forged_signature = sign("es256-b", SESSION_TYP, &claims);
+    let forged = format!(
+        "{}.{}",
+        genuine.split('.').next().unwrap(),
+        forged_signature
+            .split('.')
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(".")
+    );
+    stack
+        .gateway
+        .send(&exchange().header("Poppy-Session", &forged).approve(&op))
+        .await
+        .assert_error(401, "invalid_session", "a forged approval");
+    stack.assert_executions(0, "a forged approval");
+    assert!(
+        !receipts.exists() || std::fs::read_to_string(&receipts).unwrap().is_empty(),
+        "no receipt for a refused approval"
+    );
+
+    let first = stack
+        .gateway
+        .send(&signed(exchange(), "es256-a", &claims).approve(&op))
+        .await;
+    first.assert_status(201, "the victim's own approval, after the forgery");
+    stack.assert_executions(1, "performed once");
+    let text = std::fs::read_to_string(&receipts).unwrap();
+    let receipt: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(receipt["identity"], "verified", "{receipt}");
+    assert_eq!(receipt["session"], "ses_victim");
+    assert_eq!(receipt["agent"], AGENT);
+}
+
 fn base64_url(text: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
@@ -269,4 +324,5 @@ store_tests!(
     verified_sessions_approve_and_replay,
     bad_sessions_are_refused,
     key_rotation_while_running,
+    a_forged_approval_records_nothing,
 );
