@@ -46,6 +46,17 @@ enum Command {
     /// Exit 0 when the admin listener the config names answers `GET /healthz` with 200 (a
     /// container health check).
     Health,
+    /// Approval receipts: `audit verify FILE` checks a receipts chain (needs no config).
+    Audit {
+        #[command(subcommand)]
+        action: AuditCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Check every link of a receipts file; name the first broken one and exit 1.
+    Verify { file: PathBuf },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -57,11 +68,18 @@ enum LogFormat {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    if let Some(Command::Audit {
+        action: AuditCommand::Verify { file },
+    }) = &cli.command
+    {
+        return audit_verify(file);
+    }
     let loaded = config::load(&cli.config);
     match cli.command {
         Some(Command::Check) => check(loaded),
         Some(Command::Explain(args)) => explain::cli::run(loaded, &args),
         Some(Command::Health) => health(loaded),
+        Some(Command::Audit { .. }) => ExitCode::FAILURE,
         None => {
             let config = match loaded {
                 Ok(config) => config,
@@ -87,6 +105,28 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+    }
+}
+
+/// `audit verify FILE`: 0 when the chain holds, 1 naming the first broken link, 2 when the
+/// file cannot be read.
+fn audit_verify(file: &std::path::Path) -> ExitCode {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("{}: cannot read: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    match poppy_gateway::receipts::chain::verify(&text) {
+        Ok(count) => {
+            println!("{}: {count} receipts, chain intact", file.display());
+            ExitCode::SUCCESS
+        }
+        Err(broken) => {
+            println!("{}: chain broken at {broken}", file.display());
+            ExitCode::FAILURE
         }
     }
 }

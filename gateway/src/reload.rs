@@ -201,6 +201,8 @@ mod tests {
 listen = "127.0.0.1:8080"
 [upstream]
 url = "http://127.0.0.1:9000"
+[session]
+verify = "off"
 "#;
 
     fn policy(name: &str, path: &str) -> String {

@@ -36,6 +36,8 @@ pub enum StartError {
     Store(String),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
+    #[error("{0}")]
+    Receipts(#[from] crate::receipts::ReceiptError),
 }
 
 /// The signing keys from `POPPY_GATEWAY_KEYS`. Redis needs them, since every replica and every
@@ -102,6 +104,10 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         Arc::clone(&metrics),
     ));
     check_store(&durability, store.as_ref())?;
+    let receipts = match &config.receipts {
+        Some(target) => Some(Arc::new(crate::receipts::ReceiptSink::open(target)?)),
+        None => None,
+    };
     metrics.policies(config.policies.iter().map(|p| p.name.as_str()));
     let policies = LivePolicies::new(config.policies.clone());
     let admin_policies = policies.clone();
@@ -135,6 +141,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         claims_made: AtomicU64::new(0),
         drain: Arc::clone(&drain),
         unknown_logged: Mutex::new(HashSet::new()),
+        receipts: receipts.clone(),
     });
     let mcp = config
         .mcp
@@ -186,6 +193,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
                 policies: admin_policies,
                 remember_grace: config.store.remember_grace,
                 durability,
+                receipts,
             },
         );
         admin.add_tcp(listen);

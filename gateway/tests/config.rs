@@ -18,6 +18,10 @@ listen = "127.0.0.1:8080"
 url = "http://127.0.0.1:9000"
 "#;
 
+/// Appended to every gateway.toml unless it has a `[session]` table: the choice every config
+/// must make (after the rest, so the other tests' line numbers stay).
+const SESSION_OFF: &str = "\n[session]\nverify = \"off\"\n";
+
 const POLICY: &str = r#"[[operation]]
 name = "exchange"
 method = "POST"
@@ -39,6 +43,14 @@ struct Files {
 
 impl Files {
     fn new(gateway: &str, policy: &str) -> Files {
+        if gateway.contains("[session]") {
+            Files::exactly(gateway, policy)
+        } else {
+            Files::exactly(&format!("{gateway}{SESSION_OFF}"), policy)
+        }
+    }
+
+    fn exactly(gateway: &str, policy: &str) -> Files {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("policies")).unwrap();
         std::fs::write(dir.path().join("gateway.toml"), gateway).unwrap();
@@ -329,4 +341,131 @@ fn store_caps_and_durability_keys() {
         let files = store(table);
         assert_error_at(&files.errors(), &files.gateway(), line, &[needle]);
     }
+}
+
+/// `[session] verify` has no default: a config that does not choose is refused, and the error
+/// says exactly what to add (the migration for configs written before the key existed).
+#[test]
+fn session_verify_must_be_chosen() {
+    let files = Files::exactly(GATEWAY, POLICY);
+    let errors = files.errors();
+    assert!(
+        errors.iter().any(|e| e.contains("session.verify: not set")
+            && e.contains("verify = \"required\"")
+            && e.contains("verify = \"off\"")
+            && e.contains("[session]")),
+        "{errors:#?}"
+    );
+
+    let files = Files::new(
+        &format!("{GATEWAY}\n[session]\nverify = \"maybe\"\n"),
+        POLICY,
+    );
+    assert_error_at(
+        &files.errors(),
+        &files.gateway(),
+        10,
+        &["session.verify", "\"maybe\"", "\"required\"", "\"off\""],
+    );
+
+    let config = Files::new(GATEWAY, POLICY).load().unwrap();
+    assert!(config.session.verify.is_off());
+}
+
+/// `verify = "required"` needs an audience and trusted agents with exactly one key source; a
+/// JWKS file that is missing or holds no usable key is an error at the agent's table.
+#[test]
+fn required_verification_needs_trusted_agents() {
+    let keys = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/keys");
+    let session = |body: &str| format!("{GATEWAY}\n[session]\nverify = \"required\"\n{body}");
+    let agent = |source: &str| {
+        format!(
+            "audience = [\"https://shop.test\"]\n\n[[session.agent]]\nissuer = \"agent_1\"\n{source}\n"
+        )
+    };
+
+    let files = Files::new(&session(""), POLICY);
+    let errors = files.errors();
+    assert!(
+        errors.iter().any(|e| e.contains("needs session.audience")),
+        "{errors:#?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("[[session.agent]]")),
+        "{errors:#?}"
+    );
+
+    let good = format!(
+        "jwks_file = \"{}\"",
+        keys.join("es256-a.jwks.json").display()
+    );
+    let config = Files::new(&session(&agent(&good)), POLICY).load().unwrap();
+    assert!(matches!(
+        config.session.verify,
+        config::VerifyMode::Required(_)
+    ));
+    // Key material never shows in the config's debug output (reload compares it).
+    let debug = format!("{:?}", config.session);
+    assert!(
+        debug.contains("agent_1") && !debug.contains("\"x\""),
+        "{debug}"
+    );
+
+    for (source, needle) in [
+        ("jwks_file = \"missing.json\"", "cannot read"),
+        ("jwks_file = \"gateway.toml\"", "not a JWKS"),
+        ("jwks_url = \"ftp://keys\"", "not an http(s) URL"),
+        ("", "exactly one of jwks_file and jwks_url"),
+        (
+            &format!("{good}\njwks_url = \"https://agent.test/jwks\""),
+            "exactly one of jwks_file and jwks_url",
+        ),
+        (
+            "jwks_url = \"https://a.test/j\"\njwks_refresh = \"1ms\"",
+            "at least 2s",
+        ),
+    ] {
+        let files = Files::new(&session(&agent(source)), POLICY);
+        assert_error_at(&files.errors(), &files.gateway(), 13, &[needle]);
+    }
+
+    for (token, needle) in [
+        (
+            "introspection_url = \"https://as.test/introspect\"",
+            "go together",
+        ),
+        ("issuer = \"https://as.test\"", "go together"),
+        ("client_id = \"x\"", "go together"),
+    ] {
+        let text = format!("{}\n[session.token]\n{token}\n", session(&agent(&good)));
+        let errors = Files::new(&text, POLICY).errors();
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("session.token") && e.contains(needle)),
+            "{token}: {errors:#?}"
+        );
+    }
+    let with_token = format!(
+        "{}\n[session.token]\nintrospection_url = \"https://as.test/introspect\"\nclient_id = \"gw\"\nclient_secret = \"s\"\n",
+        session(&agent(&good))
+    );
+    let config = Files::new(&with_token, POLICY).load().unwrap();
+    let debug = format!("{:?}", config.session);
+    assert!(
+        !debug.contains("client_secret: \"s\"") && !debug.contains("\"s\""),
+        "{debug}"
+    );
+
+    let files = Files::new(
+        &format!("{GATEWAY}\n[session]\nverify = \"off\"\n{}", agent(&good)),
+        POLICY,
+    );
+    let errors = files.errors();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("\"off\" verifies nothing")),
+        "{errors:#?}"
+    );
 }

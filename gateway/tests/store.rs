@@ -66,6 +66,7 @@ fn claim_by(owner: &str) -> Claim {
         owner: owner.into(),
         now_ms: now,
         lease_until_ms: now + 30_000,
+        credentials: None,
     }
 }
 
@@ -134,6 +135,70 @@ mod suite {
             }
         );
         assert_eq!(store.generation(id.action_tag()).await.unwrap(), 0);
+    }
+
+    /// The keyed credentials digest (`[session] verify = "off"`) is kept from the claim
+    /// through completion and an operator's resolution; a claim without one has none.
+    pub async fn credentials_digest_is_kept(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        let claim = Claim {
+            credentials: Some("digest-of-the-approver".into()),
+            ..claim_by("owner-1")
+        };
+        assert_eq!(
+            store.claim(&id, &claim).await.unwrap(),
+            ClaimOutcome::Claimed
+        );
+        let read = |id: OperationId| {
+            let store = store.clone();
+            async move { store.lookup(&id).await.unwrap().expect("record") }
+        };
+        assert_eq!(
+            read(id.clone()).await.credentials.as_deref(),
+            Some("digest-of-the-approver")
+        );
+        assert!(
+            store
+                .complete(&id, "owner-1", &response(), now_ms() + 60_000)
+                .await
+                .unwrap()
+        );
+        let done = read(id.clone()).await;
+        assert!(matches!(done.state, RecordState::Done(_)));
+        assert_eq!(done.credentials.as_deref(), Some("digest-of-the-approver"));
+        // A second claim sees the first one's digest, not its own.
+        let other = Claim {
+            credentials: Some("someone else".into()),
+            ..claim_by("owner-2")
+        };
+        match store.claim(&id, &other).await.unwrap() {
+            ClaimOutcome::Exists(record) => {
+                assert_eq!(
+                    record.credentials.as_deref(),
+                    Some("digest-of-the-approver")
+                )
+            }
+            ClaimOutcome::Claimed => panic!("claimed twice"),
+        }
+
+        let resolved = fresh_id();
+        store.claim(&resolved, &claim).await.unwrap();
+        store
+            .resolve(
+                &resolved,
+                &Resolution::Performed(response()),
+                now_ms() + 60_000,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            read(resolved).await.credentials.as_deref(),
+            Some("digest-of-the-approver")
+        );
+
+        let without = fresh_id();
+        store.claim(&without, &claim_by("owner-1")).await.unwrap();
+        assert_eq!(read(without).await.credentials, None);
     }
 
     pub async fn second_claim_returns_the_existing_record(store: Arc<dyn OperationStore>) {
@@ -806,6 +871,7 @@ macro_rules! both_stores {
 
 both_stores!(
     claim_then_lookup,
+    credentials_digest_is_kept,
     second_claim_returns_the_existing_record,
     concurrent_claims_have_one_winner,
     complete_checks_the_owner_and_moves_the_generation,

@@ -19,6 +19,9 @@ url = "http://127.0.0.1:9000"
 
 [mcp]
 path = "/mcp"
+
+[session]
+verify = "off"
 "#;
 
 const TOOL: &str = r#"[[tool]]

@@ -40,6 +40,9 @@ pub struct GatewayBuilder {
     /// Lines of the `[store]` table after `url`.
     store_lines: String,
     server_lines: String,
+    /// The `[session]` table's lines: `verify = "off"` unless a test says otherwise (the
+    /// tests' Sessions are unsigned JWTs; the upstream would verify them).
+    session_lines: String,
     env: Vec<(String, String)>,
     args: Vec<String>,
     binary: Option<PathBuf>,
@@ -67,6 +70,7 @@ impl GatewayBuilder {
             extra_config: String::new(),
             store_lines: String::new(),
             server_lines: String::new(),
+            session_lines: "verify = \"off\"\n".to_owned(),
             env: Vec::new(),
             args: Vec::new(),
             binary: None,
@@ -126,7 +130,13 @@ impl GatewayBuilder {
         self
     }
 
-    /// TOML appended to gateway.toml (whole tables, e.g. `[session]`).
+    /// The lines of `[session]`, replacing the default `verify = "off"`.
+    pub fn session(mut self, lines: &str) -> GatewayBuilder {
+        self.session_lines = format!("{}\n", lines.trim_end());
+        self
+    }
+
+    /// TOML appended to gateway.toml (whole tables, e.g. `[mcp]`).
     pub fn extra_config(mut self, toml: &str) -> GatewayBuilder {
         self.extra_config.push('\n');
         self.extra_config.push_str(toml);
@@ -169,6 +179,8 @@ connect_timeout = "{connect_timeout}"
 [admin]
 listen = "127.0.0.1:{admin_port}"
 
+[session]
+{session_lines}
 [store]
 url = "{store}"
 {store_lines}{extra}"#,
@@ -179,6 +191,7 @@ url = "{store}"
             connect_timeout = self.upstream_connect_timeout,
             store = self.store_url,
             store_lines = self.store_lines,
+            session_lines = self.session_lines,
             extra = self.extra_config,
         )
     }

@@ -10,6 +10,7 @@ pub mod answer;
 pub mod binaries;
 pub mod frameworks;
 pub mod gateway;
+pub mod identity;
 pub mod markdown;
 pub mod mcp_client;
 pub mod mcp_server;

@@ -64,9 +64,21 @@ async fn account_operation_is_approved_by_another_session_of_the_account(store: 
     first.assert_upstream_answer(1, "POST", "/orders/o1/exchanges");
     stack
         .gateway
+        .send(&approved)
+        .await
+        .assert_replay_of(&first, "the approving Session retrying the approval");
+    // With `[session] verify = "off"` (the harness default) the gateway cannot tell that the
+    // minting Session's unverified claims are the account's: the recorded answer goes only to
+    // the credentials that approved it, and anything else is handled as if it had no approval.
+    let fresh = stack
+        .gateway
         .send(&request.approve(&op))
         .await
-        .assert_replay_of(&first, "the minting Session retrying the approval");
+        .operation_in("the minting Session, other credentials than the approving ones");
+    assert_ne!(
+        fresh.operation_id, op.operation_id,
+        "performed: a new operation"
+    );
     stack.assert_executions(1, "one account operation");
 }
 

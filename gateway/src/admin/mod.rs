@@ -13,6 +13,7 @@ use serde_json::json;
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::proxy::now_millis;
+use crate::receipts::ReceiptSink;
 use crate::store::{DurabilityCheck, OperationStore};
 
 /// The largest request body the admin API reads (a resolve carries a recorded answer).
@@ -29,6 +30,8 @@ pub struct AdminApp {
     pub remember_grace: Duration,
     /// Redis durability, checked again on every `/readyz`.
     pub durability: Arc<DurabilityCheck>,
+    /// `[receipts]`: resolutions write one; `GET /operations/{id}/receipt` reads a file.
+    pub receipts: Option<Arc<ReceiptSink>>,
 }
 
 #[async_trait]
@@ -134,13 +137,21 @@ impl AdminApp {
             ("GET", None) => operations::show(self.store.as_ref(), rest).await,
             ("POST", Some((id, "resolve"))) => match read_body(session).await {
                 Ok(body) => {
-                    operations::resolve(self.store.as_ref(), id, &body, self.remember_for()).await
+                    operations::resolve(
+                        self.store.as_ref(),
+                        id,
+                        &body,
+                        self.remember_for(),
+                        self.receipts.as_deref(),
+                    )
+                    .await
                 }
                 Err(answer) => answer,
             },
+            ("GET", Some((id, "receipt"))) => operations::receipt(self.receipts.as_deref(), id),
             _ => (
                 405,
-                json!({"error": "method_not_allowed", "detail": "GET /operations/{id} or POST /operations/{id}/resolve"}),
+                json!({"error": "method_not_allowed", "detail": "GET /operations/{id}, GET /operations/{id}/receipt or POST /operations/{id}/resolve"}),
             ),
         }
     }

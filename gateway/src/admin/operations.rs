@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::protocol::{OperationId, constant_time_eq};
 use crate::proxy::now_millis;
+use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome};
 
 /// An admin answer: status and JSON body.
@@ -192,6 +193,7 @@ pub async fn resolve(
     id: &str,
     body: &[u8],
     remember_for: Duration,
+    receipts: Option<&ReceiptSink>,
 ) -> Answer {
     let id = match parse_id(id) {
         Ok(id) => id,
@@ -238,6 +240,11 @@ pub async fn resolve(
         }
     };
     let remember_until_ms = now_millis().saturating_add(remember_for.as_millis() as i64);
+    // What the receipt says about the operation: read before the resolution may delete it.
+    let before = match receipts {
+        Some(_) => store.lookup(&id).await.ok().flatten(),
+        None => None,
+    };
     match store.resolve(&id, &resolution, remember_until_ms).await {
         Err(e) => (
             503,
@@ -254,9 +261,81 @@ pub async fn resolve(
         Ok(ResolveOutcome::Resolved) => {
             let performed = matches!(resolution, Resolution::Performed(_));
             tracing::warn!(operation_id = %id, performed, outcome = "resolved", "operation resolved by an operator");
+            if let Some(sink) = receipts {
+                let (status, digest) = match &resolution {
+                    Resolution::Performed(r) => (
+                        Some(r.status),
+                        Some(answer_digest(r.status, &r.headers, &r.body)),
+                    ),
+                    Resolution::NotPerformed => (None, None),
+                };
+                sink.write(&Receipt {
+                    kind: if performed {
+                        "resolved_performed"
+                    } else {
+                        "resolved_not_performed"
+                    },
+                    operation_id: id.to_string(),
+                    revision: before
+                        .as_ref()
+                        .map(|r| r.revision.clone())
+                        .unwrap_or_default(),
+                    policy: before
+                        .as_ref()
+                        .map(|r| r.policy.clone())
+                        .unwrap_or_default(),
+                    summary: None,
+                    terms: None,
+                    scope: before.as_ref().map(|r| r.scope.clone()).unwrap_or_default(),
+                    agent: None,
+                    user: None,
+                    session: None,
+                    account: None,
+                    identity: None,
+                    approved_at: before.as_ref().map(|r| rfc3339_ms(r.created_at_ms)),
+                    performed_at: rfc3339_ms(now_millis()),
+                    upstream_status: status,
+                    answer_sha256: digest,
+                });
+            }
             (
                 200,
                 json!({"operation_id": id.as_str(), "resolved": if performed { "performed" } else { "not_performed" }}),
+            )
+        }
+    }
+}
+
+/// `GET /operations/{id}/receipt`: every receipt of the operation in the receipts file.
+pub fn receipt(receipts: Option<&ReceiptSink>, id: &str) -> Answer {
+    let id = match parse_id(id) {
+        Ok(id) => id,
+        Err(answer) => return answer,
+    };
+    let Some(sink) = receipts else {
+        return (
+            404,
+            json!({"error": "not_found", "detail": "receipts are off: set [receipts] path in gateway.toml"}),
+        );
+    };
+    match sink.find(id.as_str()) {
+        None => (
+            404,
+            json!({"error": "not_found", "detail": "receipts go to stdout ([receipts] path = \"-\"): read them where stdout is collected"}),
+        ),
+        Some(Err(e)) => (
+            503,
+            json!({"error": "receipts_unavailable", "detail": format!("cannot read the receipts file: {e}")}),
+        ),
+        Some(Ok(found)) if found.is_empty() => (
+            404,
+            json!({"error": "not_found", "detail": "no receipt for this operation"}),
+        ),
+        Some(Ok(found)) => {
+            let latest = found.last().cloned().unwrap_or(Value::Null);
+            (
+                200,
+                json!({"operation_id": id.as_str(), "receipt": latest, "receipts": found}),
             )
         }
     }

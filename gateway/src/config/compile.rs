@@ -1,6 +1,7 @@
 //! Validate the file model into the runtime [`Config`].
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use toml::Spanned;
@@ -8,10 +9,14 @@ use toml::Spanned;
 use super::duration::parse_duration;
 use super::env::{Applied, Overrides};
 use super::error::{ConfigError, ConfigErrors};
-use super::file::GatewayFile;
+use super::file::{GatewayFile, SessionFile, TokenFile};
 use super::policy_file::load_policy_file;
 use super::tool_policy::{Mcp, check_tools, compile_mcp};
+use crate::identity::{
+    Expectations, Introspection, KeySource, SessionVerifier, TokenVerifier, TrustedIssuer,
+};
 use crate::policy::{Policy, PolicySet};
+use crate::receipts::ReceiptTarget;
 use crate::store::{self, MAX_WAIT_TIMEOUT, MemoryLimits, ReplicaWait, StoreOptions};
 
 /// The validated configuration the gateway runs with.
@@ -30,6 +35,8 @@ pub struct Config {
     pub policy_files: Vec<PathBuf>,
     /// `[mcp]`: the MCP endpoint whose tool calls `[[tool]]` policies hold.
     pub mcp: Option<Mcp>,
+    /// `[receipts]`: where approval receipts go (none without the table).
+    pub receipts: Option<ReceiptTarget>,
 }
 
 #[derive(Debug, Clone)]
@@ -97,14 +104,248 @@ impl StoreSettings {
     }
 }
 
-/// Which claims identify the Session, the agent, the user and the account.
+/// Which claims identify the Session, the agent, the user and the account, and who verifies
+/// the credentials they come from.
 #[derive(Debug, Clone)]
 pub struct SessionClaims {
+    pub verify: VerifyMode,
     pub session_claim: String,
     pub agent_claim: String,
     pub user_claim: String,
     pub account_claim: String,
 }
+
+/// `[session] verify`.
+#[derive(Debug, Clone)]
+pub enum VerifyMode {
+    /// The gateway verifies the Poppy-Session signature against trusted agents' keys.
+    Required(Arc<SessionVerifier>),
+    /// The upstream verifies; the gateway reads claims unverified, so a recorded answer is
+    /// replayed only to the exact credentials that approved it.
+    Off,
+}
+
+impl VerifyMode {
+    pub fn is_off(&self) -> bool {
+        matches!(self, VerifyMode::Off)
+    }
+}
+
+/// What `check` says when `[session] verify` is missing: the migration for older configs.
+pub const VERIFY_MISSING: &str = "session.verify: not set; every gateway must choose who verifies Poppy-Session JWTs and bearer tokens. Add to gateway.toml either\n  [session]\n  verify = \"required\"   # the gateway verifies signatures against trusted agents' keys ([[session.agent]])\nor\n  [session]\n  verify = \"off\"        # the upstream verifies; replays go only to the credentials that approved\n(see docs/operations.md, \"Verified identities\")";
+
+/// `[session]` with `verify = "required"`: the trusted agents, their keys and what every
+/// Session must satisfy. `None` after pushing errors.
+fn session_verifier(
+    session: &SessionFile,
+    verify_span: std::ops::Range<usize>,
+    folder: &Path,
+    at: &dyn Fn(std::ops::Range<usize>, String) -> ConfigError,
+    errors: &mut Vec<ConfigError>,
+) -> Option<SessionVerifier> {
+    let before = errors.len();
+    let audience = match &session.audience {
+        Some(a) if !a.get_ref().is_empty() && a.get_ref().iter().all(|x| !x.is_empty()) => {
+            a.get_ref().clone()
+        }
+        Some(a) => {
+            errors.push(at(
+                a.span(),
+                "session.audience: list at least one non-empty audience".into(),
+            ));
+            Vec::new()
+        }
+        None => {
+            errors.push(at(
+                verify_span.clone(),
+                "session.verify = \"required\" needs session.audience: the `aud` values this gateway accepts in a Poppy-Session (e.g. [\"https://shop.example\"])".into(),
+            ));
+            Vec::new()
+        }
+    };
+    let clock_skew = match &session.clock_skew {
+        None => DEFAULT_CLOCK_SKEW,
+        Some(v) => match parse_duration(v.get_ref()) {
+            Ok(d) if d <= MAX_CLOCK_SKEW => d,
+            Ok(_) => {
+                errors.push(at(
+                    v.span(),
+                    format!("session.clock_skew: at most {MAX_CLOCK_SKEW:?}"),
+                ));
+                DEFAULT_CLOCK_SKEW
+            }
+            Err(e) => {
+                errors.push(at(v.span(), format!("session.clock_skew: {e}")));
+                DEFAULT_CLOCK_SKEW
+            }
+        },
+    };
+    if session.agent.is_empty() {
+        errors.push(at(
+            verify_span,
+            "session.verify = \"required\" needs at least one [[session.agent]] (issuer, and jwks_file or jwks_url)".into(),
+        ));
+    }
+    let mut agents = Vec::new();
+    let mut issuers = std::collections::HashSet::new();
+    for agent in &session.agent {
+        let span = agent.span();
+        let agent = agent.get_ref();
+        if agent.issuer.is_empty() || !issuers.insert(agent.issuer.clone()) {
+            errors.push(at(
+                span.clone(),
+                format!(
+                    "session.agent: issuer {:?} is empty or listed twice",
+                    agent.issuer
+                ),
+            ));
+            continue;
+        }
+        let Some((source, refresh)) = key_source(
+            &agent.issuer,
+            agent.jwks_file.as_deref(),
+            agent.jwks_url.as_deref(),
+            agent.jwks_refresh.as_deref(),
+            folder,
+            &|m| at(span.clone(), format!("session.agent: {m}")),
+            errors,
+        ) else {
+            continue;
+        };
+        match TrustedIssuer::new(agent.issuer.clone(), source, refresh) {
+            Ok(trusted) => agents.push(trusted),
+            Err(e) => errors.push(at(span.clone(), format!("session.agent.jwks_file: {e}"))),
+        }
+    }
+    let expect = Expectations {
+        audience,
+        clock_skew_secs: clock_skew.as_secs(),
+    };
+    let token = session
+        .token
+        .as_ref()
+        .and_then(|t| token_verifier(t, &expect, folder, at, errors));
+    (errors.len() == before).then(|| SessionVerifier::new(agents, expect, token))
+}
+
+/// Exactly one of a JWKS file and URL, and the URL's refresh interval.
+fn key_source(
+    issuer: &str,
+    file: Option<&str>,
+    url: Option<&str>,
+    refresh: Option<&str>,
+    folder: &Path,
+    at: &dyn Fn(String) -> ConfigError,
+    errors: &mut Vec<ConfigError>,
+) -> Option<(KeySource, Duration)> {
+    let refresh = match refresh {
+        None => DEFAULT_JWKS_REFRESH,
+        Some(text) => match parse_duration(text) {
+            Ok(d) if d >= crate::identity::source::MIN_RELOAD => d,
+            _ => {
+                errors.push(at(format!(
+                    "jwks_refresh: {text:?} is not a duration of at least 2s"
+                )));
+                return None;
+            }
+        },
+    };
+    let source = match (file, url) {
+        (Some(file), None) => KeySource::File(folder.join(file)),
+        (None, Some(url)) if url.starts_with("https://") || url.starts_with("http://") => {
+            KeySource::Url(url.to_owned())
+        }
+        (None, Some(url)) => {
+            errors.push(at(format!("jwks_url: {url:?} is not an http(s) URL")));
+            return None;
+        }
+        _ => {
+            errors.push(at(format!(
+                "{issuer:?}: give exactly one of jwks_file and jwks_url"
+            )));
+            return None;
+        }
+    };
+    Some((source, refresh))
+}
+
+/// `[session.token]`: JWT access tokens of one issuer, opaque ones by introspection.
+fn token_verifier(
+    token: &Spanned<TokenFile>,
+    session_expect: &Expectations,
+    folder: &Path,
+    at: &dyn Fn(std::ops::Range<usize>, String) -> ConfigError,
+    errors: &mut Vec<ConfigError>,
+) -> Option<TokenVerifier> {
+    let span = token.span();
+    let t = token.get_ref();
+    let here = |m: String| at(span.clone(), format!("session.token: {m}"));
+    let before = errors.len();
+    let issuer = match (&t.issuer, t.jwks_file.is_some() || t.jwks_url.is_some()) {
+        (None, false) => None,
+        (Some(issuer), true) if !issuer.is_empty() => key_source(
+            issuer,
+            t.jwks_file.as_deref(),
+            t.jwks_url.as_deref(),
+            t.jwks_refresh.as_deref(),
+            folder,
+            &here,
+            errors,
+        )
+        .and_then(|(source, refresh)| {
+            match TrustedIssuer::new(issuer.clone(), source, refresh) {
+                Ok(trusted) => Some(trusted),
+                Err(e) => {
+                    errors.push(here(e));
+                    None
+                }
+            }
+        }),
+        _ => {
+            errors.push(here(
+                "issuer and one of jwks_file / jwks_url go together (JWT access tokens)".into(),
+            ));
+            None
+        }
+    };
+    let introspection = match (&t.introspection_url, &t.client_id, &t.client_secret) {
+        (None, None, None) => None,
+        (Some(url), Some(id), Some(secret))
+            if url.starts_with("https://") || url.starts_with("http://") =>
+        {
+            Some(Introspection {
+                url: url.clone(),
+                client_id: id.clone(),
+                client_secret: secret.clone(),
+            })
+        }
+        _ => {
+            errors.push(here(
+                "introspection_url (http or https), client_id and client_secret go together (opaque tokens, RFC 7662)".into(),
+            ));
+            None
+        }
+    };
+    if t.issuer.is_none() && t.introspection_url.is_none() && errors.len() == before {
+        errors.push(here(
+            "set issuer with jwks_file or jwks_url (JWT access tokens), introspection_url (opaque tokens), or both".into(),
+        ));
+    }
+    let expect = Expectations {
+        audience: t
+            .audience
+            .clone()
+            .unwrap_or_else(|| session_expect.audience.clone()),
+        clock_skew_secs: session_expect.clock_skew_secs,
+    };
+    (errors.len() == before).then(|| TokenVerifier::new(issuer, expect, introspection))
+}
+
+/// `[session] clock_skew` unless set, and its bound.
+const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(60);
+const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
+/// How often a JWKS URL is fetched again unless `jwks_refresh` says otherwise.
+const DEFAULT_JWKS_REFRESH: Duration = Duration::from_secs(300);
 
 /// Load and validate `gateway.toml` and every policy it names.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
@@ -381,7 +622,37 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     }
     let require_durable = file.store.require_durable.unwrap_or(false);
 
+    let verify = match &file.session.verify {
+        None => {
+            errors.push(ConfigError::whole_file(path, VERIFY_MISSING));
+            VerifyMode::Off
+        }
+        Some(v) => match v.get_ref().as_str() {
+            "off" => {
+                if !file.session.agent.is_empty()
+                    || file.session.audience.is_some()
+                    || file.session.token.is_some()
+                {
+                    errors.push(at(
+                        v.span(),
+                        "session.verify: \"off\" verifies nothing, yet [[session.agent]], audience or [session.token] is set: use \"required\", or remove them".into(),
+                    ));
+                }
+                VerifyMode::Off
+            }
+            "required" => session_verifier(&file.session, v.span(), folder, &at, &mut errors)
+                .map_or(VerifyMode::Off, |v| VerifyMode::Required(Arc::new(v))),
+            other => {
+                errors.push(at(
+                    v.span(),
+                    format!("session.verify: {other:?} is neither \"required\" nor \"off\""),
+                ));
+                VerifyMode::Off
+            }
+        },
+    };
     let session = SessionClaims {
+        verify,
         session_claim: file
             .session
             .session_claim
@@ -403,6 +674,21 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             .clone()
             .unwrap_or_else(|| "sub".into()),
     };
+
+    let receipts = file
+        .receipts
+        .as_ref()
+        .and_then(|r| match r.path.get_ref().as_str() {
+            "" => {
+                errors.push(at(
+                    r.path.span(),
+                    "receipts.path: a file, or \"-\" for stdout".into(),
+                ));
+                None
+            }
+            "-" => Some(ReceiptTarget::Stdout),
+            file => Some(ReceiptTarget::File(folder.join(file))),
+        });
 
     let well_known = match &file.well_known.file {
         None => None,
@@ -543,6 +829,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         policies: PolicySet::new(policies),
         policy_files,
         mcp,
+        receipts,
     })
 }
 

@@ -23,6 +23,15 @@ pub struct GatewayFile {
     pub well_known: WellKnownFile,
     /// `[mcp]`: operations for an MCP server behind the gateway.
     pub mcp: Option<McpFile>,
+    /// `[receipts]`: where approval receipts go.
+    pub receipts: Option<ReceiptsFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptsFile {
+    /// A JSON Lines file (relative to gateway.toml's folder), or `-` for stdout.
+    pub path: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -73,10 +82,52 @@ pub struct StoreFile {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionFile {
+    /// `"required"` (the gateway verifies Poppy-Session signatures) or `"off"` (the upstream
+    /// does). No default: every deployment chooses.
+    pub verify: Option<Spanned<String>>,
+    /// With `verify = "required"`: one of these must be in a Session's `aud`.
+    pub audience: Option<Spanned<Vec<String>>>,
+    /// Allowance on `exp` and `nbf` for clocks that disagree (default 60s).
+    pub clock_skew: Option<Spanned<String>>,
+    /// `[[session.agent]]`: the Personal Agents whose Sessions are accepted.
+    #[serde(default)]
+    pub agent: Vec<Spanned<AgentFile>>,
+    /// `[session.token]`: how bearer tokens are verified (with `verify = "required"`).
+    pub token: Option<Spanned<TokenFile>>,
     pub session_claim: Option<String>,
     pub agent_claim: Option<String>,
     pub user_claim: Option<String>,
     pub account_claim: Option<String>,
+}
+
+/// `[[session.agent]]`: a trusted Personal Agent and where its keys are.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentFile {
+    /// The `iss` of its Session JWTs.
+    pub issuer: String,
+    /// A JWKS document, relative to gateway.toml's folder.
+    pub jwks_file: Option<String>,
+    /// A JWKS URL, fetched at startup, on an unknown `kid` and every `jwks_refresh`.
+    pub jwks_url: Option<String>,
+    pub jwks_refresh: Option<String>,
+}
+
+/// `[session.token]`: the authorization server whose access tokens the gateway verifies.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenFile {
+    /// The `iss` of JWT access tokens (with `jwks_file` or `jwks_url`).
+    pub issuer: Option<String>,
+    pub jwks_file: Option<String>,
+    pub jwks_url: Option<String>,
+    pub jwks_refresh: Option<String>,
+    /// `aud` values accepted in JWT access tokens (default: `[session] audience`).
+    pub audience: Option<Vec<String>>,
+    /// RFC 7662 endpoint for opaque tokens, and the gateway's client credentials there.
+    pub introspection_url: Option<String>,
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -12,7 +12,9 @@ mod lookup;
 mod policy_file;
 mod tool_policy;
 
-pub use compile::{Config, Server, SessionClaims, StoreSettings, Upstream, load};
+pub use compile::{
+    Config, Server, SessionClaims, StoreSettings, Upstream, VERIFY_MISSING, VerifyMode, load,
+};
 pub use duration::parse_duration;
 pub use env::{Overrides, PREFIX as ENV_PREFIX};
 pub use error::{ConfigError, ConfigErrors};

@@ -1,14 +1,17 @@
 //! Who may approve (spec 3, "Who can approve it"), from the `Poppy-Session` JWT claims and
-//! the bearer token. The gateway reads claims; it does not verify signatures: the upstream
-//! still makes its own Session and token checks on every request it receives.
+//! the bearer token. With `[session] verify = "required"` the Session's signature is verified
+//! first ([`crate::identity`]); with `"off"` the claims are read unverified (the upstream
+//! verifies what it receives) and the approver carries a hash of the exact credentials, so that
+//! a recorded answer is replayed only to them.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::config::SessionClaims;
-use crate::protocol::ScopeKind;
+use crate::config::{SessionClaims, VerifyMode};
+use crate::identity::{TokenError, VerifyError};
+use crate::protocol::{ScopeKind, SigningKey};
 
 /// The approver scope of a request: operations are bound to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +21,58 @@ pub struct Approver {
     pub scope: String,
     /// The Session's own scope, signed in or not.
     pub session_scope: String,
+    /// A hash of the credentials the gateway did not verify (with `verify = "off"` the
+    /// `Poppy-Session` and `Authorization` values; verified, an unverified bearer token):
+    /// a recorded answer goes only to the same ones. `None` when everything was verified.
+    pub credentials: Option<Credentials>,
+    /// Who, for receipts: the claims as read (verified or not, as `credentials` says).
+    pub who: Who,
+}
+
+/// The parties of an approval, for receipts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Who {
+    pub agent: String,
+    pub user: Option<String>,
+    pub session: String,
+    /// The account the bearer token is for (`token:<hash>` for an unverified opaque token).
+    pub account: Option<String>,
+}
+
+/// SHA-256 of the `Poppy-Session` and `Authorization` values, length-prefixed. Never stored
+/// as is: the flow keys it with the gateway's signing key first (see
+/// [`Credentials::digest`]), so the store holds nothing a token could be guessed from.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials([u8; 32]);
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credentials(..)")
+    }
+}
+
+impl Credentials {
+    pub fn of(session: &[u8], authorization: Option<&[u8]>) -> Credentials {
+        let mut hash = Sha256::new();
+        for part in [Some(session), authorization] {
+            match part {
+                // Absent and empty differ.
+                None => hash.update([0u8]),
+                Some(bytes) => {
+                    hash.update([1u8]);
+                    hash.update((bytes.len() as u64).to_be_bytes());
+                    hash.update(bytes);
+                }
+            }
+        }
+        Credentials(hash.finalize().into())
+    }
+
+    /// The digest kept with a record: keyed, so that a store dump gives no way to test
+    /// guesses of a token.
+    pub fn digest(&self, key: &SigningKey) -> String {
+        key.tag(b"poppy-credentials-v1", &[&self.0], 43)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,17 +81,85 @@ pub enum ApproverError {
     NotAJwt,
     #[error("Poppy-Session has no string claim `{0}`")]
     MissingClaim(String),
+    #[error("Poppy-Session: {0}")]
+    InvalidSession(#[from] VerifyError),
+    #[error("{0}")]
+    InvalidToken(#[from] TokenError),
+}
+
+impl ApproverError {
+    /// The `error` code of the 401 that refuses the request.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApproverError::InvalidToken(_) => "invalid_token",
+            _ => "invalid_session",
+        }
+    }
 }
 
 impl Approver {
-    /// `authorization` is the raw `Authorization` header, if any: a bearer token means the
-    /// Session is signed in.
+    /// The approver of a request, as `[session] verify` says: verified claims, or unverified
+    /// ones bound to the exact credentials.
+    pub async fn for_request(
+        session: &[u8],
+        authorization: Option<&[u8]>,
+        claims: &SessionClaims,
+    ) -> Result<Approver, ApproverError> {
+        match &claims.verify {
+            VerifyMode::Off => Approver::from_headers(session, authorization, claims),
+            VerifyMode::Required(verifier) => {
+                let payload = verifier.verify(session).await?;
+                let Some(token) = authorization.and_then(bearer_token) else {
+                    return Approver::from_payload(&payload, None, claims, None, None);
+                };
+                match verifier.verify_token(token).await {
+                    Some(verified) => {
+                        let token_claims = verified?;
+                        let account = token_claims
+                            .get(&claims.account_claim)
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| TokenError::NoAccount(claims.account_claim.clone()))?;
+                        // A verified subject: a refreshed token of it is the same account.
+                        Approver::from_payload(
+                            &payload,
+                            authorization,
+                            claims,
+                            None,
+                            Some(format!("verified:{account}")),
+                        )
+                    }
+                    // Tokens are not verified here: the exact token binds replays, as in "off".
+                    None => Approver::from_payload(
+                        &payload,
+                        authorization,
+                        claims,
+                        Some(Credentials::of(b"", authorization)),
+                        None,
+                    ),
+                }
+            }
+        }
+    }
+
+    /// Unverified claims (`verify = "off"`, and `explain`). `authorization` is the raw
+    /// `Authorization` header, if any: a bearer token means the Session is signed in.
     pub fn from_headers(
         session: &[u8],
         authorization: Option<&[u8]>,
         claims: &SessionClaims,
     ) -> Result<Approver, ApproverError> {
         let payload = jwt_payload(session).ok_or(ApproverError::NotAJwt)?;
+        let credentials = Some(Credentials::of(session, authorization));
+        Approver::from_payload(&payload, authorization, claims, credentials, None)
+    }
+
+    fn from_payload(
+        payload: &serde_json::Map<String, Value>,
+        authorization: Option<&[u8]>,
+        claims: &SessionClaims,
+        credentials: Option<Credentials>,
+        verified_account: Option<String>,
+    ) -> Result<Approver, ApproverError> {
         let claim = |name: &str| payload.get(name).and_then(Value::as_str).map(str::to_owned);
         let session_id = claim(&claims.session_claim)
             .ok_or_else(|| ApproverError::MissingClaim(claims.session_claim.clone()))?;
@@ -49,14 +172,29 @@ impl Approver {
                 kind: ScopeKind::Session,
                 scope: session_scope.clone(),
                 session_scope,
+                credentials,
+                who: Who {
+                    user: claim(&claims.user_claim),
+                    agent,
+                    session: session_id,
+                    account: None,
+                },
             }),
             Some(token) => {
                 let user = claim(&claims.user_claim).unwrap_or_default();
-                let account = account_of(token, &claims.account_claim);
+                let account =
+                    verified_account.unwrap_or_else(|| account_of(token, &claims.account_claim));
                 Ok(Approver {
                     kind: ScopeKind::Account,
                     scope: frame("a", &[&agent, &user, &account]),
                     session_scope,
+                    credentials,
+                    who: Who {
+                        agent,
+                        user: Some(user),
+                        session: session_id,
+                        account: Some(account),
+                    },
                 })
             }
         }
@@ -69,6 +207,8 @@ impl Approver {
             kind: ScopeKind::Session,
             scope: self.session_scope.clone(),
             session_scope: self.session_scope.clone(),
+            credentials: self.credentials.clone(),
+            who: self.who.clone(),
         }
     }
 }
@@ -125,6 +265,7 @@ mod tests {
 
     fn claims() -> SessionClaims {
         SessionClaims {
+            verify: crate::config::VerifyMode::Off,
             session_claim: "sid".into(),
             agent_claim: "iss".into(),
             user_claim: "sub".into(),
@@ -202,7 +343,37 @@ mod tests {
             &claims(),
         )
         .unwrap();
-        assert_eq!(a.session_only(), signed_out);
+        assert_eq!(a.session_only().scope, signed_out.scope);
+        assert_eq!(a.session_only().kind, signed_out.kind);
+        // The credentials stay those sent: the bearer token is part of them.
+        assert_ne!(a.session_only().credentials, signed_out.credentials);
+        assert!(a.credentials.is_some(), "unverified claims are bound");
+    }
+
+    #[test]
+    fn credentials_tell_every_difference_apart() {
+        let key = SigningKey::new(b"k".to_vec());
+        let digests = [
+            Credentials::of(b"s", None),
+            Credentials::of(b"s", Some(b"")),
+            Credentials::of(b"s", Some(b"Bearer t")),
+            Credentials::of(b"s2", None),
+            Credentials::of(b"", Some(b"s")),
+        ]
+        .map(|c| c.digest(&key));
+        for (i, a) in digests.iter().enumerate() {
+            for b in &digests[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(
+            Credentials::of(b"s", None).digest(&key),
+            Credentials::of(b"s", None).digest(&key)
+        );
+        assert_ne!(
+            Credentials::of(b"s", None).digest(&key),
+            Credentials::of(b"s", None).digest(&SigningKey::new(b"other".to_vec()))
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ use crate::policy::{LivePolicies, Policy, Terms, canonical_json};
 use crate::protocol::{
     ActionTag, ApprovalHeader, Keys, Operation, OperationId, Revision, RevisionInput, ScopeKind,
 };
+use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{
     Claim, ClaimOutcome, OperationRecord, OperationStore, RecordState, RecordedResponse, StoreError,
 };
@@ -122,6 +123,8 @@ pub struct OperationFlow {
     pub drain: Arc<Drain>,
     /// Operations this process has already logged as unknown (each is logged once).
     pub unknown_logged: Mutex<HashSet<String>>,
+    /// `[receipts]`: a receipt for every performed operation.
+    pub receipts: Option<Arc<ReceiptSink>>,
 }
 
 /// What the MACs cover, computed once per request.
@@ -188,7 +191,7 @@ impl OperationFlow {
             approver.clone()
         };
         let record = self.store.lookup(&id).await.ok()??;
-        if record.scope != approver.scope || record.policy != policy.name {
+        if !self.approved_by(&record, &approver) || record.policy != policy.name {
             return None;
         }
         let decision = match record.state {
@@ -306,6 +309,11 @@ impl OperationFlow {
             scope: request.approver.scope.clone(),
             policy: request.policy.name.clone(),
             revision: approval.revision.clone(),
+            credentials: request
+                .approver
+                .credentials
+                .as_ref()
+                .map(|c| c.digest(self.keys.current())),
             owner: owner.clone(),
             now_ms,
             lease_until_ms,
@@ -320,6 +328,10 @@ impl OperationFlow {
         }
 
         let policy = request.policy.name.as_str();
+        let receipt = self
+            .receipts
+            .as_ref()
+            .map(|_| draft_receipt(request, prepared, approval, id, now_ms));
         self.metrics
             .approval_delay(policy, expires_at, request.policy.expires_in);
         tracing::info!(policy, operation_id = %id, outcome = "claimed", "approved; forwarding once");
@@ -337,8 +349,13 @@ impl OperationFlow {
                     policies: self.policies.clone(),
                     grace: self.remember_grace,
                 };
-                self.record(policy, id, claim, response.clone(), remember, guard)
-                    .await;
+                let completion = Completion {
+                    claim,
+                    remember,
+                    guard,
+                    receipt,
+                };
+                self.record(policy, id, response.clone(), completion).await;
                 Ok(Decision::Performed(response))
             }
             Err(ForwardError::NotSent(e)) => {
@@ -360,18 +377,36 @@ impl OperationFlow {
         &self,
         policy: &str,
         id: &OperationId,
-        claim: Claim,
         response: RecordedResponse,
-        remember: Remember,
-        guard: ForwardGuard,
+        completion: Completion,
     ) {
+        let Completion {
+            claim,
+            remember,
+            guard,
+            receipt,
+        } = completion;
+        let sink = self.receipts.clone();
+        let write_receipt = move |response: &RecordedResponse| {
+            if let (Some(sink), Some(mut receipt)) = (sink, receipt) {
+                receipt.performed_at = rfc3339_ms(now_millis());
+                receipt.upstream_status = Some(response.status);
+                receipt.answer_sha256 = Some(answer_digest(
+                    response.status,
+                    &response.headers,
+                    &response.body,
+                ));
+                sink.write(&receipt);
+            }
+        };
         match self
             .store
             .complete_claim(id, &claim, &response, remember.until_ms(now_millis()))
             .await
         {
             Ok(true) => {
-                tracing::info!(policy, operation_id = %id, status = response.status, outcome = "performed", "performed; answer recorded")
+                tracing::info!(policy, operation_id = %id, status = response.status, outcome = "performed", "performed; answer recorded");
+                write_receipt(&response);
             }
             Ok(false) => {
                 tracing::error!(policy, operation_id = %id, outcome = "performed", "the record was finished by somebody else before the answer was recorded (an operator's resolution?); it was left as it is")
@@ -393,6 +428,9 @@ impl OperationFlow {
                         {
                             Ok(recorded) => {
                                 tracing::info!(policy, operation_id = %id, recorded, "answer recorded after a store failure");
+                                if recorded {
+                                    write_receipt(&response);
+                                }
                                 return;
                             }
                             Err(e) => {
@@ -438,6 +476,25 @@ impl OperationFlow {
                 && headers.iter().any(|(n, _)| n == "retry-after"))
     }
 
+    /// Check 1 against a record: the approver's scope, and, when the approver's credentials
+    /// were not (all) verified, the very credentials that approved it. A record without a
+    /// digest (written verified, or by an older gateway) then answers nobody: nothing proves
+    /// who asks now.
+    fn approved_by(&self, record: &OperationRecord, approver: &Approver) -> bool {
+        if record.scope != approver.scope {
+            return false;
+        }
+        let Some(credentials) = &approver.credentials else {
+            return true;
+        };
+        record.credentials.as_deref().is_some_and(|kept| {
+            self.keys
+                .all()
+                .iter()
+                .any(|key| credentials.digest(key) == kept)
+        })
+    }
+
     /// Checks 1 and 2 against an existing record.
     async fn answer_existing(
         &self,
@@ -447,7 +504,7 @@ impl OperationFlow {
         id: &OperationId,
         record: OperationRecord,
     ) -> Result<Decision, StoreFailure> {
-        if record.scope != request.approver.scope || record.policy != request.policy.name {
+        if !self.approved_by(&record, &request.approver) || record.policy != request.policy.name {
             if id.kind() == ScopeKind::Account && request.approver.kind == ScopeKind::Session {
                 return Ok(Decision::SignInRequired);
             }
@@ -569,6 +626,48 @@ fn outlives_policy(expires_at: i64, policy: &Policy) -> bool {
         .saturating_add(i64::try_from(policy.expires_in.as_secs()).unwrap_or(i64::MAX))
         .saturating_add(1);
     expires_at > latest
+}
+
+/// What [`OperationFlow::record`] needs of the claim it completes.
+struct Completion {
+    claim: Claim,
+    remember: Remember,
+    /// Keeps a graceful shutdown waiting until the answer is recorded.
+    guard: ForwardGuard,
+    receipt: Option<Receipt>,
+}
+
+/// A receipt for an operation about to be forwarded; [`OperationFlow::record`] adds the answer.
+fn draft_receipt(
+    request: &OperationRequest,
+    prepared: &Prepared,
+    approval: &ApprovalHeader,
+    id: &OperationId,
+    approved_at_ms: i64,
+) -> Receipt {
+    let approver = &request.approver;
+    Receipt {
+        kind: "performed",
+        operation_id: id.to_string(),
+        revision: approval.revision.clone(),
+        policy: request.policy.name.clone(),
+        summary: Some(prepared.summary.clone()),
+        terms: Some(Value::Object(request.terms.clone().into_iter().collect())),
+        scope: approver.scope.clone(),
+        agent: Some(approver.who.agent.clone()),
+        user: approver.who.user.clone(),
+        session: Some(approver.who.session.clone()),
+        account: approver.who.account.clone(),
+        identity: Some(if approver.credentials.is_none() {
+            "verified"
+        } else {
+            "unverified"
+        }),
+        approved_at: Some(rfc3339_ms(approved_at_ms)),
+        performed_at: String::new(),
+        upstream_status: None,
+        answer_sha256: None,
+    }
 }
 
 fn revision_input<'a>(

@@ -166,7 +166,7 @@ impl GatewayProxy {
             }
             Ok(true) => {}
         }
-        let approver = match Approver::from_headers(
+        let approver = match Approver::for_request(
             headers
                 .get("poppy-session")
                 .map(|v| v.as_bytes())
@@ -175,12 +175,14 @@ impl GatewayProxy {
                 .get(http::header::AUTHORIZATION)
                 .map(|v| v.as_bytes()),
             &self.session_claims,
-        ) {
+        )
+        .await
+        {
             Ok(approver) => approver,
             Err(e) => {
                 return refused(
                     Outcome::BadRequest,
-                    Reply::error(401, &ErrorBody::new("invalid_session", e.to_string())),
+                    Reply::error(401, &ErrorBody::new(e.code(), e.to_string())),
                 );
             }
         };

@@ -246,7 +246,7 @@ impl GatewayProxy {
             ));
         }
 
-        let approver = Approver::from_headers(
+        let approver = Approver::for_request(
             headers
                 .get("poppy-session")
                 .map(|v| v.as_bytes())
@@ -256,7 +256,8 @@ impl GatewayProxy {
                 .map(|v| v.as_bytes()),
             &self.session_claims,
         )
-        .map_err(|e: ApproverError| bad(401, ErrorBody::new("invalid_session", e.to_string())))?;
+        .await
+        .map_err(|e: ApproverError| bad(401, ErrorBody::new(e.code(), e.to_string())))?;
 
         let method = header.method.clone();
         let headers = headers.clone();

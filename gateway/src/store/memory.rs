@@ -381,6 +381,7 @@ impl OperationStore for MemoryStore {
             policy: claim.policy.clone(),
             revision: claim.revision.clone(),
             created_at_ms: claim.now_ms,
+            credentials: claim.credentials.clone(),
             state: RecordState::InFlight {
                 owner: claim.owner.clone(),
                 lease_until_ms: claim.lease_until_ms,
@@ -440,6 +441,7 @@ impl OperationStore for MemoryStore {
             policy: claim.policy.clone(),
             revision: claim.revision.clone(),
             created_at_ms: claim.now_ms,
+            credentials: claim.credentials.clone(),
             state: RecordState::InFlight {
                 owner: claim.owner.clone(),
                 lease_until_ms: claim.lease_until_ms,
@@ -508,6 +510,7 @@ mod tests {
             scope: "s".into(),
             policy: "p".into(),
             revision: "r".into(),
+            credentials: None,
             owner: "o".into(),
             now_ms: now,
             lease_until_ms: now,

@@ -80,6 +80,11 @@ pub struct OperationRecord {
     pub revision: String,
     pub created_at_ms: i64,
     pub state: RecordState,
+    /// A keyed digest of the credentials (`Poppy-Session`, `Authorization`) that approved it,
+    /// when the gateway does not verify them (`[session] verify = "off"`): a replay goes only
+    /// to the same credentials. `None` in records written without one (verified mode, or an
+    /// older gateway).
+    pub credentials: Option<String>,
 }
 
 /// The record a claim creates when none exists.
@@ -88,6 +93,8 @@ pub struct Claim {
     pub scope: String,
     pub policy: String,
     pub revision: String,
+    /// See [`OperationRecord::credentials`].
+    pub credentials: Option<String>,
     pub owner: String,
     pub now_ms: i64,
     pub lease_until_ms: i64,

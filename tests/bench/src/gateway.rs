@@ -58,6 +58,9 @@ listen = "127.0.0.1:{admin}"
 
 [store]
 url = "{store}"
+
+[session]
+verify = "off"
 "#,
         threads = config.threads,
         max_body = config.max_body_bytes,

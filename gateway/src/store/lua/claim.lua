@@ -5,7 +5,8 @@
 -- same hash tag, same cluster slot), KEYS[3] the operators' index (a sorted set by lease_until;
 -- only on a single node, ARGV[8] = '1': on a cluster it lives in another slot and the gateway
 -- writes it itself)
--- ARGV: scope, policy, revision, created_at_ms, owner, lease_until_ms, operation_id, indexed
+-- ARGV: scope, policy, revision, created_at_ms, owner, lease_until_ms, operation_id, indexed,
+--   credentials (a keyed digest, or '' for none: the field is then not written)
 -- Returns the existing record (HGETALL pairs) or 1 when this call created it.
 local existing = redis.call('HGETALL', KEYS[1])
 if #existing > 0 then
@@ -23,5 +24,8 @@ redis.call('HSET', KEYS[1],
 redis.call('HSET', KEYS[2], ARGV[7], ARGV[6])
 if ARGV[8] == '1' then
   redis.call('ZADD', KEYS[3], ARGV[6], ARGV[7])
+end
+if ARGV[9] and ARGV[9] ~= '' then
+  redis.call('HSET', KEYS[1], 'credentials', ARGV[9])
 end
 return 1

@@ -75,10 +75,15 @@ pub(super) fn into_fields(value: Value) -> Result<HashMap<String, Vec<u8>>, Stor
 
 /// Hash fields: `v` (format version), `scope`, `policy`, `revision`, `created_at`, `state`
 /// (`in_flight` or `done`); in flight: `owner`, `lease_until`; done: `status`, `headers`
-/// (JSON array of `[name, base64 value]`), `body` (raw bytes).
+/// (JSON array of `[name, base64 value]`), `body` (raw bytes). Optional: `credentials` (added
+/// without a format change, so records written before it still read, with `None`).
 pub(super) fn decode_record(
     mut fields: HashMap<String, Vec<u8>>,
 ) -> Result<OperationRecord, StoreError> {
+    let credentials = match fields.remove("credentials") {
+        None => None,
+        Some(bytes) => Some(text(bytes, "credentials")?),
+    };
     let mut take = |name: &str| {
         fields
             .remove(name)
@@ -109,6 +114,7 @@ pub(super) fn decode_record(
         revision,
         created_at_ms,
         state,
+        credentials,
     })
 }
 
@@ -185,6 +191,22 @@ mod tests {
             ("x-raw".into(), vec![0xff, 0x00, 0x80])
         );
         assert_eq!(response.body.as_ref(), &[0, 159, 146, 150, 255]);
+    }
+
+    /// Records written before the credentials digest existed read as having none (and so,
+    /// with `[session] verify = "off"`, replay to nobody); a digest is read as written.
+    #[test]
+    fn credentials_are_optional() {
+        assert_eq!(decode_record(done_fields()).unwrap().credentials, None);
+        let mut fields = done_fields();
+        fields.insert("credentials".into(), b"abc".to_vec());
+        assert_eq!(
+            decode_record(fields).unwrap().credentials.as_deref(),
+            Some("abc")
+        );
+        let mut fields = done_fields();
+        fields.insert("credentials".into(), vec![0xff]);
+        assert!(matches!(decode_record(fields), Err(StoreError::Corrupt(_))));
     }
 
     #[test]

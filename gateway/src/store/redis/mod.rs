@@ -309,7 +309,8 @@ impl RedisStore {
                 .arg(&claim.scope)
                 .arg(&claim.policy)
                 .arg(&claim.revision)
-                .arg(claim.now_ms);
+                .arg(claim.now_ms)
+                .arg(claim.credentials.as_deref().unwrap_or(""));
         }
         let ran = script::run(&self.links, &call, self.wait).await?;
         let finished = finished(&ran.value)?;
@@ -486,6 +487,7 @@ impl OperationStore for RedisStore {
             .arg(claim.lease_until_ms)
             .arg(id.as_str());
         let call = self.with_index(call);
+        let call = call.arg(claim.credentials.as_deref().unwrap_or(""));
         let ran = script::run(&self.links, &call, self.wait).await?;
         if ran.value == Value::Int(1) {
             if let Some(shortfall) = self.short_of_replicas(&ran) {

@@ -1,0 +1,127 @@
+//! Where a trusted agent's keys come from, and when they are read again: the thin I/O layer
+//! under [`super::jwks`]. A JWKS file is read at startup (a bad one is a config error); a JWKS
+//! URL is fetched at startup (a failure is logged, and its Sessions are refused until a fetch
+//! succeeds). Both are read again when a token names an unknown `kid` (key rotation), at most
+//! once per [`MIN_RELOAD`], and a URL also every `refresh` interval.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+
+use super::jwks::KeySet;
+
+/// The least time between two reads of one agent's keys: an unknown `kid` in every request
+/// must not turn into a fetch per request.
+pub const MIN_RELOAD: Duration = Duration::from_secs(2);
+/// How long one JWKS fetch may take.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest JWKS document read.
+pub const MAX_JWKS_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    File(PathBuf),
+    Url(String),
+}
+
+impl std::fmt::Display for KeySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeySource::File(path) => write!(f, "jwks_file {}", path.display()),
+            KeySource::Url(url) => write!(f, "jwks_url {url}"),
+        }
+    }
+}
+
+/// A Personal Agent (or token issuer) whose signatures the gateway accepts.
+pub struct TrustedIssuer {
+    pub issuer: String,
+    pub source: KeySource,
+    /// How often a URL's keys are fetched again even without an unknown `kid`.
+    pub refresh: Duration,
+    keys: ArcSwapOption<KeySet>,
+    loaded_at: ArcSwapOption<Instant>,
+    reloading: tokio::sync::Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for TrustedIssuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Sources only: key material never reaches a log.
+        write!(f, "TrustedIssuer({:?}, {})", self.issuer, self.source)
+    }
+}
+
+impl TrustedIssuer {
+    /// Read a file source now (its errors are config errors); a URL is fetched by
+    /// [`TrustedIssuer::reload`] once a runtime runs.
+    pub fn new(issuer: String, source: KeySource, refresh: Duration) -> Result<Self, String> {
+        let trusted = TrustedIssuer {
+            issuer,
+            source,
+            refresh,
+            keys: ArcSwapOption::empty(),
+            loaded_at: ArcSwapOption::empty(),
+            reloading: tokio::sync::Mutex::new(None),
+        };
+        if let KeySource::File(path) = &trusted.source {
+            let keys = read_file(path)?;
+            trusted.keys.store(Some(Arc::new(keys)));
+            trusted.loaded_at.store(Some(Arc::new(Instant::now())));
+        }
+        Ok(trusted)
+    }
+
+    pub fn keys(&self) -> Option<Arc<KeySet>> {
+        self.keys.load_full()
+    }
+
+    /// A URL's keys are older than `refresh` (or were never fetched).
+    pub fn stale(&self) -> bool {
+        match &self.source {
+            KeySource::File(_) => false,
+            KeySource::Url(_) => self
+                .loaded_at
+                .load()
+                .as_deref()
+                .is_none_or(|at| at.elapsed() >= self.refresh),
+        }
+    }
+
+    /// Read the keys again, unless that was tried less than [`MIN_RELOAD`] ago. Returns true
+    /// when new keys were read. A failed read keeps the keys there were.
+    pub async fn reload(&self) -> bool {
+        let mut last = self.reloading.lock().await;
+        if last.is_some_and(|at| at.elapsed() < MIN_RELOAD) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        let read = match &self.source {
+            KeySource::File(path) => read_file(path),
+            KeySource::Url(url) => fetch(url).await,
+        };
+        match read {
+            Ok(keys) => {
+                tracing::info!(issuer = %self.issuer, source = %self.source, keys = keys.len(), "trusted keys read");
+                self.keys.store(Some(Arc::new(keys)));
+                self.loaded_at.store(Some(Arc::new(Instant::now())));
+                true
+            }
+            Err(e) => {
+                tracing::warn!(issuer = %self.issuer, source = %self.source, error = %e, "cannot read trusted keys; keeping the previous ones");
+                false
+            }
+        }
+    }
+}
+
+fn read_file(path: &PathBuf) -> Result<KeySet, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    KeySet::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+async fn fetch(url: &str) -> Result<KeySet, String> {
+    let bytes = super::http::get(url, FETCH_TIMEOUT, MAX_JWKS_BYTES).await?;
+    KeySet::parse(&bytes).map_err(|e| e.to_string())
+}

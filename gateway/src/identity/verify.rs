@@ -1,0 +1,169 @@
+//! Verifying a signed JWT (RFC 7519, JWS compact serialization RFC 7515) against the keys of
+//! its issuer. Pure: the caller brings the key sets and the clock allowance.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, Validation};
+use serde_json::{Map, Value};
+
+use super::jwks::{KeySet, Lookup};
+
+/// What every token must satisfy besides its signature.
+#[derive(Debug, Clone)]
+pub struct Expectations {
+    /// One of these must be in `aud`.
+    pub audience: Vec<String>,
+    /// Allowance for clocks that disagree, on `exp` and `nbf`.
+    pub clock_skew_secs: u64,
+}
+
+/// Why a token was refused. The messages name claims and the issuer, never a token or a key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("not a JWT (three base64url parts with a JSON header and payload)")]
+    Malformed,
+    #[error("alg \"none\" is refused: the JWT must be signed")]
+    AlgNone,
+    #[error("alg {0:?} is not a supported signature algorithm")]
+    UnsupportedAlgorithm(String),
+    #[error("no \"iss\" claim")]
+    NoIssuer,
+    #[error("issuer {0:?} is not trusted")]
+    UntrustedIssuer(String),
+    #[error("issuer {issuer:?} has no key {kid:?}")]
+    UnknownKey { issuer: String, kid: String },
+    #[error("issuer {issuer:?} has no usable keys yet (its JWKS could not be read)")]
+    NoKeys { issuer: String },
+    #[error("key {kid:?} of issuer {issuer:?} may not verify alg {alg:?}")]
+    WrongAlgorithm {
+        issuer: String,
+        kid: String,
+        alg: String,
+    },
+    #[error("the signature does not verify")]
+    BadSignature,
+    #[error("expired (exp is past, beyond the allowed clock skew)")]
+    Expired,
+    #[error("not valid yet (nbf is in the future, beyond the allowed clock skew)")]
+    NotYetValid,
+    #[error("wrong audience: aud must include one of {0:?}")]
+    WrongAudience(Vec<String>),
+    #[error("missing claim {0:?}")]
+    MissingClaim(String),
+    #[error("claims are not valid: {0}")]
+    Invalid(String),
+}
+
+/// The parts of a token read before its signature is checked, to pick the key.
+pub struct Unverified {
+    pub alg: Algorithm,
+    pub kid: Option<String>,
+    pub issuer: String,
+}
+
+/// Read the header and the issuer (unverified) of a compact JWS.
+pub fn peek(token: &str) -> Result<Unverified, VerifyError> {
+    let mut parts = token.split('.');
+    let (Some(header), Some(payload), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(VerifyError::Malformed);
+    };
+    let header = decode_object(header)?;
+    let alg = match header.get("alg").and_then(Value::as_str) {
+        None => return Err(VerifyError::Malformed),
+        Some(name) if name.eq_ignore_ascii_case("none") => return Err(VerifyError::AlgNone),
+        Some(name) => name
+            .parse::<Algorithm>()
+            .map_err(|_| VerifyError::UnsupportedAlgorithm(name.to_owned()))?,
+    };
+    let kid = match header.get("kid") {
+        None => None,
+        Some(Value::String(kid)) => Some(kid.clone()),
+        Some(_) => return Err(VerifyError::Malformed),
+    };
+    let issuer = match decode_object(payload)?.get("iss") {
+        Some(Value::String(iss)) => iss.clone(),
+        _ => return Err(VerifyError::NoIssuer),
+    };
+    Ok(Unverified { alg, kid, issuer })
+}
+
+/// Verify `token` with `keys`, the key set of `unverified.issuer`: signature, `iss`, `aud`,
+/// `exp` (required) and `nbf`. Returns the payload's claims.
+pub fn verify(
+    token: &str,
+    unverified: &Unverified,
+    keys: &KeySet,
+    expect: &Expectations,
+    now: u64,
+) -> Result<Map<String, Value>, VerifyError> {
+    let issuer = &unverified.issuer;
+    let kid = unverified.kid.clone().unwrap_or_default();
+    let key = match keys.find(unverified.kid.as_deref(), unverified.alg) {
+        Lookup::Found(key) => key,
+        Lookup::UnknownKey => {
+            return Err(VerifyError::UnknownKey {
+                issuer: issuer.clone(),
+                kid,
+            });
+        }
+        Lookup::WrongAlgorithm => {
+            return Err(VerifyError::WrongAlgorithm {
+                issuer: issuer.clone(),
+                kid,
+                alg: format!("{:?}", unverified.alg),
+            });
+        }
+    };
+    let mut validation = Validation::new(unverified.alg);
+    validation.leeway = expect.clock_skew_secs;
+    validation.validate_nbf = true;
+    validation.set_issuer(&[issuer]);
+    validation.set_audience(&expect.audience);
+    validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+    let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation)
+        .map_err(|e| match e.into_kind() {
+            ErrorKind::InvalidSignature => VerifyError::BadSignature,
+            ErrorKind::ExpiredSignature => VerifyError::Expired,
+            ErrorKind::ImmatureSignature => VerifyError::NotYetValid,
+            ErrorKind::InvalidAudience => VerifyError::WrongAudience(expect.audience.clone()),
+            ErrorKind::InvalidIssuer => VerifyError::UntrustedIssuer(issuer.clone()),
+            ErrorKind::MissingRequiredClaim(claim) => VerifyError::MissingClaim(claim),
+            ErrorKind::InvalidAlgorithm => VerifyError::WrongAlgorithm {
+                issuer: issuer.clone(),
+                kid: kid.clone(),
+                alg: format!("{:?}", unverified.alg),
+            },
+            ErrorKind::InvalidToken | ErrorKind::Base64(_) | ErrorKind::Utf8(_) => {
+                VerifyError::Malformed
+            }
+            other => VerifyError::Invalid(format!("{other:?}")),
+        })?
+        .claims;
+    // jsonwebtoken reads the clock itself; `now` re-checks with the caller's clock so tests
+    // and the gateway agree on one reading.
+    let skew = expect.clock_skew_secs;
+    if let Some(exp) = claims.get("exp").and_then(Value::as_u64)
+        && exp.saturating_add(skew) < now
+    {
+        return Err(VerifyError::Expired);
+    }
+    if let Some(nbf) = claims.get("nbf").and_then(Value::as_u64)
+        && nbf > now.saturating_add(skew)
+    {
+        return Err(VerifyError::NotYetValid);
+    }
+    Ok(claims)
+}
+
+fn decode_object(part: &str) -> Result<Map<String, Value>, VerifyError> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(part.trim_end_matches('='))
+        .map_err(|_| VerifyError::Malformed)?;
+    match serde_json::from_slice(&bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        _ => Err(VerifyError::Malformed),
+    }
+}
