@@ -16,7 +16,7 @@ pub use lookup::{
     percent_encode,
 };
 
-pub use route::{Captures, PathTemplate, TemplateError, has_ambiguous_segments, percent_decode};
+pub use route::{Captures, PathTemplate, TemplateError, percent_decode};
 pub use summary::{SummaryError, SummaryTemplate, escape_value};
 pub use terms::{
     RequestParts, TermError, TermSource, Terms, canonical_json, extract, extract_from_request,

@@ -105,15 +105,6 @@ impl fmt::Display for PathTemplate {
     }
 }
 
-/// Whether a path has segments an upstream might resolve (`.`, `..`, or an encoded `/`),
-/// which would let one spelling reach another route's handler.
-pub fn has_ambiguous_segments(path: &str) -> bool {
-    path.split('/').any(|raw| {
-        let decoded = percent_decode(raw);
-        decoded == "." || decoded == ".." || decoded.contains('/') || decoded.contains('\\')
-    })
-}
-
 /// Percent-decode a path segment; invalid escapes and invalid UTF-8 stay as they were.
 pub fn percent_decode(text: &str) -> String {
     if !text.contains('%') {
@@ -173,14 +164,6 @@ mod tests {
         assert!(PathTemplate::parse("/orders/{a b}").is_err());
         assert!(PathTemplate::parse("/orders/x{id}").is_err());
         assert!(PathTemplate::parse("/a/{id}/{id}").is_err());
-    }
-
-    #[test]
-    fn ambiguous_segments() {
-        assert!(has_ambiguous_segments("/orders/../admin"));
-        assert!(has_ambiguous_segments("/orders/%2e%2E/admin"));
-        assert!(has_ambiguous_segments("/orders/a%2Fb/exchanges"));
-        assert!(!has_ambiguous_segments("/orders/a.b/exchanges"));
     }
 
     #[test]
