@@ -253,10 +253,16 @@ async fn an_unreachable_upstream_is_a_failed_lookup() {
     let gateway = GatewayBuilder::new(&dead)
         .policy("a.toml", &lookup_policy("$.path"))
         .start();
-    gateway
+    let body = gateway
         .send(&annotate(&Session::signed_out("ses_dead"), "o1"))
         .await
         .assert_error(502, "lookup_failed", "the upstream is down");
+    // Agents are not shown internal addresses, lookup URLs or library error text.
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        !detail.contains(&port.to_string()) && !detail.contains("/lookup/"),
+        "{body}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
