@@ -18,3 +18,4 @@ pub mod receipts;
 pub mod reload;
 pub mod server;
 pub mod store;
+pub mod tls;

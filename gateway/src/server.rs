@@ -16,11 +16,13 @@ use crate::drain::{Drain, DrainOnSignal};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{Keys, SigningKey};
+use crate::proxy::{AccessLogger, Edge};
 use crate::proxy::{
     BodyLimits, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint, OperationFlow, UpstreamClient,
 };
 use crate::reload::PolicyReloader;
 use crate::store::{self, DurabilityCheck, InstrumentedStore, OperationStore};
+use crate::tls::{CertReloader, CertStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -38,6 +40,10 @@ pub enum StartError {
     Metrics(#[from] prometheus::Error),
     #[error("{0}")]
     Receipts(#[from] crate::receipts::ReceiptError),
+    #[error("server.tls: {0}")]
+    Tls(#[from] crate::tls::TlsFileError),
+    #[error("{0}")]
+    AccessLog(#[from] crate::proxy::AccessLogError),
 }
 
 /// The signing keys from `POPPY_GATEWAY_KEYS`. Redis needs them, since every replica and every
@@ -122,6 +128,13 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         work_stealing: false,
         grace_period_seconds: Some(grace),
         graceful_shutdown_timeout_seconds: Some(1),
+        // Trust anchors for an https:// upstream on pingora's passthrough connector.
+        ca_file: config
+            .upstream
+            .passthrough
+            .ca_file
+            .as_ref()
+            .map(|p| p.display().to_string()),
         ..ServerConf::default()
     };
     let drain = Arc::new(Drain::default());
@@ -160,19 +173,45 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         well_known: config.well_known.clone(),
         metrics: Arc::clone(&metrics),
         mcp,
+        edge: Arc::new(Edge {
+            proxy_headers: config.proxy_headers.clone(),
+            passthrough: config.upstream.passthrough.clone(),
+            access_log: config
+                .access_log
+                .as_ref()
+                .map(AccessLogger::open)
+                .transpose()?,
+        }),
     };
     // The connection cap and header deadline sit around pingora's HTTP app (see limits.rs).
+    let mut http = pingora::proxy::http_proxy(&server.configuration, gateway);
+    let mut options = pingora::apps::HttpServerOptions::default();
+    options.h2c = config.server.h2c;
+    // An idle HTTP/2 connection has the deadline an idle HTTP/1.1 one has (see h2.rs).
+    options.h2_idle_timeout = Some(config.server.header_read_timeout);
+    http.server_options = Some(options);
     let mut proxy = Service::new(
         "poppy-gateway".to_owned(),
         LimitedApp {
-            inner: Arc::new(pingora::proxy::http_proxy(&server.configuration, gateway)),
+            inner: Arc::new(http),
             max_connections: config.server.max_connections,
             header_timeout: config.server.header_read_timeout,
             open: std::sync::atomic::AtomicUsize::new(0),
             metrics: Arc::clone(&metrics),
+            h2c: config.server.h2c,
         },
     );
-    proxy.add_tcp(&config.server.listen);
+    match &config.server.tls {
+        Some(tls) => {
+            let certs = CertStore::open(tls)?;
+            let settings = certs
+                .settings()
+                .map_err(|e| StartError::Keys(format!("server.tls: {e}")))?;
+            proxy.add_tls_with_settings(&config.server.listen, None, settings);
+            server.add_service(background_service("TLS reload", CertReloader(certs)));
+        }
+        None => proxy.add_tcp(&config.server.listen),
+    }
     server.add_service(proxy);
 
     // SIGHUP reloads the policies. The admin listener waits for the reloader, so once

@@ -40,6 +40,8 @@ pub struct GatewayBuilder {
     /// Lines of the `[store]` table after `url`.
     store_lines: String,
     server_lines: String,
+    /// Lines of the `[upstream]` table after its timeouts.
+    upstream_lines: String,
     /// The `[session]` table's lines: `verify = "off"` unless a test says otherwise (the
     /// tests' Sessions are unsigned JWTs; the upstream would verify them).
     session_lines: String,
@@ -70,6 +72,7 @@ impl GatewayBuilder {
             extra_config: String::new(),
             store_lines: String::new(),
             server_lines: String::new(),
+            upstream_lines: String::new(),
             session_lines: "verify = \"off\"\n".to_owned(),
             env: Vec::new(),
             args: Vec::new(),
@@ -162,6 +165,13 @@ impl GatewayBuilder {
         self
     }
 
+    /// Add lines to the `[upstream]` table.
+    pub fn upstream_line(mut self, lines: &str) -> GatewayBuilder {
+        self.upstream_lines.push_str(lines);
+        self.upstream_lines.push('\n');
+        self
+    }
+
     /// The gateway.toml text for these ports.
     pub fn render(&self, listen_port: u16, admin_port: u16) -> String {
         format!(
@@ -175,7 +185,7 @@ max_body_bytes = {max_body}
 url = "{upstream}"
 timeout = "{timeout}"
 connect_timeout = "{connect_timeout}"
-
+{upstream_lines}
 [admin]
 listen = "127.0.0.1:{admin_port}"
 
@@ -189,6 +199,7 @@ url = "{store}"
             upstream = self.upstream_url,
             timeout = self.upstream_timeout,
             connect_timeout = self.upstream_connect_timeout,
+            upstream_lines = self.upstream_lines,
             store = self.store_url,
             store_lines = self.store_lines,
             session_lines = self.session_lines,

@@ -5,6 +5,7 @@
 
 mod compile;
 mod duration;
+mod edge;
 mod env;
 mod error;
 mod file;
@@ -16,6 +17,7 @@ pub use compile::{
     Config, Server, SessionClaims, StoreSettings, Upstream, VERIFY_MISSING, VerifyMode, load,
 };
 pub use duration::parse_duration;
+pub use edge::{AccessLog, LogFormat, LogTarget, Passthrough, ProxyHeaders, Tls};
 pub use env::{Overrides, PREFIX as ENV_PREFIX};
 pub use error::{ConfigError, ConfigErrors};
 pub use policy_file::{load_policy_file, parse_policy_file};
