@@ -37,6 +37,8 @@ pub struct Config {
     pub mcp: Option<Mcp>,
     /// `[receipts]`: where approval receipts go (none without the table).
     pub receipts: Option<ReceiptTarget>,
+    /// `[conversations]`: the operations service for Company Agents (off without the table).
+    pub conversations: Option<super::Conversations>,
 }
 
 #[derive(Debug, Clone)]
@@ -784,6 +786,14 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         &mut errors,
     );
 
+    let taken: Vec<&str> = std::iter::once(listen.as_str())
+        .chain(admin_listen.as_deref())
+        .collect();
+    let conversations = file
+        .conversations
+        .as_ref()
+        .and_then(|table| super::conversations::compile(table, folder, &taken, &at, &mut errors));
+
     if !errors.is_empty() {
         return Err(env.relocate(path, ConfigErrors(errors)));
     }
@@ -830,6 +840,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         policy_files,
         mcp,
         receipts,
+        conversations,
     })
 }
 

@@ -25,6 +25,8 @@ pub struct GatewayFile {
     pub mcp: Option<McpFile>,
     /// `[receipts]`: where approval receipts go.
     pub receipts: Option<ReceiptsFile>,
+    /// `[conversations]`: the operations service for Company Agents.
+    pub conversations: Option<Spanned<super::conversations::ConversationsFile>>,
 }
 
 #[derive(Debug, Deserialize)]

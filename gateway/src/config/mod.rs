@@ -4,6 +4,7 @@
 //! returning every problem with its file, line and column.
 
 mod compile;
+mod conversations;
 mod duration;
 mod env;
 mod error;
@@ -15,6 +16,7 @@ mod tool_policy;
 pub use compile::{
     Config, Server, SessionClaims, StoreSettings, Upstream, VERIFY_MISSING, VerifyMode, load,
 };
+pub use conversations::{Conversations, ServiceToken};
 pub use duration::parse_duration;
 pub use env::{Overrides, PREFIX as ENV_PREFIX};
 pub use error::{ConfigError, ConfigErrors};

@@ -190,36 +190,39 @@ mod tests {
     #[test]
     fn a_message_is_handled_once_at_a_time_and_answered_once() {
         let store = messages(10);
-        assert_eq!(store.take("m", "a", 0, 100), Ok(MessageSlot::Taken));
-        assert_eq!(store.take("m", "b", 50, 150), Ok(MessageSlot::Busy));
+        assert_eq!(store.take("m", "a", 0, 100).unwrap(), MessageSlot::Taken);
+        assert_eq!(store.take("m", "b", 50, 150).unwrap(), MessageSlot::Busy);
         // Another owner's answer changes nothing.
         store.finish("m", "b", Some(b"theirs"), 1000);
-        assert_eq!(store.take("m", "b", 60, 160), Ok(MessageSlot::Busy));
+        assert_eq!(store.take("m", "b", 60, 160).unwrap(), MessageSlot::Busy);
         store.finish("m", "a", Some(b"first"), 1000);
         assert_eq!(
-            store.take("m", "c", 70, 170),
-            Ok(MessageSlot::Answered(Bytes::from_static(b"first")))
+            store.take("m", "c", 70, 170).unwrap(),
+            MessageSlot::Answered(Bytes::from_static(b"first"))
         );
         // Forgotten once its time is up.
-        assert_eq!(store.take("m", "c", 1000, 1100), Ok(MessageSlot::Taken));
+        assert_eq!(
+            store.take("m", "c", 1000, 1100).unwrap(),
+            MessageSlot::Taken
+        );
     }
 
     #[test]
     fn a_lapsed_lease_is_taken_over_and_a_let_go_message_is_handled_anew() {
         let store = messages(10);
-        assert_eq!(store.take("m", "a", 0, 100), Ok(MessageSlot::Taken));
-        assert_eq!(store.take("m", "b", 101, 200), Ok(MessageSlot::Taken));
+        assert_eq!(store.take("m", "a", 0, 100).unwrap(), MessageSlot::Taken);
+        assert_eq!(store.take("m", "b", 101, 200).unwrap(), MessageSlot::Taken);
         // The first handler's late answer is not kept: the message is b's now.
         store.finish("m", "a", Some(b"late"), 1000);
         store.finish("m", "b", None, 1000);
-        assert_eq!(store.take("m", "c", 150, 250), Ok(MessageSlot::Taken));
+        assert_eq!(store.take("m", "c", 150, 250).unwrap(), MessageSlot::Taken);
     }
 
     #[test]
     fn a_full_store_refuses_new_messages() {
         let store = messages(2);
-        assert_eq!(store.take("m1", "a", 0, 100), Ok(MessageSlot::Taken));
-        assert_eq!(store.take("m2", "a", 0, 100), Ok(MessageSlot::Taken));
+        assert_eq!(store.take("m1", "a", 0, 100).unwrap(), MessageSlot::Taken);
+        assert_eq!(store.take("m2", "a", 0, 100).unwrap(), MessageSlot::Taken);
         assert!(matches!(
             store.take("m3", "a", 0, 100),
             Err(StoreError::Full(_))
@@ -227,8 +230,8 @@ mod tests {
         store.finish("m1", "a", Some(b"x"), 10);
         // Expired entries are swept before refusing.
         assert_eq!(
-            store.take("m3", "a", 61_000, 61_100),
-            Ok(MessageSlot::Taken)
+            store.take("m3", "a", 61_000, 61_100).unwrap(),
+            MessageSlot::Taken
         );
     }
 }
