@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod answer;
 pub mod binaries;
+pub mod company;
 pub mod conversations;
 pub mod frameworks;
 pub mod gateway;
