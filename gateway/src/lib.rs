@@ -4,7 +4,7 @@
 
 pub mod admin;
 pub mod config;
-pub mod conversations;
+pub(crate) mod conversations;
 pub mod drain;
 pub mod explain;
 pub mod health;

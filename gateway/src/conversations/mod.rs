@@ -41,7 +41,7 @@ use seam::{Call, Seam};
 use wire::{Answer, Context, PerformRequest, ProposeRequest, parse};
 
 /// The service's OpenAPI description, served at `GET /openapi.json`.
-pub const OPENAPI: &str = include_str!("openapi.json");
+pub(crate) const OPENAPI: &str = include_str!("openapi.json");
 
 /// A description's JSON-escaped body, the Personal Agent's message and the rest of the
 /// envelope fit in this many bytes per byte of `server.max_body_bytes`, plus [`ENVELOPE`].
@@ -49,7 +49,7 @@ const ESCAPING: usize = 4;
 const ENVELOPE: usize = 64 * 1024;
 
 /// The service, as pingora runs it on `[conversations] listen`.
-pub struct ConversationsApp {
+pub(crate) struct ConversationsApp {
     token: ServiceToken,
     policies: LivePolicies,
     session_claims: SessionClaims,
@@ -258,7 +258,7 @@ impl ServeHttp for ConversationsApp {
         let method = session.req_header().method.clone();
         let path = session.req_header().uri.path().to_owned();
         let call = match (method.as_str(), path.as_str()) {
-            ("GET" | "HEAD", "/openapi.json") => {
+            ("GET", "/openapi.json") => {
                 return respond(200, OPENAPI.as_bytes().to_vec(), None);
             }
             ("POST", "/v1/propose") => Call::Propose,
@@ -309,7 +309,15 @@ impl ServeHttp for ConversationsApp {
             Call::Propose => self.propose(&body).await,
             Call::Perform => self.perform(&body).await,
         };
-        answer(&result.unwrap_or_else(|refused| refused))
+        answer(&result.unwrap_or_else(|refused| {
+            tracing::info!(
+                call = ?call,
+                status = refused.status,
+                error = refused.body["error"].as_str().unwrap_or_default(),
+                "conversations call refused; nothing performed"
+            );
+            refused
+        }))
     }
 }
 
