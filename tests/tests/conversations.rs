@@ -6,10 +6,11 @@
 
 use std::time::Duration;
 
+use poppy_e2e::agent::AGENT;
 use poppy_e2e::conversations::{Service, Turn, approval_message, text_message};
 use poppy_e2e::gateway::CONVERSATIONS_TOKEN;
 use poppy_e2e::policies::exchange_summary;
-use poppy_e2e::{Answer, Request, Session, Stack, Store, store_tests, wait};
+use poppy_e2e::{Answer, Request, Session, Stack, Store, identity, store_tests, wait};
 use serde_json::{Value, json};
 
 const UPSTREAM_WAIT: Duration = Duration::from_secs(10);
@@ -446,7 +447,71 @@ async fn the_service_token_is_required(store: Store) {
     service.assert_answers_are_described();
 }
 
+/// With `[session] verify = "required"` the service reads the Session as the proxy does: an
+/// unsigned one is refused (`401 invalid_session`, nothing proposed or performed); a signed
+/// one proposes, and the approval message with a newly signed JWT of the same Session performs.
+async fn verified_sessions_are_verified_by_the_service(store: Store) {
+    let jwks = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(jwks.path(), identity::jwks_of(&["es256-a"])).unwrap();
+    let lines = format!(
+        "verify = \"required\"\naudience = [\"https://shop.test\"]\n\n[[session.agent]]\nissuer = \"{AGENT}\"\njwks_file = \"{}\"\n",
+        jwks.path().display()
+    );
+    let stack = Stack::start_with(store, |b| b.session(&lines).conversations());
+    let service = Service::of(&stack.gateway);
+    let turn = Turn::exchange(
+        "conv_verified",
+        &Session::signed_out("ses_v"),
+        "o1",
+        "i1",
+        "s1",
+    );
+    let signed = |jti: &str| {
+        let mut claims = identity::session_claims(AGENT, "ses_v", "https://shop.test");
+        claims["jti"] = json!(jti);
+        identity::sign("es256-a", "poppy-session+jwt", &claims)
+    };
+    let call = |path: &'static str, mut body: Value, session: String| {
+        body["poppy_session"] = json!(session);
+        let service = service.clone();
+        async move {
+            service
+                .call_with(path, &body, Some(CONVERSATIONS_TOKEN))
+                .await
+        }
+    };
+    call("/v1/propose", turn.propose_body(), turn.session.header())
+        .await
+        .assert_error(401, "invalid_session", "an unsigned Session");
+    let proposed = call("/v1/propose", turn.propose_body(), signed("a")).await;
+    proposed.assert_status(200, "a signed Session");
+    let operation =
+        poppy_e2e::conversations::operation_of(&proposed.json()["operation"], &proposed);
+    let message = approval_message("msg_verified_1", &operation);
+    call(
+        "/v1/perform",
+        turn.perform_body(&message),
+        turn.session.header(),
+    )
+    .await
+    .assert_error(
+        401,
+        "invalid_session",
+        "the approval with an unsigned Session",
+    );
+    stack.assert_executions(0, "unverified Sessions");
+    let performed = call("/v1/perform", turn.perform_body(&message), signed("b")).await;
+    assert_outcome(
+        &performed,
+        "performed",
+        "a newly signed JWT of the same Session",
+    );
+    stack.assert_executions(1, "verified");
+    service.assert_answers_are_described();
+}
+
 store_tests!(
+    verified_sessions_are_verified_by_the_service,
     propose_then_approval_message_performs_once,
     the_same_message_retried_gets_the_original_answer,
     a_new_message_with_the_same_approval_performs_nothing,
