@@ -70,24 +70,21 @@ impl ConversationsApp {
         policies: LivePolicies,
         metrics: Arc<Metrics>,
     ) -> ConversationsApp {
+        let seam = Seam::new(flow, upstream, metrics);
         let timeouts = config.upstream.connect_timeout + config.upstream.timeout;
         let messages = Messages {
-            store: Arc::clone(&flow.store),
+            store: seam.store(),
             // A lookup and the forward, each bounded by the upstream's timeouts, and the
             // store calls around them.
             lease: timeouts * 2 + Duration::from_secs(10),
-            instance: format!("{}-c", flow.instance),
+            instance: format!("{}-c", seam.instance()),
             taken: AtomicU64::new(0),
         };
         ConversationsApp {
             token: settings.token.clone(),
             policies,
             session_claims: config.session.clone(),
-            seam: Seam {
-                flow,
-                upstream,
-                metrics,
-            },
+            seam,
             messages,
             max_body_bytes: config.server.max_body_bytes,
             body_read_timeout: config.server.body_read_timeout,
@@ -123,7 +120,7 @@ impl ConversationsApp {
             .messages
             .deliver(
                 &approver,
-                self.seam.flow.keys.current(),
+                self.seam.signing_key(),
                 context.conversation_id,
                 message_id,
             )

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use super::describe::Described;
 use super::wire::Answer;
 use crate::metrics::Metrics;
-use crate::protocol::{ApprovalHeader, ErrorBody};
+use crate::protocol::{ApprovalHeader, ErrorBody, SigningKey};
 use crate::proxy::{
     ApiRequest, Approver, Decision, OperationFlow, UpstreamClient, prepare_api_request,
 };
+use crate::store::OperationStore;
 
 /// What the flow is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,12 +24,39 @@ pub(crate) enum Call {
 }
 
 pub(crate) struct Seam {
-    pub flow: Arc<OperationFlow>,
-    pub upstream: Arc<UpstreamClient>,
-    pub metrics: Arc<Metrics>,
+    flow: Arc<OperationFlow>,
+    upstream: Arc<UpstreamClient>,
+    metrics: Arc<Metrics>,
 }
 
 impl Seam {
+    pub fn new(
+        flow: Arc<OperationFlow>,
+        upstream: Arc<UpstreamClient>,
+        metrics: Arc<Metrics>,
+    ) -> Seam {
+        Seam {
+            flow,
+            upstream,
+            metrics,
+        }
+    }
+
+    /// The flow's store, for the service's own records (conversation messages).
+    pub fn store(&self) -> Arc<dyn OperationStore> {
+        Arc::clone(&self.flow.store)
+    }
+
+    /// The key that signs now, for keying who sent a message.
+    pub fn signing_key(&self) -> &SigningKey {
+        self.flow.keys.current()
+    }
+
+    /// This process, as the flow names it in claims.
+    pub fn instance(&self) -> &str {
+        &self.flow.instance
+    }
+
     /// Decide `described` for `approver`, with the message's approval if any.
     pub async fn decide(
         &self,
