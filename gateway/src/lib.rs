@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod config;
+pub(crate) mod conversations;
 pub mod drain;
 pub mod explain;
 pub mod health;

@@ -73,7 +73,13 @@ pub fn signing_keys(env_value: Option<&str>, store_url: &str) -> Result<Keys, St
 /// taken port would look up and serve nothing.
 fn check_listen_addresses(config: &Config) -> Result<(), StartError> {
     let addresses = std::iter::once(("server.listen", &config.server.listen))
-        .chain(config.admin_listen.as_ref().map(|a| ("admin.listen", a)));
+        .chain(config.admin_listen.as_ref().map(|a| ("admin.listen", a)))
+        .chain(
+            config
+                .conversations
+                .as_ref()
+                .map(|c| ("conversations.listen", &c.listen)),
+        );
     for (key, address) in addresses {
         std::net::TcpListener::bind(address.as_str()).map_err(|error| StartError::Listen {
             key,
@@ -160,6 +166,22 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         .mcp
         .as_ref()
         .map(|mcp| McpEndpoint::new(mcp, &upstream, &config.upstream));
+    // `[conversations]`: the operations service for Company Agents, on its own listener.
+    if let Some(settings) = &config.conversations {
+        let mut service = Service::new(
+            "poppy-gateway conversations".to_owned(),
+            crate::conversations::ConversationsApp::new(
+                settings,
+                &config,
+                Arc::clone(&flow),
+                Arc::clone(&upstream),
+                policies.clone(),
+                Arc::clone(&metrics),
+            ),
+        );
+        service.add_tcp(&settings.listen);
+        server.add_service(service);
+    }
     let gateway = GatewayProxy {
         policies: policies.clone(),
         flow,
@@ -242,6 +264,10 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     tracing::info!(
         listen = %config.server.listen,
         admin = config.admin_listen.as_deref().unwrap_or("off"),
+        conversations = config
+            .conversations
+            .as_ref()
+            .map_or("off", |c| c.listen.as_str()),
         upstream = %config.upstream.url,
         store = %redact(&config.store.url),
         policies = config.policies.iter().count(),

@@ -42,6 +42,8 @@ pub struct Config {
     pub proxy_headers: ProxyHeaders,
     /// `[access_log]`: one line per request (none without the table).
     pub access_log: Option<AccessLog>,
+    /// `[conversations]`: the operations service for Company Agents (off without the table).
+    pub conversations: Option<super::Conversations>,
 }
 
 #[derive(Debug, Clone)]
@@ -811,6 +813,14 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         &mut errors,
     );
 
+    let taken: Vec<&str> = std::iter::once(listen.as_str())
+        .chain(admin_listen.as_deref())
+        .collect();
+    let conversations = file
+        .conversations
+        .as_ref()
+        .and_then(|table| super::conversations::compile(table, folder, &taken, &at, &mut errors));
+
     if !errors.is_empty() {
         return Err(env.relocate(path, ConfigErrors(errors)));
     }
@@ -862,6 +872,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         receipts,
         proxy_headers,
         access_log,
+        conversations,
     })
 }
 

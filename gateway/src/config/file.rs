@@ -30,6 +30,8 @@ pub struct GatewayFile {
     /// `[proxy_headers]` and `[access_log]` (see `edge.rs`).
     pub proxy_headers: Option<ProxyHeadersFile>,
     pub access_log: Option<AccessLogFile>,
+    /// `[conversations]`: the operations service for Company Agents.
+    pub conversations: Option<Spanned<super::conversations::ConversationsFile>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,6 +4,7 @@
 //! returning every problem with its file, line and column.
 
 mod compile;
+mod conversations;
 mod duration;
 mod edge;
 mod env;
@@ -16,6 +17,7 @@ mod tool_policy;
 pub use compile::{
     Config, Server, SessionClaims, StoreSettings, Upstream, VERIFY_MISSING, VerifyMode, load,
 };
+pub use conversations::{Conversations, ServiceToken};
 pub use duration::parse_duration;
 pub use edge::{AccessLog, LogFormat, LogTarget, Passthrough, ProxyHeaders, Tls};
 pub use env::{Overrides, PREFIX as ENV_PREFIX};

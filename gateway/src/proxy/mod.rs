@@ -25,3 +25,6 @@ pub use mcp_api::McpEndpoint;
 pub use reply::Reply;
 pub use service::GatewayProxy;
 pub use upstream::{ForwardError, ForwardRequest, UpstreamClient};
+// The conversations service (crate::conversations) runs the HTTP API's preparation too.
+pub(crate) use http_api::{ApiRequest, prepare as prepare_api_request};
+pub(crate) use upstream::forwarded_headers;
