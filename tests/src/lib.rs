@@ -8,9 +8,9 @@
 pub mod agent;
 pub mod answer;
 pub mod binaries;
-pub mod curl;
 pub mod company;
 pub mod conversations;
+pub mod curl;
 pub mod frameworks;
 pub mod gateway;
 pub mod identity;
