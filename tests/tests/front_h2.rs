@@ -174,3 +174,67 @@ async fn mcp_sse_over_http2(store: Store) {
 }
 
 store_tests!(mcp_json_over_http2, mcp_sse_over_http2);
+
+/// How long the gateway keeps a connection open that opens HTTP/2 and then sends nothing:
+/// over TLS (ALPN `h2`, not even the preface) and over h2c (the preface, then nothing).
+async fn silent_http2_is_closed(tls: bool) -> Duration {
+    use std::io::Read as _;
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+
+    let ca = TestCa::new();
+    let leaf = ca.leaf("gateway");
+    let stack = Stack::start_with(Store::Memory, |b| {
+        let b = b.server_option("header_read_timeout", "\"1s\"");
+        if tls {
+            b.extra_config(&format!(
+                "\n[server.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+                leaf.cert.display(),
+                leaf.key.display()
+            ))
+        } else {
+            b.server_option("h2c", "true")
+        }
+    });
+    let addr = stack.gateway.listen_addr();
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        if tls {
+            // s_client ends when the server closes; its stdin stays open and silent.
+            let mut client = Command::new("timeout")
+                .args(["20", "openssl", "s_client", "-alpn", "h2", "-quiet"])
+                .arg("-connect")
+                .arg(addr.to_string())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let _stdin = client.stdin.take();
+            client.wait().unwrap();
+        } else {
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(20)))
+                .unwrap();
+            std::io::Write::write_all(&mut stream, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+            let mut buf = [0u8; 1024];
+            while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+        }
+        started.elapsed()
+    })
+    .await
+    .unwrap()
+}
+
+/// `header_read_timeout` also closes HTTP/2 connections that never send a request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_http2_connections_are_closed() {
+    for tls in [false, true] {
+        let held = silent_http2_is_closed(tls).await;
+        assert!(
+            held < Duration::from_secs(10),
+            "a silent HTTP/2 connection (tls: {tls}) was kept {held:?}"
+        );
+    }
+}

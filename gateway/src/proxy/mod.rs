@@ -3,6 +3,7 @@
 mod access_log;
 mod approver;
 mod edge;
+mod first_bytes;
 mod flow;
 mod forwarded;
 mod h2;
