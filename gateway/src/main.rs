@@ -14,6 +14,18 @@ use poppy_gateway::server;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc asks for transparent huge pages on its arena, so the resident set grows in 2 MiB
+/// steps: a held 1 MiB request body cost 1.31 MiB of RSS instead of 1.21 (release build, 100
+/// held; see RELIABILITY.md). Turned off for the process before it allocates much.
+fn no_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_thp_disable(true) {
+        eprintln!(
+            "poppy-gateway: transparent huge pages stay on ({e}): memory grows in 2 MiB steps"
+        );
+    }
+}
+
 #[derive(Parser)]
 #[command(
     name = "poppy-gateway",
@@ -66,6 +78,7 @@ enum LogFormat {
 }
 
 fn main() -> ExitCode {
+    no_transparent_huge_pages();
     let cli = Cli::parse();
     init_logging(cli.log_format);
     if let Some(Command::Audit {
