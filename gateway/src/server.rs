@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server};
 use pingora::services::background::background_service;
@@ -172,7 +173,11 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             metrics: Arc::clone(&metrics),
         },
     );
-    proxy.add_tcp(&config.server.listen);
+    // No 64 KiB read buffer per connection: request bodies are read whole in pingora's own
+    // body buffer, and each held body or idle connection would carry one more (RELIABILITY.md).
+    proxy.add_listener(
+        ListenerConfig::tcp(&config.server.listen).l4_buffer(L4BufferSettings::default().read(0)),
+    );
     server.add_service(proxy);
 
     // SIGHUP reloads the policies. The admin listener waits for the reloader, so once
