@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod config;
+pub(crate) mod conversations;
 pub mod drain;
 pub mod explain;
 pub mod health;
@@ -19,3 +20,4 @@ pub mod receipts;
 pub mod reload;
 pub mod server;
 pub mod store;
+pub mod tls;

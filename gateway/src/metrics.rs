@@ -278,6 +278,7 @@ impl Metrics {
     }
 
     pub fn operation(&self, policy: &str, outcome: Outcome) {
+        crate::proxy::note_outcome(outcome.as_str());
         self.operations
             .with_label_values(&[policy, outcome.as_str()])
             .inc();

@@ -17,11 +17,13 @@ use crate::drain::{Drain, DrainOnSignal};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{Keys, SigningKey};
+use crate::proxy::{AccessLogger, Edge};
 use crate::proxy::{
     BodyLimits, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint, OperationFlow, UpstreamClient,
 };
 use crate::reload::PolicyReloader;
 use crate::store::{self, DurabilityCheck, InstrumentedStore, OperationStore};
+use crate::tls::{CertReloader, CertStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -39,6 +41,10 @@ pub enum StartError {
     Metrics(#[from] prometheus::Error),
     #[error("{0}")]
     Receipts(#[from] crate::receipts::ReceiptError),
+    #[error("server.tls: {0}")]
+    Tls(#[from] crate::tls::TlsFileError),
+    #[error("{0}")]
+    AccessLog(#[from] crate::proxy::AccessLogError),
 }
 
 /// The signing keys from `POPPY_GATEWAY_KEYS`. Redis needs them, since every replica and every
@@ -68,7 +74,13 @@ pub fn signing_keys(env_value: Option<&str>, store_url: &str) -> Result<Keys, St
 /// taken port would look up and serve nothing.
 fn check_listen_addresses(config: &Config) -> Result<(), StartError> {
     let addresses = std::iter::once(("server.listen", &config.server.listen))
-        .chain(config.admin_listen.as_ref().map(|a| ("admin.listen", a)));
+        .chain(config.admin_listen.as_ref().map(|a| ("admin.listen", a)))
+        .chain(
+            config
+                .conversations
+                .as_ref()
+                .map(|c| ("conversations.listen", &c.listen)),
+        );
     for (key, address) in addresses {
         std::net::TcpListener::bind(address.as_str()).map_err(|error| StartError::Listen {
             key,
@@ -123,6 +135,13 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         work_stealing: false,
         grace_period_seconds: Some(grace),
         graceful_shutdown_timeout_seconds: Some(1),
+        // Trust anchors for an https:// upstream on pingora's passthrough connector.
+        ca_file: config
+            .upstream
+            .passthrough
+            .ca_file
+            .as_ref()
+            .map(|p| p.display().to_string()),
         ..ServerConf::default()
     };
     let drain = Arc::new(Drain::default());
@@ -148,6 +167,22 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         .mcp
         .as_ref()
         .map(|mcp| McpEndpoint::new(mcp, &upstream, &config.upstream));
+    // `[conversations]`: the operations service for Company Agents, on its own listener.
+    if let Some(settings) = &config.conversations {
+        let mut service = Service::new(
+            "poppy-gateway conversations".to_owned(),
+            crate::conversations::ConversationsApp::new(
+                settings,
+                &config,
+                Arc::clone(&flow),
+                Arc::clone(&upstream),
+                policies.clone(),
+                Arc::clone(&metrics),
+            ),
+        );
+        service.add_tcp(&settings.listen);
+        server.add_service(service);
+    }
     let gateway = GatewayProxy {
         policies: policies.clone(),
         flow,
@@ -161,23 +196,50 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         well_known: config.well_known.clone(),
         metrics: Arc::clone(&metrics),
         mcp,
+        edge: Arc::new(Edge {
+            proxy_headers: config.proxy_headers.clone(),
+            passthrough: config.upstream.passthrough.clone(),
+            access_log: config
+                .access_log
+                .as_ref()
+                .map(AccessLogger::open)
+                .transpose()?,
+        }),
     };
     // The connection cap and header deadline sit around pingora's HTTP app (see limits.rs).
+    let mut http = pingora::proxy::http_proxy(&server.configuration, gateway);
+    let mut options = pingora::apps::HttpServerOptions::default();
+    options.h2c = config.server.h2c;
+    // An idle HTTP/2 connection has the deadline an idle HTTP/1.1 one has (see h2.rs).
+    options.h2_idle_timeout = Some(config.server.header_read_timeout);
+    http.server_options = Some(options);
     let mut proxy = Service::new(
         "poppy-gateway".to_owned(),
         LimitedApp {
-            inner: Arc::new(pingora::proxy::http_proxy(&server.configuration, gateway)),
+            inner: Arc::new(http),
             max_connections: config.server.max_connections,
             header_timeout: config.server.header_read_timeout,
             open: std::sync::atomic::AtomicUsize::new(0),
             metrics: Arc::clone(&metrics),
+            h2c: config.server.h2c,
         },
     );
-    // No 64 KiB read buffer per connection: request bodies are read whole in pingora's own
-    // body buffer, and each held body or idle connection would carry one more (RELIABILITY.md).
-    proxy.add_listener(
-        ListenerConfig::tcp(&config.server.listen).l4_buffer(L4BufferSettings::default().read(0)),
-    );
+    // No 64 KiB read buffer per connection (TLS or not): request bodies are read whole in
+    // pingora's own body buffer, and each held body or idle connection would carry one more
+    // (RELIABILITY.md).
+    let listener = ListenerConfig::tcp(&config.server.listen)
+        .l4_buffer(L4BufferSettings::default().read(0));
+    match &config.server.tls {
+        Some(tls) => {
+            let certs = CertStore::open(tls)?;
+            let settings = certs
+                .settings()
+                .map_err(|e| StartError::Keys(format!("server.tls: {e}")))?;
+            proxy.add_listener(listener.tls(settings));
+            server.add_service(background_service("TLS reload", CertReloader(certs)));
+        }
+        None => proxy.add_listener(listener),
+    }
     server.add_service(proxy);
 
     // SIGHUP reloads the policies. The admin listener waits for the reloader, so once
@@ -208,6 +270,10 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     tracing::info!(
         listen = %config.server.listen,
         admin = config.admin_listen.as_deref().unwrap_or("off"),
+        conversations = config
+            .conversations
+            .as_ref()
+            .map_or("off", |c| c.listen.as_str()),
         upstream = %config.upstream.url,
         store = %redact(&config.store.url),
         policies = config.policies.iter().count(),

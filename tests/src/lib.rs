@@ -8,6 +8,9 @@
 pub mod agent;
 pub mod answer;
 pub mod binaries;
+pub mod company;
+pub mod conversations;
+pub mod curl;
 pub mod frameworks;
 pub mod gateway;
 pub mod identity;
@@ -26,6 +29,7 @@ pub mod rfc3339;
 pub mod run;
 pub mod shop;
 pub mod stack;
+pub mod testtls;
 pub mod thirdparty;
 pub mod upstream;
 pub mod wait;

@@ -4,7 +4,9 @@
 //! returning every problem with its file, line and column.
 
 mod compile;
+mod conversations;
 mod duration;
+mod edge;
 mod env;
 mod error;
 mod file;
@@ -15,7 +17,9 @@ mod tool_policy;
 pub use compile::{
     Config, Server, SessionClaims, StoreSettings, Upstream, VERIFY_MISSING, VerifyMode, load,
 };
+pub use conversations::{Conversations, ServiceToken};
 pub use duration::parse_duration;
+pub use edge::{AccessLog, LogFormat, LogTarget, Passthrough, ProxyHeaders, Tls};
 pub use env::{Overrides, PREFIX as ENV_PREFIX};
 pub use error::{ConfigError, ConfigErrors};
 pub use policy_file::{load_policy_file, parse_policy_file};

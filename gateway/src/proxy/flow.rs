@@ -170,6 +170,7 @@ impl OperationFlow {
             self.metrics.asked(&policy.name, id, policy.expires_in);
         }
         let operation_id = decision.operation_id(request.approval.as_ref());
+        super::forwarded::note_operation(operation_id, decision.outcome());
         tracing::info!(policy = %policy.name, operation_id, outcome = decision.outcome().as_str(), "operation");
         decision
     }
@@ -335,7 +336,9 @@ impl OperationFlow {
         self.metrics
             .approval_delay(policy, expires_at, request.policy.expires_in);
         tracing::info!(policy, operation_id = %id, outcome = "claimed", "approved; forwarding once");
-        let sent = self.upstream.send(request.forward.clone());
+        let sent = self
+            .upstream
+            .send_approved(request.forward.clone(), id.as_str());
         match self.metrics.upstream_call(policy, sent).await {
             Ok(response) => {
                 if self.proves_nothing_performed(response.status, &response.headers) {

@@ -96,18 +96,22 @@ async fn lookup(
         headers: forwarded,
         body: Bytes::new(),
     };
-    let answer = upstream
-        .send(request)
-        .await
-        .map_err(|e| format!("GET {path_and_query} on the upstream failed: {e}"))?;
+    let answer = upstream.send(request).await.map_err(|e| {
+        // The client hears the kind of failure; the log keeps the path and the error.
+        tracing::warn!(lookup = %path_and_query, error = %e, "lookup: no answer from the upstream");
+        "the record the terms are read from could not be read: the API gave no answer".to_owned()
+    })?;
     if !(200..300).contains(&answer.status) {
+        tracing::warn!(lookup = %path_and_query, status = answer.status, "lookup: the upstream refused");
         return Err(format!(
-            "GET {path_and_query} on the upstream answered {}; the terms can't be shown without it",
+            "the record the terms are read from could not be read: the API answered {}; the terms can't be shown without it",
             answer.status
         ));
     }
-    extract_from_answer(policy_terms, &answer.body, terms)
-        .map_err(|e| format!("GET {path_and_query} on the upstream: {e}"))
+    extract_from_answer(policy_terms, &answer.body, terms).map_err(|e| {
+        tracing::warn!(lookup = %path_and_query, error = %e, "lookup: unreadable answer");
+        format!("the record the terms are read from does not say what the terms need: {e}")
+    })
 }
 
 /// The HTTP answer to a decision.

@@ -10,6 +10,7 @@ use pingora::prelude::HttpPeer;
 use pingora::proxy::{ProxyHttp, Session};
 
 use super::approver::{Approver, ApproverError};
+use super::edge::{Edge, EdgeCtx};
 use super::flow::OperationFlow;
 use super::http_api::{self, ApiRequest};
 use super::limits::{BodyLimits, read_body};
@@ -38,6 +39,8 @@ pub(super) enum Step {
 pub struct RequestCtx {
     /// Sent on pingora's proxy path (not answered by the gateway itself).
     passthrough: bool,
+    /// Request ID, proxy headers and access-log notes (see edge.rs).
+    edge: EdgeCtx,
 }
 
 /// The gateway's HTTP service.
@@ -53,6 +56,8 @@ pub struct GatewayProxy {
     pub metrics: Arc<Metrics>,
     /// `[mcp]`: the MCP endpoint, whose tool calls `[[tool]]` policies hold.
     pub mcp: Option<McpEndpoint>,
+    /// Request IDs, proxy headers, access log, passthrough failures.
+    pub edge: Arc<Edge>,
 }
 
 #[async_trait]
@@ -69,10 +74,11 @@ impl ProxyHttp for GatewayProxy {
     /// no longer applies to this request.
     async fn early_request_filter(
         &self,
-        _session: &mut Session,
-        _ctx: &mut Self::CTX,
+        session: &mut Session,
+        ctx: &mut Self::CTX,
     ) -> pingora::Result<()> {
         super::limits::head_read();
+        ctx.edge = self.edge.begin(session);
         Ok(())
     }
 
@@ -82,7 +88,11 @@ impl ProxyHttp for GatewayProxy {
         session: &mut Session,
         ctx: &mut Self::CTX,
     ) -> pingora::Result<bool> {
-        match self.classify(session).await {
+        let current = ctx.edge.current();
+        match super::forwarded::CURRENT
+            .scope(current, self.classify(session))
+            .await
+        {
             Step::Continue => {
                 ctx.passthrough = true;
                 Ok(false)
@@ -109,10 +119,30 @@ impl ProxyHttp for GatewayProxy {
         &self,
         _session: &mut Session,
         upstream_request: &mut RequestHeader,
-        _ctx: &mut Self::CTX,
+        ctx: &mut Self::CTX,
     ) -> pingora::Result<()> {
         upstream_request.remove_header("poppy-approval");
+        self.edge.upstream_request(&ctx.edge, upstream_request)
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        upstream_response: &mut pingora::http::ResponseHeader,
+        ctx: &mut Self::CTX,
+    ) -> pingora::Result<()> {
+        ctx.edge.upstream_status(upstream_response.status.as_u16());
         Ok(())
+    }
+
+    /// Passthrough failed: a JSON answer without internal detail (see edge.rs).
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut Self::CTX,
+    ) -> pingora::proxy::FailToProxy {
+        self.edge.fail_to_proxy(session, e, &ctx.edge).await
     }
 
     /// Count proxied requests by the status class that reached the client.
@@ -131,6 +161,7 @@ impl ProxyHttp for GatewayProxy {
             let status = session.response_written().map(|r| r.status.as_u16());
             self.metrics.passthrough(status);
         }
+        self.edge.log(session, &ctx.edge, ctx.passthrough);
     }
 }
 
