@@ -227,8 +227,8 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     // No 64 KiB read buffer per connection (TLS or not): request bodies are read whole in
     // pingora's own body buffer, and each held body or idle connection would carry one more
     // (RELIABILITY.md).
-    let listener = ListenerConfig::tcp(&config.server.listen)
-        .l4_buffer(L4BufferSettings::default().read(0));
+    let listener =
+        ListenerConfig::tcp(&config.server.listen).l4_buffer(L4BufferSettings::default().read(0));
     match &config.server.tls {
         Some(tls) => {
             let certs = CertStore::open(tls)?;

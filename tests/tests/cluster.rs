@@ -329,7 +329,11 @@ async fn approvals_follow_slots_that_move() {
             .filter(|s| s.name == "poppy_store_errors_total")
             .map(|s| s.value)
             .sum();
-        assert_eq!(failed, 0.0, "gateway {g}'s store calls that failed:\n{}", metrics.text);
+        assert_eq!(
+            failed, 0.0,
+            "gateway {g}'s store calls that failed:\n{}",
+            metrics.text
+        );
     }
 }
 
