@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod policy;
 pub mod protocol;
 pub mod proxy;
+pub mod quiet_log;
 pub mod receipts;
 pub mod reload;
 pub mod server;
