@@ -428,6 +428,49 @@ async fn the_access_log_has_one_line_per_request_field_by_field() {
     }
 }
 
+/// After a rotation moves the file away, SIGHUP reopens the access log at its path: lines
+/// before it are in the moved file, lines after it in the new one, none lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_log_reopens_on_sighup_after_a_rotation() {
+    let stack = Stack::start_with(Store::Memory, |b| {
+        b.extra_config("\n[access_log]\npath = \"access.log\"\nformat = \"json\"\n")
+    });
+    let dir = stack.gateway.config_path().parent().unwrap().to_path_buf();
+    let (log, rotated) = (dir.join("access.log"), dir.join("access.log.1"));
+    let send = |request_id: &'static str| {
+        let gateway = &stack.gateway;
+        async move {
+            gateway
+                .send(&Request::plain("GET", "/orders/o1").header("X-Request-Id", request_id))
+                .await
+                .assert_status(200, "passthrough");
+        }
+    };
+    send("before").await;
+    assert!(wait::until(Duration::from_secs(10), || log_lines(&log).len() == 1).await);
+    std::fs::rename(&log, &rotated).unwrap();
+    stack.gateway.signal("HUP");
+    assert!(
+        wait::until(Duration::from_secs(10), || stack
+            .gateway
+            .log()
+            .contains("SIGHUP: access log reopened"))
+        .await,
+        "the gateway says it reopened the access log:\n{}",
+        stack.gateway.log()
+    );
+    send("after").await;
+    assert!(wait::until(Duration::from_secs(10), || log_lines(&log).len() == 1).await);
+    let ids = |path: &Path| -> Vec<Value> {
+        log_lines(path)
+            .into_iter()
+            .map(|l| l["request_id"].clone())
+            .collect()
+    };
+    assert_eq!(ids(&rotated), ["before"]);
+    assert_eq!(ids(&log), ["after"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_combined_access_log_reads_like_nginx() {
     let stack = Stack::start_with(Store::Memory, |b| {

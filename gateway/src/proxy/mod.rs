@@ -16,7 +16,7 @@ mod service;
 mod upstream;
 mod well_known;
 
-pub use access_log::{AccessLogError, AccessLogger};
+pub use access_log::{AccessLogError, AccessLogReopener, AccessLogger};
 pub use approver::{Approver, ApproverError};
 pub use edge::Edge;
 pub use flow::{Decision, OperationFlow, OperationRequest, now_millis};
