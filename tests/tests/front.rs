@@ -471,6 +471,59 @@ async fn the_access_log_reopens_on_sighup_after_a_rotation() {
     assert_eq!(ids(&log), ["after"]);
 }
 
+/// The front settings can come from the environment alone, as in a container:
+/// `[server.tls]`, `[access_log]` and `[proxy_headers]` keys by `POPPY_GATEWAY__…` variables.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn front_settings_come_from_the_environment_too() {
+    let ca = TestCa::new();
+    let leaf = ca.leaf("gateway");
+    let stack = Stack::start_with(Store::Memory, |b| {
+        b.env(
+            "POPPY_GATEWAY__SERVER__TLS__CERT_FILE",
+            &leaf.cert.display().to_string(),
+        )
+        .env(
+            "POPPY_GATEWAY__SERVER__TLS__KEY_FILE",
+            &leaf.key.display().to_string(),
+        )
+        .env("POPPY_GATEWAY__ACCESS_LOG__PATH", "access.log")
+        .env("POPPY_GATEWAY__PROXY_HEADERS__X_FORWARDED", "false")
+    });
+    let port = stack.gateway.listen_addr().port();
+    let ca_file = ca.ca_file();
+    let answer = tokio::task::spawn_blocking(move || {
+        curl::send(
+            &Request::plain("GET", "/orders/o1"),
+            port,
+            Some(&ca_file),
+            Protocol::Http2,
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        answer.version, "HTTP/2",
+        "TLS with ALPN from the environment"
+    );
+    answer.answer.assert_status(200, "passthrough");
+    let seen = stack.upstream.requests();
+    let headers = &seen.last().expect("the upstream saw the request").headers;
+    assert!(
+        !headers.iter().any(|(name, _)| name == "x-forwarded-for"),
+        "x_forwarded = false from the environment: {headers:?}"
+    );
+    let log = stack
+        .gateway
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("access.log");
+    assert!(
+        wait::until(Duration::from_secs(10), || log_lines(&log).len() == 1).await,
+        "the access log path from the environment"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_combined_access_log_reads_like_nginx() {
     let stack = Stack::start_with(Store::Memory, |b| {
