@@ -5,7 +5,6 @@
 
 use std::collections::HashSet;
 
-use jsonpath_rust::JsonPath as _;
 use serde_json::Value;
 
 use super::Refusal;
@@ -20,7 +19,7 @@ pub fn check_fields<'p>(
 ) -> Result<(), Refusal> {
     let mut covered: HashSet<*const Value> = HashSet::new();
     for path in covering {
-        if let Ok(found) = document.query(path) {
+        if let Some(found) = crate::policy::query_json_path(document, path) {
             covered.extend(found.into_iter().map(|v| v as *const Value));
         }
     }

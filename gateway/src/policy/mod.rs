@@ -2,6 +2,7 @@
 //! Pure code: no pingora, no store.
 
 mod fingerprint;
+mod jsonpath;
 mod live;
 mod lookup;
 mod placeholders;
@@ -10,6 +11,7 @@ mod summary;
 mod terms;
 
 pub use fingerprint::request_fingerprint;
+pub(crate) use jsonpath::query as query_json_path;
 pub use live::LivePolicies;
 pub use lookup::{
     AnswerError, FillError, LookupTemplate, LookupTemplateError, extract_from_answer,

@@ -144,7 +144,7 @@ fn extract_terms(
 
 /// One match is the value; several are an array of them; none is `None`.
 pub(super) fn query_json(value: &Value, path: &str) -> Option<Value> {
-    let found = value.query(path).ok()?;
+    let found = super::jsonpath::query(value, path)?;
     match found.as_slice() {
         [] => None,
         [one] => Some((*one).clone()),

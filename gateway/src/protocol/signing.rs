@@ -7,10 +7,11 @@ use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// One HMAC-SHA-256 key.
+/// One HMAC-SHA-256 key, held as the MAC state after the key is absorbed: every MAC starts
+/// from a copy of it, which skips hashing the key's inner and outer pads each time.
 #[derive(Clone)]
 pub struct SigningKey {
-    secret: Vec<u8>,
+    keyed: HmacSha256,
 }
 
 impl std::fmt::Debug for SigningKey {
@@ -21,7 +22,12 @@ impl std::fmt::Debug for SigningKey {
 
 impl SigningKey {
     pub fn new(secret: Vec<u8>) -> SigningKey {
-        SigningKey { secret }
+        // A key of any length is valid for HMAC; this cannot fail.
+        let keyed = match HmacSha256::new_from_slice(&secret) {
+            Ok(mac) => mac,
+            Err(_) => unreachable!("HMAC accepts keys of any length"),
+        };
+        SigningKey { keyed }
     }
 
     /// A random key, for `memory://` without configured keys.
@@ -40,11 +46,7 @@ impl SigningKey {
     /// HMAC over a domain label and length-prefixed parts, so that no two different part lists
     /// ever feed the MAC the same bytes.
     pub fn mac(&self, domain: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-        // A key of any length is valid for HMAC; this cannot fail.
-        let mut mac = match HmacSha256::new_from_slice(&self.secret) {
-            Ok(mac) => mac,
-            Err(_) => unreachable!("HMAC accepts keys of any length"),
-        };
+        let mut mac = self.keyed.clone();
         update_framed(&mut mac, domain);
         for part in parts {
             update_framed(&mut mac, part);
@@ -145,6 +147,21 @@ mod tests {
             one.current().mac(b"d", &[b"x"]),
             keys.current().mac(b"d", &[b"x"])
         );
+    }
+
+    #[test]
+    fn the_kept_key_state_gives_the_plain_hmac() {
+        let secret = b"a key that is long enough".to_vec();
+        let mut plain = HmacSha256::new_from_slice(&secret).unwrap();
+        for part in [&b"domain"[..], b"one", b""] {
+            plain.update(&(part.len() as u64).to_be_bytes());
+            plain.update(part);
+        }
+        let expected: [u8; 32] = plain.finalize().into_bytes().into();
+        let key = SigningKey::new(secret);
+        // Twice: the kept state is copied, never consumed.
+        assert_eq!(key.mac(b"domain", &[b"one", b""]), expected);
+        assert_eq!(key.mac(b"domain", &[b"one", b""]), expected);
     }
 
     #[test]

@@ -237,7 +237,14 @@ impl Links {
         Fut: Future<Output = RedisResult<T>>,
     {
         let connection = self.connection()?;
-        match tokio::time::timeout(CALL_TIMEOUT, request(connection.link.clone())).await {
+        // pingora's timer wheel: a tokio timer per call woke the runtime's driver (an eventfd write)
+        // on every Redis call (BENCHMARKS.md).
+        match pingora::prelude::fast_timeout::fast_timeout(
+            CALL_TIMEOUT,
+            request(connection.link.clone()),
+        )
+        .await
+        {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(self.failed(&connection, &error)),
             Err(_) => {
