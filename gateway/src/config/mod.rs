@@ -3,6 +3,7 @@
 //! [`file`] is the serde model of what users write; [`compile`] validates it into [`Config`],
 //! returning every problem with its file, line and column.
 
+mod action;
 mod compile;
 mod duration;
 mod env;
