@@ -3,6 +3,7 @@
 //! The binary is thin (`main.rs`); everything lives here so tests and tools can use it.
 
 pub mod admin;
+mod clock;
 pub mod config;
 pub mod drain;
 pub mod explain;
@@ -11,6 +12,7 @@ pub mod identity;
 pub mod ingress;
 pub mod mcp;
 pub mod metrics;
+mod operation;
 pub mod policy;
 pub mod protocol;
 pub mod proxy;

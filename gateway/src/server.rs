@@ -1,8 +1,6 @@
 //! Build the pingora server from a validated config, and run it.
 
-use std::collections::HashSet;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pingora::server::configuration::{Opt, ServerConf};
@@ -11,13 +9,15 @@ use pingora::services::background::background_service;
 use pingora::services::listening::Service;
 
 use crate::admin::AdminApp;
+use crate::clock::SystemClock;
 use crate::config::Config;
 use crate::drain::{Drain, DrainOnSignal};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{Keys, SigningKey};
 use crate::proxy::{
-    BodyLimits, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint, OperationFlow, UpstreamClient,
+    BodyLimits, Executor, ExecutorParts, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint,
+    Operations, UpstreamClient,
 };
 use crate::reload::PolicyReloader;
 use crate::store::{self, DurabilityCheck, InstrumentedStore, OperationStore};
@@ -128,37 +128,36 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
     server.bootstrap();
 
-    let instance: String = format!("{:08x}", rand::random::<u32>());
-    let flow = Arc::new(OperationFlow {
+    let executor = Arc::new(Executor::new(ExecutorParts {
         keys,
         store: Arc::clone(&store),
         upstream: Arc::clone(&upstream),
-        upstream_settings: config.upstream.clone(),
+        settings: config.upstream.clone(),
         remember_grace: config.store.remember_grace,
         policies: policies.clone(),
         metrics: Arc::clone(&metrics),
-        instance,
-        claims_made: AtomicU64::new(0),
         drain: Arc::clone(&drain),
-        unknown_logged: Mutex::new(HashSet::new()),
         receipts: receipts.clone(),
-    });
+        clock: Arc::new(SystemClock),
+    }));
     let mcp = config
         .mcp
         .as_ref()
         .map(|mcp| McpEndpoint::new(mcp, &upstream, &config.upstream));
     let gateway = GatewayProxy {
-        policies: policies.clone(),
-        flow,
-        upstream,
-        session_claims: config.session.clone(),
-        body_limits: BodyLimits {
-            max_body_bytes: config.server.max_body_bytes,
-            read_timeout: config.server.body_read_timeout,
-            held: HeldBodies::new(config.server.max_held_body_bytes),
+        operations: Operations {
+            policies: policies.clone(),
+            executor,
+            session_claims: config.session.clone(),
+            body_limits: BodyLimits {
+                max_body_bytes: config.server.max_body_bytes,
+                read_timeout: config.server.body_read_timeout,
+                held: HeldBodies::new(config.server.max_held_body_bytes),
+            },
+            metrics: Arc::clone(&metrics),
         },
+        upstream,
         well_known: config.well_known.clone(),
-        metrics: Arc::clone(&metrics),
         mcp,
     };
     // The connection cap and header deadline sit around pingora's HTTP app (see limits.rs).

@@ -10,9 +10,9 @@ use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use serde_json::json;
 
+use crate::clock::now_millis;
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
-use crate::proxy::now_millis;
 use crate::receipts::ReceiptSink;
 use crate::store::{DurabilityCheck, OperationStore};
 

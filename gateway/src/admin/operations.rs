@@ -17,8 +17,8 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::clock::now_millis;
 use crate::protocol::{OperationId, constant_time_eq};
-use crate::proxy::now_millis;
 use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome};
 

@@ -13,7 +13,8 @@ use super::file::{GatewayFile, SessionFile, TokenFile};
 use super::policy_file::load_policy_file;
 use super::tool_policy::{Mcp, check_tools, compile_mcp};
 use crate::identity::{
-    Expectations, Introspection, KeySource, SessionVerifier, TokenVerifier, TrustedIssuer,
+    Expectations, Introspection, KeySource, SessionClaims, SessionVerifier, TokenVerifier,
+    TrustedIssuer, VerifyMode,
 };
 use crate::policy::{Policy, PolicySet};
 use crate::receipts::ReceiptTarget;
@@ -101,33 +102,6 @@ impl StoreSettings {
             }),
             memory_limits: self.memory_limits,
         }
-    }
-}
-
-/// Which claims identify the Session, the agent, the user and the account, and who verifies
-/// the credentials they come from.
-#[derive(Debug, Clone)]
-pub struct SessionClaims {
-    pub verify: VerifyMode,
-    pub session_claim: String,
-    pub agent_claim: String,
-    pub user_claim: String,
-    pub account_claim: String,
-}
-
-/// `[session] verify`.
-#[derive(Debug, Clone)]
-pub enum VerifyMode {
-    /// The gateway verifies the Poppy-Session signature against trusted agents' keys.
-    Required(Arc<SessionVerifier>),
-    /// The upstream verifies; the gateway reads claims unverified, so a recorded answer is
-    /// replayed only to the exact credentials that approved it.
-    Off,
-}
-
-impl VerifyMode {
-    pub fn is_off(&self) -> bool {
-        matches!(self, VerifyMode::Off)
     }
 }
 

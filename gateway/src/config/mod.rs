@@ -13,9 +13,8 @@ mod lookup;
 mod policy_file;
 mod tool_policy;
 
-pub use compile::{
-    Config, Server, SessionClaims, StoreSettings, Upstream, VERIFY_MISSING, VerifyMode, load,
-};
+pub use crate::identity::{SessionClaims, VerifyMode};
+pub use compile::{Config, Server, StoreSettings, Upstream, VERIFY_MISSING, load};
 pub use duration::parse_duration;
 pub use env::{Overrides, PREFIX as ENV_PREFIX};
 pub use error::{ConfigError, ConfigErrors};

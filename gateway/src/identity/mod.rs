@@ -4,6 +4,7 @@
 //! `jwks` and `verify` are pure; `source` and `http` are the I/O (reading and fetching JWKS
 //! documents). Follows RFC 7519 / RFC 7515: see docs/operations.md, "Verified identities".
 
+mod approver;
 mod http;
 pub mod jwks;
 pub mod source;
@@ -16,6 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
+pub use approver::{Approver, ApproverError, Credentials, SessionClaims, VerifyMode, Who};
 pub use jwks::{JwksError, KeySet};
 pub use source::{KeySource, TrustedIssuer};
 pub use token::{Introspection, TokenError, TokenVerifier};

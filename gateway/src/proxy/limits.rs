@@ -36,6 +36,7 @@ impl HeldBodies {
     }
 
     /// Bytes held now.
+    #[cfg(test)]
     pub fn used(&self) -> usize {
         self.used.load(Ordering::Relaxed)
     }

@@ -1,20 +1,30 @@
-//! The pingora glue: the HTTP service, the operation flow and the gateway's own upstream client.
+//! The pingora glue: the HTTP service, the adapters that turn requests into operations, the
+//! executor that carries out the operation core's verdicts, and the gateway's own upstream
+//! client.
+//!
+//! One request for an operation, in order: `service` (pingora's hooks; routes it) →
+//! `http_api` or `mcp_api` (reads it through `crate::ingress`) → `executor` (asks the store,
+//! hands what it returned to `crate::operation`, carries out its verdict: claim, forward with
+//! `upstream`, record) → `reply` (renders the decision) → `service`'s `logging` hook
+//! (`outcome`: counted and logged once).
 
-mod approver;
-mod flow;
+mod executor;
 mod http_api;
 mod limits;
+mod lookup;
 mod mcp_api;
 mod mcp_forward;
+mod operations;
+mod outcome;
 mod reply;
 mod service;
+mod step;
 mod upstream;
 mod well_known;
 
-pub use approver::{Approver, ApproverError};
-pub use flow::{Decision, OperationFlow, OperationRequest, now_millis};
-pub use limits::{BodyLimits, HeldBodies, LimitedApp};
-pub use mcp_api::McpEndpoint;
-pub use reply::Reply;
-pub use service::GatewayProxy;
-pub use upstream::{ForwardError, ForwardRequest, UpstreamClient};
+pub(crate) use executor::{Executor, ExecutorParts};
+pub(crate) use limits::{BodyLimits, HeldBodies, LimitedApp};
+pub(crate) use mcp_api::McpEndpoint;
+pub(crate) use operations::Operations;
+pub(crate) use service::GatewayProxy;
+pub(crate) use upstream::UpstreamClient;

@@ -4,6 +4,7 @@ use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 
+use crate::operation::Decision;
 use crate::protocol::ErrorBody;
 use crate::store::RecordedResponse;
 
@@ -55,6 +56,39 @@ impl Reply {
     pub fn with_header(mut self, name: &str, value: impl Into<Vec<u8>>) -> Reply {
         self.headers.push((name.to_owned(), value.into()));
         self
+    }
+
+    /// The HTTP answer to a decision (the MCP adapter renders its own, but for a sign-in
+    /// challenge).
+    pub(crate) fn decision(decision: Decision) -> Reply {
+        match decision {
+            Decision::ApprovalRequired { operation, rejected } => {
+                let detail = if rejected {
+                    "the approval does not match this request's current terms (or has expired, or is not this Session's to give); ask the user to approve these"
+                } else {
+                    "this action needs the user's approval of these terms; retry the same request with a Poppy-Approval header"
+                };
+                Reply::error(403, &ErrorBody::approval_required(&operation, detail))
+            }
+            Decision::SignInRequired => Reply::error(401, &ErrorBody::new("sign_in_required", "this operation belongs to an account: sign in to that account to approve it"))
+                .with_header("www-authenticate", "Bearer"),
+            Decision::Performed(response) | Decision::Released(response) | Decision::Replayed(response) => Reply::from(response),
+            Decision::InProgress(id) => Reply::retry_later(
+                1,
+                &ErrorBody::new("operation_in_progress", "this operation is being performed; send the same approval again to get its answer").with("operation_id", id.as_str()),
+            ),
+            Decision::Unknown(id) => Reply::retry_later(
+                30,
+                &ErrorBody::new(
+                    "operation_outcome_unknown",
+                    "the gateway does not know yet whether this operation took effect; it will not be performed again. Retry later, or ask the company",
+                )
+                .with("operation_id", id.as_str()),
+            ),
+            Decision::UpstreamUnavailable => Reply::retry_later(1, &ErrorBody::new("upstream_unavailable", "the API could not be reached; nothing was performed, send the same approval again")),
+            Decision::ShuttingDown => Reply::retry_later(1, &ErrorBody::new("gateway_shutting_down", "this gateway is shutting down and started nothing; send the same approval again")),
+            Decision::StoreUnavailable => Reply::retry_later(1, &ErrorBody::new("store_unavailable", "the gateway cannot reach its operation store; nothing was performed, try again")),
+        }
     }
 
     /// Write the whole response to the downstream session.

@@ -236,7 +236,7 @@ impl RedisStore {
                     .await
             })
             .await?;
-        let now = crate::proxy::now_millis();
+        let now = crate::clock::now_millis();
         let mut listed = Vec::with_capacity(members.len());
         for (member, score) in members {
             let record = match OperationId::parse(&member) {

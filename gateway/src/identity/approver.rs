@@ -9,9 +9,37 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::config::{SessionClaims, VerifyMode};
-use crate::identity::{TokenError, VerifyError};
+use std::sync::Arc;
+
+use super::{SessionVerifier, TokenError, VerifyError};
 use crate::protocol::{ScopeKind, SigningKey};
+
+/// Which claims identify the Session, the agent, the user and the account, and who verifies
+/// the credentials they come from (`[session]`).
+#[derive(Debug, Clone)]
+pub struct SessionClaims {
+    pub verify: VerifyMode,
+    pub session_claim: String,
+    pub agent_claim: String,
+    pub user_claim: String,
+    pub account_claim: String,
+}
+
+/// `[session] verify`.
+#[derive(Debug, Clone)]
+pub enum VerifyMode {
+    /// The gateway verifies the Poppy-Session signature against trusted agents' keys.
+    Required(Arc<SessionVerifier>),
+    /// The upstream verifies; the gateway reads claims unverified, so a recorded answer is
+    /// replayed only to the exact credentials that approved it.
+    Off,
+}
+
+impl VerifyMode {
+    pub fn is_off(&self) -> bool {
+        matches!(self, VerifyMode::Off)
+    }
+}
 
 /// The approver scope of a request: operations are bound to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -265,7 +293,7 @@ mod tests {
 
     fn claims() -> SessionClaims {
         SessionClaims {
-            verify: crate::config::VerifyMode::Off,
+            verify: VerifyMode::Off,
             session_claim: "sid".into(),
             agent_claim: "iss".into(),
             user_claim: "sub".into(),
