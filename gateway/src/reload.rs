@@ -196,14 +196,10 @@ mod tests {
     use super::*;
     use std::path::Path;
 
-    const GATEWAY: &str = r#"policies = ["policies/*.toml"]
-[server]
-listen = "127.0.0.1:8080"
-[upstream]
-url = "http://127.0.0.1:9000"
-[session]
-verify = "off"
-"#;
+    const GATEWAY: &str = concat!(
+        poppy_e2e::minimal_gateway_toml!(),
+        "\n[session]\nverify = \"off\"\n"
+    );
 
     fn policy(name: &str, path: &str) -> String {
         format!(

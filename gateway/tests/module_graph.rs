@@ -375,7 +375,12 @@ fn use_paths(code: &str, only_reexports: bool) -> Vec<Vec<String>> {
         let line_start = before.rfind(['\n', ';', '{', '}']).map_or(0, |i| i + 1);
         let prefix = before[line_start..].trim();
         let reexport = prefix.starts_with("pub");
-        if !(prefix.is_empty() || reexport) || (only_reexports && !reexport) {
+        let wanted = if only_reexports {
+            reexport
+        } else {
+            reexport || prefix.is_empty()
+        };
+        if !wanted {
             continue;
         }
         let Some(end) = code[at..].find(';') else {

@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod answer;
 pub mod binaries;
+pub mod config_files;
 pub mod frameworks;
 pub mod gateway;
 pub mod identity;
