@@ -106,7 +106,7 @@ impl ServeHttp for AdminApp {
 impl AdminApp {
     /// How long a resolution is remembered: a day at least, and as long as any revision minted
     /// under the policies in force could still be approved, plus the grace (check 3 refuses
-    /// revisions longer-lived than their policy allows now, see flow.rs).
+    /// revisions longer-lived than their policy allows now, see operation/remember.rs).
     fn remember_for(&self) -> Duration {
         let longest = self
             .policies
