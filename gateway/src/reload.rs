@@ -21,7 +21,7 @@ use crate::config::{self, Config, ConfigErrors};
 use crate::metrics::{Metrics, ReloadResult};
 use crate::policy::{LivePolicies, PolicySet};
 
-pub struct PolicyReloader {
+pub(crate) struct PolicyReloader {
     path: PathBuf,
     /// The settings only a restart applies, as the process started with them.
     started_with: RestartSettings,
@@ -31,16 +31,20 @@ pub struct PolicyReloader {
 
 /// What a reload that applied did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reloaded {
+pub(crate) struct Reloaded {
     /// The policy names now in force.
-    pub policies: Vec<String>,
+    pub(crate) policies: Vec<String>,
     /// Sections of gateway.toml (other than `policies`) that changed since startup: they
     /// apply only after a restart.
-    pub restart_needed_for: Vec<&'static str>,
+    pub(crate) restart_needed_for: Vec<&'static str>,
 }
 
 impl PolicyReloader {
-    pub fn new(config: &Config, policies: LivePolicies, metrics: Arc<Metrics>) -> PolicyReloader {
+    pub(crate) fn new(
+        config: &Config,
+        policies: LivePolicies,
+        metrics: Arc<Metrics>,
+    ) -> PolicyReloader {
         PolicyReloader {
             path: config.path.clone(),
             started_with: RestartSettings::of(config),
@@ -51,7 +55,7 @@ impl PolicyReloader {
 
     /// Load the files again and apply their policies if they validate. Counts the result.
     /// Blocking (file reads): call it off the async threads.
-    pub fn reload(&self) -> Result<Reloaded, ConfigErrors> {
+    pub(crate) fn reload(&self) -> Result<Reloaded, ConfigErrors> {
         let config = match config::load(&self.path) {
             Ok(config) => config,
             Err(errors) => {
@@ -109,11 +113,11 @@ impl PolicyReloader {
 }
 
 /// Why the reloader is an `Arc`: each reload hands a clone to a blocking thread.
-pub struct ReloadService(Arc<PolicyReloader>);
+pub(crate) struct ReloadService(Arc<PolicyReloader>);
 
 impl PolicyReloader {
     /// The pingora background service that reloads on SIGHUP.
-    pub fn service(self) -> ReloadService {
+    pub(crate) fn service(self) -> ReloadService {
         ReloadService(Arc::new(self))
     }
 }

@@ -43,35 +43,35 @@ impl VerifyMode {
 
 /// The approver scope of a request: operations are bound to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Approver {
-    pub kind: ScopeKind,
+pub(crate) struct Approver {
+    pub(crate) kind: ScopeKind,
     /// `s:<agent>:<session>` or `a:<agent>:<user>:<account>`, each part length-prefixed.
-    pub scope: String,
+    pub(crate) scope: String,
     /// The Session's own scope, signed in or not.
-    pub session_scope: String,
+    pub(crate) session_scope: String,
     /// A hash of the credentials the gateway did not verify (with `verify = "off"` the
     /// `Poppy-Session` and `Authorization` values; verified, an unverified bearer token):
     /// a recorded answer goes only to the same ones. `None` when everything was verified.
-    pub credentials: Option<Credentials>,
+    pub(crate) credentials: Option<Credentials>,
     /// Who, for receipts: the claims as read (verified or not, as `credentials` says).
-    pub who: Who,
+    pub(crate) who: Who,
 }
 
 /// The parties of an approval, for receipts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Who {
-    pub agent: String,
-    pub user: Option<String>,
-    pub session: String,
+pub(crate) struct Who {
+    pub(crate) agent: String,
+    pub(crate) user: Option<String>,
+    pub(crate) session: String,
     /// The account the bearer token is for (`token:<hash>` for an unverified opaque token).
-    pub account: Option<String>,
+    pub(crate) account: Option<String>,
 }
 
 /// SHA-256 of the `Poppy-Session` and `Authorization` values, length-prefixed. Never stored
 /// as is: the flow keys it with the gateway's signing key first (see
 /// [`Credentials::digest`]), so the store holds nothing a token could be guessed from.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Credentials([u8; 32]);
+pub(crate) struct Credentials([u8; 32]);
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,7 +80,7 @@ impl std::fmt::Debug for Credentials {
 }
 
 impl Credentials {
-    pub fn of(session: &[u8], authorization: Option<&[u8]>) -> Credentials {
+    pub(crate) fn of(session: &[u8], authorization: Option<&[u8]>) -> Credentials {
         let mut hash = Sha256::new();
         for part in [Some(session), authorization] {
             match part {
@@ -98,13 +98,13 @@ impl Credentials {
 
     /// The digest kept with a record: keyed, so that a store dump gives no way to test
     /// guesses of a token.
-    pub fn digest(&self, key: &SigningKey) -> String {
+    pub(crate) fn digest(&self, key: &SigningKey) -> String {
         key.tag(b"poppy-credentials-v1", &[&self.0], 43)
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApproverError {
+pub(crate) enum ApproverError {
     #[error("Poppy-Session is not a JWT (three base64url parts with a JSON object payload)")]
     NotAJwt,
     #[error("Poppy-Session has no string claim `{0}`")]
@@ -117,7 +117,7 @@ pub enum ApproverError {
 
 impl ApproverError {
     /// The `error` code of the 401 that refuses the request.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             ApproverError::InvalidToken(_) => "invalid_token",
             _ => "invalid_session",
@@ -128,7 +128,7 @@ impl ApproverError {
 impl Approver {
     /// The approver of a request, as `[session] verify` says: verified claims, or unverified
     /// ones bound to the exact credentials.
-    pub async fn for_request(
+    pub(crate) async fn for_request(
         session: &[u8],
         authorization: Option<&[u8]>,
         claims: &SessionClaims,
@@ -171,7 +171,7 @@ impl Approver {
 
     /// Unverified claims (`verify = "off"`, and `explain`). `authorization` is the raw
     /// `Authorization` header, if any: a bearer token means the Session is signed in.
-    pub fn from_headers(
+    pub(crate) fn from_headers(
         session: &[u8],
         authorization: Option<&[u8]>,
         claims: &SessionClaims,
@@ -230,7 +230,7 @@ impl Approver {
 
     /// The Session on its own: an operation returned while it was signed out can be approved
     /// only in that Session, even once it has signed in.
-    pub fn session_only(&self) -> Approver {
+    pub(crate) fn session_only(&self) -> Approver {
         Approver {
             kind: ScopeKind::Session,
             scope: self.session_scope.clone(),

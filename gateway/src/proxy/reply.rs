@@ -10,15 +10,15 @@ use crate::store::RecordedResponse;
 
 /// A complete response the gateway writes itself.
 #[derive(Debug, Clone)]
-pub struct Reply {
-    pub status: u16,
-    pub headers: Vec<(String, Vec<u8>)>,
-    pub body: Bytes,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, Vec<u8>)>,
+    pub(crate) body: Bytes,
 }
 
 impl Reply {
     /// A JSON error body: `{"error", "detail", ...}`.
-    pub fn error(status: u16, body: &ErrorBody) -> Reply {
+    pub(crate) fn error(status: u16, body: &ErrorBody) -> Reply {
         Reply {
             status,
             headers: vec![
@@ -30,7 +30,7 @@ impl Reply {
     }
 
     /// The ingress refused the request; nothing was forwarded.
-    pub fn refusal(refusal: &crate::ingress::Refusal) -> Reply {
+    pub(crate) fn refusal(refusal: &crate::ingress::Refusal) -> Reply {
         let reply = Reply::error(refusal.status, &refusal.to_error_body());
         if refusal.status == 503 {
             // Only a limit refuses with 503 before anything is decided: try again shortly.
@@ -41,11 +41,11 @@ impl Reply {
     }
 
     /// `503` with `Retry-After`: try the same request again later.
-    pub fn retry_later(seconds: u32, body: &ErrorBody) -> Reply {
+    pub(crate) fn retry_later(seconds: u32, body: &ErrorBody) -> Reply {
         Reply::error(503, body).with_header("retry-after", seconds.to_string())
     }
 
-    pub fn json(status: u16, value: &serde_json::Value) -> Reply {
+    pub(crate) fn json(status: u16, value: &serde_json::Value) -> Reply {
         Reply {
             status,
             headers: vec![("content-type".into(), b"application/json".to_vec())],
@@ -53,7 +53,7 @@ impl Reply {
         }
     }
 
-    pub fn with_header(mut self, name: &str, value: impl Into<Vec<u8>>) -> Reply {
+    pub(crate) fn with_header(mut self, name: &str, value: impl Into<Vec<u8>>) -> Reply {
         self.headers.push((name.to_owned(), value.into()));
         self
     }
@@ -92,7 +92,7 @@ impl Reply {
     }
 
     /// Write the whole response to the downstream session.
-    pub async fn write(self, session: &mut Session) -> pingora::Result<()> {
+    pub(crate) async fn write(self, session: &mut Session) -> pingora::Result<()> {
         let mut header = ResponseHeader::build(self.status, Some(self.headers.len() + 1))?;
         for (name, value) in self.headers {
             header.append_header(name, value)?;

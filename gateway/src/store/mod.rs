@@ -30,8 +30,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-pub use check::{CheckError, DurabilityCheck};
-pub use instrumented::InstrumentedStore;
+pub(crate) use check::DurabilityCheck;
+pub(crate) use instrumented::InstrumentedStore;
 pub use memory::MemoryStore;
 pub use redis::{CLUSTER_SCHEME, DEFAULT_NAMESPACE, MAX_WAIT_TIMEOUT, RedisStore, cluster_seeds};
 pub use redis::{Durability, NodeDurability};
