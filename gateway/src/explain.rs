@@ -96,7 +96,7 @@ pub enum Explanation {
 
 impl Explanation {
     /// Whether a Personal Agent would receive an operation.
-    pub fn is_operation(&self) -> bool {
+    pub(crate) fn is_operation(&self) -> bool {
         matches!(self, Explanation::Operation { .. })
     }
 }

@@ -257,7 +257,7 @@ id = {{ path = "id" }}
         let errors = reloader.reload().unwrap_err();
         let text = errors.to_string();
         assert!(text.contains("a.toml:2:"), "{text}");
-        assert!(live.find_route("POST", "/old/1").is_some());
+        assert!(live.snapshot().find_route("POST", "/old/1").is_some());
         assert_eq!(
             metric(&metrics, "poppy_config_reloads_total{result=\"failure\"}"),
             "poppy_config_reloads_total{result=\"failure\"} 1"
@@ -275,7 +275,7 @@ id = {{ path = "id" }}
         let reloaded = reloader.reload().unwrap();
         assert_eq!(reloaded.policies, vec!["old", "new"]);
         assert!(reloaded.restart_needed_for.is_empty());
-        assert!(live.find_route("POST", "/new/1").is_some());
+        assert!(live.snapshot().find_route("POST", "/new/1").is_some());
         assert_eq!(
             metric(&metrics, "poppy_policies_loaded"),
             "poppy_policies_loaded 2"

@@ -106,7 +106,7 @@ impl StoreSettings {
 }
 
 /// What `check` says when `[session] verify` is missing: the migration for older configs.
-pub const VERIFY_MISSING: &str = "session.verify: not set; every gateway must choose who verifies Poppy-Session JWTs and bearer tokens. Add to gateway.toml either\n  [session]\n  verify = \"required\"   # the gateway verifies signatures against trusted agents' keys ([[session.agent]])\nor\n  [session]\n  verify = \"off\"        # the upstream verifies; replays go only to the credentials that approved\n(see docs/operations.md, \"Verified identities\")";
+pub(crate) const VERIFY_MISSING: &str = "session.verify: not set; every gateway must choose who verifies Poppy-Session JWTs and bearer tokens. Add to gateway.toml either\n  [session]\n  verify = \"required\"   # the gateway verifies signatures against trusted agents' keys ([[session.agent]])\nor\n  [session]\n  verify = \"off\"        # the upstream verifies; replays go only to the credentials that approved\n(see docs/operations.md, \"Verified identities\")";
 
 /// `[session]` with `verify = "required"`: the trusted agents, their keys and what every
 /// Session must satisfy. `None` after pushing errors.

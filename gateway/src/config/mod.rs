@@ -13,10 +13,14 @@ mod lookup;
 mod policy_file;
 mod tool_policy;
 
-pub use crate::identity::{SessionClaims, VerifyMode};
-pub use compile::{Config, Server, StoreSettings, Upstream, VERIFY_MISSING, load};
-pub use duration::parse_duration;
-pub use env::{Overrides, PREFIX as ENV_PREFIX};
-pub use error::{ConfigError, ConfigErrors};
-pub use policy_file::{load_policy_file, parse_policy_file};
+pub use crate::identity::VerifyMode;
+
+pub(crate) use crate::identity::SessionClaims;
+pub use compile::Server;
+pub use compile::StoreSettings;
+pub use compile::Upstream;
+pub use compile::{Config, load};
+pub use error::ConfigError;
+pub use error::ConfigErrors;
+pub use policy_file::parse_policy_file;
 pub use tool_policy::Mcp;

@@ -11,7 +11,7 @@ use super::tool_policy::compile_tool;
 use crate::policy::{PathTemplate, Policy, Route};
 
 /// Load one policy file.
-pub fn load_policy_file(path: &Path) -> Result<Vec<Policy>, ConfigErrors> {
+pub(crate) fn load_policy_file(path: &Path) -> Result<Vec<Policy>, ConfigErrors> {
     let source = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::whole_file(path, format!("cannot read: {e}")))?;
     parse_policy_file(path, &source)

@@ -19,13 +19,13 @@ use serde_json::{Map, Number, Value};
 use super::Refusal;
 
 /// Deeper bodies are refused (recursive parsers differ in their limits).
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// The largest integer every double-based parser reads exactly.
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// Parse a request body strictly.
-pub fn parse_strict(bytes: &[u8]) -> Result<Value, Refusal> {
+pub(crate) fn parse_strict(bytes: &[u8]) -> Result<Value, Refusal> {
     if bytes.starts_with(&[0xef, 0xbb, 0xbf]) {
         return Err(Refusal::body(
             "the JSON body starts with a byte order mark: send it without one",
@@ -49,7 +49,7 @@ pub fn parse_strict(bytes: &[u8]) -> Result<Value, Refusal> {
 
 /// The same rules for a value that was already parsed (MCP tool arguments, whose member names
 /// the JSON-RPC reader checked for duplicates): case-folded twins and integer ranges.
-pub fn check_value(value: &Value) -> Result<(), Refusal> {
+pub(crate) fn check_value(value: &Value) -> Result<(), Refusal> {
     check_value_at(value, &mut vec![], 0)
 }
 
@@ -86,7 +86,7 @@ fn check_value_at(value: &Value, path: &mut Vec<PathPart>, depth: usize) -> Resu
 
 /// Case folding as Go's `strings.EqualFold` sees it, near enough: `ſ` is `s`, `K` (Kelvin) is
 /// `k`.
-pub fn fold_case(name: &str) -> String {
+pub(crate) fn fold_case(name: &str) -> String {
     name.chars()
         .flat_map(char::to_uppercase)
         .flat_map(char::to_lowercase)

@@ -25,7 +25,7 @@ impl SigningKey {
     }
 
     /// A random key, for `memory://` without configured keys.
-    pub fn random() -> SigningKey {
+    pub(crate) fn random() -> SigningKey {
         let secret: [u8; 32] = rand::random();
         SigningKey::new(secret.to_vec())
     }
@@ -33,13 +33,13 @@ impl SigningKey {
     /// A key bound to this process: `memory://` forgets performed operations on restart, so
     /// revisions minted before a restart must not verify after it (they could be performed
     /// again). Mixing a random per-process nonce into every key guarantees that.
-    pub fn for_this_process(&self, nonce: &[u8; 32]) -> SigningKey {
+    pub(crate) fn for_this_process(&self, nonce: &[u8; 32]) -> SigningKey {
         SigningKey::new(self.mac(b"poppy-process-key-v1", &[nonce]).to_vec())
     }
 
     /// HMAC over a domain label and length-prefixed parts, so that no two different part lists
     /// ever feed the MAC the same bytes.
-    pub fn mac(&self, domain: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    pub(crate) fn mac(&self, domain: &[u8], parts: &[&[u8]]) -> [u8; 32] {
         // A key of any length is valid for HMAC; this cannot fail.
         let mut mac = match HmacSha256::new_from_slice(&self.secret) {
             Ok(mac) => mac,
@@ -53,7 +53,7 @@ impl SigningKey {
     }
 
     /// The MAC as `len` base64url characters (id-safe: `A-Z a-z 0-9 _ -`).
-    pub fn tag(&self, domain: &[u8], parts: &[&[u8]], len: usize) -> String {
+    pub(crate) fn tag(&self, domain: &[u8], parts: &[&[u8]], len: usize) -> String {
         let mut text = URL_SAFE_NO_PAD.encode(self.mac(domain, parts));
         text.truncate(len);
         text
@@ -82,7 +82,7 @@ impl Keys {
     }
 
     /// Parse `POPPY_GATEWAY_KEYS`: comma-separated secrets, each at least 16 bytes.
-    pub fn from_env_value(value: &str) -> Result<Keys, String> {
+    pub(crate) fn from_env_value(value: &str) -> Result<Keys, String> {
         let mut keys = Vec::new();
         for (index, secret) in value.split(',').map(str::trim).enumerate() {
             if secret.len() < 16 {
@@ -98,7 +98,7 @@ impl Keys {
     }
 
     /// Every key bound to this process (see [`SigningKey::for_this_process`]).
-    pub fn for_this_process(&self) -> Keys {
+    pub(crate) fn for_this_process(&self) -> Keys {
         let nonce: [u8; 32] = rand::random();
         Keys {
             keys: self

@@ -33,8 +33,9 @@ use bytes::Bytes;
 pub(crate) use check::DurabilityCheck;
 pub(crate) use instrumented::InstrumentedStore;
 pub use memory::MemoryStore;
-pub use redis::{CLUSTER_SCHEME, DEFAULT_NAMESPACE, MAX_WAIT_TIMEOUT, RedisStore, cluster_seeds};
-pub use redis::{Durability, NodeDurability};
+pub(crate) use redis::Durability;
+pub use redis::RedisStore;
+pub(crate) use redis::{CLUSTER_SCHEME, DEFAULT_NAMESPACE, MAX_WAIT_TIMEOUT, cluster_seeds};
 
 use crate::protocol::OperationId;
 
@@ -291,20 +292,11 @@ pub fn open(url: &str) -> Result<Arc<dyn OperationStore>, StoreError> {
     open_with(url, &StoreOptions::default())
 }
 
-/// [`open`] with a key namespace for the Redis store (ignored by `memory://`).
-pub fn open_with_namespace(
-    url: &str,
-    namespace: &str,
-) -> Result<Arc<dyn OperationStore>, StoreError> {
-    let options = StoreOptions {
-        namespace: namespace.to_owned(),
-        ..StoreOptions::default()
-    };
-    open_with(url, &options)
-}
-
 /// [`open`] with every option.
-pub fn open_with(url: &str, options: &StoreOptions) -> Result<Arc<dyn OperationStore>, StoreError> {
+pub(crate) fn open_with(
+    url: &str,
+    options: &StoreOptions,
+) -> Result<Arc<dyn OperationStore>, StoreError> {
     if url == "memory://" {
         if options.wait.is_some() {
             return Err(StoreError::Unavailable(

@@ -39,7 +39,9 @@ use redis::Value;
 use self::codec::{
     Finished, bytes_of, corrupt, decode_record, encode_headers, finished, into_fields,
 };
-pub use self::durability::{Durability, NodeDurability};
+pub use self::durability::Durability;
+#[cfg(test)]
+pub(crate) use self::durability::NodeDurability;
 use self::link::Links;
 use self::script::{Lua, Ran};
 pub use self::url::{CLUSTER_SCHEME, cluster_seeds};
