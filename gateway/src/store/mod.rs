@@ -22,6 +22,7 @@
 mod check;
 mod instrumented;
 mod memory;
+mod owner;
 mod redis;
 
 use std::sync::Arc;

@@ -45,6 +45,7 @@ pub(crate) use self::durability::NodeDurability;
 use self::link::Links;
 use self::script::{Lua, Ran};
 pub use self::url::{CLUSTER_SCHEME, cluster_seeds};
+use super::owner::Finisher;
 use super::{
     ActionState, Claim, ClaimOutcome, InFlightOperation, OperationRecord, OperationStore,
     RecordState, RecordedResponse, ReplicaWait, Resolution, ResolveOutcome, StoreError,
@@ -72,26 +73,6 @@ const STALE_INDEX_AFTER_MS: i64 = 60_000;
 
 /// At most this many unknown operations are counted for the gauge per scrape.
 const MAX_UNKNOWN_COUNTED: usize = 10_000;
-/// Whose in-flight record `complete.lua` and `release.lua` may finish.
-enum Mode<'a> {
-    /// The claim's own: the gateway completing or releasing.
-    Owner(&'a str),
-    /// The claim's own, and written anyway when the record vanished (complete only).
-    Restore(&'a Claim),
-    /// Anybody's: an operator's resolution.
-    Any,
-}
-
-impl Mode<'_> {
-    fn args(&self) -> (&'static str, &str) {
-        match self {
-            Mode::Owner(owner) => ("owner", owner),
-            Mode::Restore(claim) => ("restore", &claim.owner),
-            Mode::Any => ("any", ""),
-        }
-    }
-}
-
 /// The shared operation store on Redis.
 pub struct RedisStore {
     links: Links,
@@ -283,15 +264,15 @@ impl RedisStore {
     async fn record_answer(
         &self,
         id: &OperationId,
-        mode: Mode<'_>,
+        mode: Finisher<'_>,
         response: &RecordedResponse,
         remember_until_ms: i64,
     ) -> Result<(Finished, Ran), StoreError> {
         let restore = match &mode {
-            Mode::Restore(claim) => Some(*claim),
+            Finisher::Restore(claim) => Some(*claim),
             _ => None,
         };
-        let (mode, owner) = mode.args();
+        let (mode, owner) = mode.script_args();
         let call = self
             .complete
             .call()
@@ -326,10 +307,10 @@ impl RedisStore {
     async fn forget(
         &self,
         id: &OperationId,
-        mode: Mode<'_>,
+        mode: Finisher<'_>,
         wait: Option<ReplicaWait>,
     ) -> Result<(Finished, Ran), StoreError> {
-        let (mode, owner) = mode.args();
+        let (mode, owner) = mode.script_args();
         let call = self
             .release
             .call()
@@ -355,7 +336,7 @@ impl RedisStore {
         owner: &str,
         shortfall: String,
     ) -> StoreError {
-        if let Err(e) = self.forget(id, Mode::Owner(owner), None).await {
+        if let Err(e) = self.forget(id, Finisher::Owner(owner), None).await {
             // It stays in flight and turns unknown: never forwarded, 503 until resolved.
             tracing::error!(operation_id = %id, error = %e, "unreplicated claim not released");
         }
@@ -514,7 +495,7 @@ impl OperationStore for RedisStore {
         remember_until_ms: i64,
     ) -> Result<bool, StoreError> {
         let (finished, ran) = self
-            .record_answer(id, Mode::Owner(owner), response, remember_until_ms)
+            .record_answer(id, Finisher::Owner(owner), response, remember_until_ms)
             .await?;
         if finished == Finished::Yes
             && let Some(shortfall) = self.short_of_replicas(&ran)
@@ -534,7 +515,7 @@ impl OperationStore for RedisStore {
         remember_until_ms: i64,
     ) -> Result<bool, StoreError> {
         let (finished, ran) = self
-            .record_answer(id, Mode::Restore(claim), response, remember_until_ms)
+            .record_answer(id, Finisher::Restore(claim), response, remember_until_ms)
             .await?;
         if finished == Finished::Yes
             && let Some(shortfall) = self.short_of_replicas(&ran)
@@ -545,7 +526,7 @@ impl OperationStore for RedisStore {
     }
 
     async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError> {
-        let (finished, _) = self.forget(id, Mode::Owner(owner), None).await?;
+        let (finished, _) = self.forget(id, Finisher::Owner(owner), None).await?;
         Ok(finished == Finished::Yes)
     }
 
@@ -557,10 +538,10 @@ impl OperationStore for RedisStore {
     ) -> Result<ResolveOutcome, StoreError> {
         let (finished, ran) = match resolution {
             Resolution::Performed(response) => {
-                self.record_answer(id, Mode::Any, response, remember_until_ms)
+                self.record_answer(id, Finisher::Any, response, remember_until_ms)
                     .await?
             }
-            Resolution::NotPerformed => self.forget(id, Mode::Any, self.wait).await?,
+            Resolution::NotPerformed => self.forget(id, Finisher::Any, self.wait).await?,
         };
         match finished {
             Finished::Yes => {
