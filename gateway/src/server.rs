@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::drain::{Drain, DrainOnSignal};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
-use crate::protocol::{Keys, SigningKey};
+use crate::protocol::{Keys, KeysError, SigningKey};
 use crate::proxy::{
     BodyLimits, Executor, ExecutorParts, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint,
     Operations, UpstreamClient,
@@ -31,7 +31,7 @@ pub enum StartError {
         error: std::io::Error,
     },
     #[error("{0}")]
-    Keys(String),
+    Keys(#[from] KeysError),
     #[error("store: {0}")]
     Store(String),
     #[error("metrics: {0}")]
@@ -46,19 +46,19 @@ pub enum StartError {
 /// restart is refused after it, never performed a second time.
 pub fn signing_keys(env_value: Option<&str>, store_url: &str) -> Result<Keys, StartError> {
     let configured = match env_value.map(str::trim).filter(|v| !v.is_empty()) {
-        Some(value) => Some(Keys::from_env_value(value).map_err(StartError::Keys)?),
+        Some(value) => Some(Keys::from_env_value(value)?),
         None => None,
     };
     match configured {
         Some(keys) if store_url == "memory://" => Ok(keys.for_this_process()),
         Some(keys) => Ok(keys),
         None if store_url == "memory://" => {
-            tracing::warn!("POPPY_GATEWAY_KEYS is not set: using a random key (fine with memory://, whose approvals end with the process)");
-            Keys::new(vec![SigningKey::random()]).ok_or_else(|| StartError::Keys("no key".into()))
+            tracing::warn!(
+                "POPPY_GATEWAY_KEYS is not set: using a random key (fine with memory://, whose approvals end with the process)"
+            );
+            Ok(Keys::new(vec![SigningKey::random()]).ok_or(KeysError::Empty)?)
         }
-        None => Err(StartError::Keys(
-            "POPPY_GATEWAY_KEYS is not set: with a shared store every gateway needs the same keys (comma-separated, 16+ bytes each; the first signs, all verify)".into(),
-        )),
+        None => Err(KeysError::NotSet.into()),
     }
 }
 

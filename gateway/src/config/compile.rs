@@ -270,7 +270,7 @@ fn token_verifier(
             match TrustedIssuer::new(issuer.clone(), source, refresh) {
                 Ok(trusted) => Some(trusted),
                 Err(e) => {
-                    errors.push(here(e));
+                    errors.push(here(e.to_string()));
                     None
                 }
             }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 
-use super::jwks::KeySet;
+use super::jwks::{JwksError, KeySet};
 
 /// The least time between two reads of one agent's keys: an unknown `kid` in every request
 /// must not turn into a fetch per request.
@@ -60,7 +60,7 @@ impl TrustedIssuer {
         issuer: String,
         source: KeySource,
         refresh: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, KeysReadError> {
         let trusted = TrustedIssuer {
             issuer,
             source,
@@ -120,12 +120,36 @@ impl TrustedIssuer {
     }
 }
 
-fn read_file(path: &PathBuf) -> Result<KeySet, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    KeySet::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+/// Why a JWKS source gave no keys.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum KeysReadError {
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: {error}", path.display())]
+    Parse { path: PathBuf, error: JwksError },
+    #[error("{0}")]
+    Fetch(String),
+    #[error("{0}")]
+    FetchedParse(JwksError),
 }
 
-async fn fetch(url: &str) -> Result<KeySet, String> {
-    let bytes = super::http::get(url, FETCH_TIMEOUT, MAX_JWKS_BYTES).await?;
-    KeySet::parse(&bytes).map_err(|e| e.to_string())
+fn read_file(path: &PathBuf) -> Result<KeySet, KeysReadError> {
+    let bytes = std::fs::read(path).map_err(|error| KeysReadError::Read {
+        path: path.clone(),
+        error,
+    })?;
+    KeySet::parse(&bytes).map_err(|error| KeysReadError::Parse {
+        path: path.clone(),
+        error,
+    })
+}
+
+async fn fetch(url: &str) -> Result<KeySet, KeysReadError> {
+    let bytes = super::http::get(url, FETCH_TIMEOUT, MAX_JWKS_BYTES)
+        .await
+        .map_err(KeysReadError::Fetch)?;
+    KeySet::parse(&bytes).map_err(KeysReadError::FetchedParse)
 }

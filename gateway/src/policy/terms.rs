@@ -153,12 +153,17 @@ pub(super) fn query_json(value: &Value, path: &str) -> Option<Value> {
 }
 
 /// Whether a JSONPath expression parses.
-pub(crate) fn is_valid_json_path(path: &str) -> Result<(), String> {
+pub(crate) fn is_valid_json_path(path: &str) -> Result<(), JsonPathError> {
     Value::Null
         .query(path)
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(|e| JsonPathError(e.to_string()))
 }
+
+/// A JSONPath that does not parse, with the parser's reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct JsonPathError(String);
 
 /// The first value of a query parameter, form-decoded (`+` is a space).
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {

@@ -17,7 +17,7 @@ pub use extensions::declares_operations_v2;
 pub(crate) use operation_id::ActionTag;
 pub use operation_id::{OperationId, ScopeKind};
 pub use revision::{Revision, RevisionInput};
-pub use signing::{Keys, SigningKey};
+pub use signing::{Keys, KeysError, SigningKey};
 
 /// The longest operation_id or revision the gateway accepts in an approval.
 pub(crate) const MAX_ID_LEN: usize = 128;

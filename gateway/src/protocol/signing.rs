@@ -65,6 +65,19 @@ fn update_framed(mac: &mut HmacSha256, part: &[u8]) {
     mac.update(part);
 }
 
+/// Why `POPPY_GATEWAY_KEYS` was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeysError {
+    #[error("POPPY_GATEWAY_KEYS: key {number} is {bytes} bytes; each key needs at least 16")]
+    TooShort { number: usize, bytes: usize },
+    #[error("POPPY_GATEWAY_KEYS is empty")]
+    Empty,
+    #[error(
+        "POPPY_GATEWAY_KEYS is not set: with a shared store every gateway needs the same keys (comma-separated, 16+ bytes each; the first signs, all verify)"
+    )]
+    NotSet,
+}
+
 /// The configured keys. Never empty.
 #[derive(Debug, Clone)]
 pub struct Keys {
@@ -82,19 +95,18 @@ impl Keys {
     }
 
     /// Parse `POPPY_GATEWAY_KEYS`: comma-separated secrets, each at least 16 bytes.
-    pub(crate) fn from_env_value(value: &str) -> Result<Keys, String> {
+    pub(crate) fn from_env_value(value: &str) -> Result<Keys, KeysError> {
         let mut keys = Vec::new();
         for (index, secret) in value.split(',').map(str::trim).enumerate() {
             if secret.len() < 16 {
-                return Err(format!(
-                    "POPPY_GATEWAY_KEYS: key {} is {} bytes; each key needs at least 16",
-                    index + 1,
-                    secret.len()
-                ));
+                return Err(KeysError::TooShort {
+                    number: index + 1,
+                    bytes: secret.len(),
+                });
             }
             keys.push(SigningKey::new(secret.as_bytes().to_vec()));
         }
-        Keys::new(keys).ok_or_else(|| "POPPY_GATEWAY_KEYS is empty".to_owned())
+        Keys::new(keys).ok_or(KeysError::Empty)
     }
 
     /// Every key bound to this process (see [`SigningKey::for_this_process`]).

@@ -43,6 +43,9 @@ use crate::protocol::OperationId;
 /// A store failure. The gateway fails closed on any of these: nothing is forwarded.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The store's URL or options are wrong: it was never opened.
+    #[error("{0}")]
+    Invalid(String),
     #[error("store unavailable: {0}")]
     Unavailable(String),
     #[error("store returned a malformed record: {0}")]
@@ -300,7 +303,7 @@ pub(crate) fn open_with(
 ) -> Result<Arc<dyn OperationStore>, StoreError> {
     if url == "memory://" {
         if options.wait.is_some() {
-            return Err(StoreError::Unavailable(
+            return Err(StoreError::Invalid(
                 "wait_replicas needs a Redis store: memory:// has no replicas".into(),
             ));
         }

@@ -112,7 +112,7 @@ impl RedisStore {
         let namespace = &options.namespace;
         // A brace would move the hash tag and split an operation's keys across slots.
         if namespace.is_empty() || namespace.contains(['{', '}']) {
-            return Err(StoreError::Unavailable(format!(
+            return Err(StoreError::Invalid(format!(
                 "invalid Redis key namespace {namespace:?}: must be non-empty and without braces"
             )));
         }
@@ -120,7 +120,7 @@ impl RedisStore {
             && (wait.replicas == 0 || wait.timeout.is_zero() || wait.timeout > MAX_WAIT_TIMEOUT)
         {
             // WAIT with a zero timeout would block forever.
-            return Err(StoreError::Unavailable(format!(
+            return Err(StoreError::Invalid(format!(
                 "invalid replica wait {wait:?}: at least 1 replica, a timeout of 1ms to {MAX_WAIT_TIMEOUT:?}"
             )));
         }
