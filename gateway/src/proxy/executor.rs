@@ -401,7 +401,8 @@ impl Completion {
 #[cfg(test)]
 mod tests {
     //! The executor against a real memory store and an upstream that refuses connections:
-    //! what it carries out, and that it counts nothing itself (the logging hook does).
+    //! what it carries out, and that it counts nothing itself (`RequestOutcome::record` does,
+    //! called once by service.rs).
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use std::path::Path;
@@ -544,7 +545,7 @@ order_id = { path = "order_id" }
                 ..
             }
         ));
-        // Decided, not yet counted: only the logging phase counts.
+        // Decided, not yet counted: only RequestOutcome::record counts.
         assert_eq!(operations_total(&world.metrics, "held"), "0");
         held.outcome.record(&world.metrics);
         assert_eq!(operations_total(&world.metrics, "held"), "1");

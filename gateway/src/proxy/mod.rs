@@ -5,8 +5,8 @@
 //! One request for an operation, in order: `service` (pingora's hooks; routes it) →
 //! `http_api` or `mcp_api` (reads it through `crate::ingress`) → `executor` (asks the store,
 //! hands what it returned to `crate::operation`, carries out its verdict: claim, forward with
-//! `upstream`, record) → `reply` (renders the decision) → `service`'s `logging` hook
-//! (`outcome`: counted and logged once).
+//! `upstream`, record) → `reply` (renders the decision) → `service` (`outcome`: counted and
+//! logged once, then the reply written).
 
 mod executor;
 mod http_api;

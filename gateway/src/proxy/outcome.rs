@@ -1,5 +1,6 @@
-//! What one request for an operation came to. The adapters put it in the request's context;
-//! pingora's `logging` phase counts it and logs it, here and nowhere else.
+//! What one request for an operation came to. The adapters return it with their reply
+//! (`Step::Operation`); `service.rs` counts and logs it, through [`RequestOutcome::record`],
+//! just before the reply is written: here and nowhere else.
 
 use std::time::Duration;
 

@@ -13,7 +13,6 @@ use pingora::proxy::{ProxyHttp, Session};
 use super::http_api;
 use super::mcp_api::McpEndpoint;
 use super::operations::Operations;
-use super::outcome::RequestOutcome;
 use super::reply::Reply;
 use super::step::Step;
 use super::upstream::UpstreamClient;
@@ -25,8 +24,6 @@ use crate::ingress::{self, RouteMatch};
 pub(crate) struct RequestCtx {
     /// Sent on pingora's proxy path (not answered by the gateway itself).
     passthrough: bool,
-    /// A request for an operation: what it came to, counted and logged in `logging`.
-    outcome: Option<RequestOutcome>,
 }
 
 /// The gateway's HTTP service.
@@ -43,8 +40,8 @@ pub(crate) struct GatewayProxy {
 impl ProxyHttp for GatewayProxy {
     type CTX = RequestCtx;
 
-    /// A request is either answered in `request_filter` or proxied as is; the context
-    /// remembers which, and what an operation request came to, for `logging`.
+    /// A request is either answered in `request_filter` or proxied as is; the context only
+    /// remembers which, for metrics.
     fn new_ctx(&self) -> Self::CTX {
         RequestCtx::default()
     }
@@ -76,7 +73,10 @@ impl ProxyHttp for GatewayProxy {
                 Ok(true)
             }
             Step::Operation(reply, outcome) => {
-                ctx.outcome = Some(outcome);
+                // The one place an operation request's outcome is counted and logged. Before
+                // the answer is written, not in `logging` (which runs after the write): a
+                // client that reads /metrics once it has its answer must see it counted.
+                outcome.record(&self.operations.metrics);
                 reply.write(session).await?;
                 Ok(true)
             }
@@ -114,16 +114,11 @@ impl ProxyHttp for GatewayProxy {
         routine
     }
 
-    /// Count and log what the request came to: a proxied request by the status class that
-    /// reached the client, an operation request by its outcome (the one place either is).
+    /// Count proxied requests by the status class that reached the client.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Self::CTX) {
-        let metrics = &self.operations.metrics;
         if ctx.passthrough {
             let status = session.response_written().map(|r| r.status.as_u16());
-            metrics.passthrough(status);
-        }
-        if let Some(outcome) = ctx.outcome.take() {
-            outcome.record(metrics);
+            self.operations.metrics.passthrough(status);
         }
     }
 }

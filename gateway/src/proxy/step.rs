@@ -9,8 +9,8 @@ pub(crate) enum Step {
     Continue,
     /// Answer with this, without proxying.
     Respond(Reply),
-    /// Answer a request for an operation with this; its outcome is counted and logged in the
-    /// `logging` phase.
+    /// Answer a request for an operation with this; its outcome is counted and logged once,
+    /// as the answer is written.
     Operation(Reply, RequestOutcome),
     /// Already answered (streamed from the upstream); `Err` if that failed part way.
     Answered(pingora::Result<()>),
