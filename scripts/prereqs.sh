@@ -36,6 +36,8 @@ if [[ $what == demo ]]; then
     need jq jq
 fi
 if [[ $what == test ]]; then
+    # tests/tests/front.rs drives the system curl over TLS with HTTP/2 (Debian's has nghttp2).
+    need curl curl
     need redis-server redis-server
     need redis-cli redis-tools
     need prometheus prometheus

@@ -5,6 +5,7 @@
 mod admin;
 mod clock;
 pub mod config;
+mod conversations;
 mod drain;
 pub mod explain;
 pub mod health;
@@ -20,3 +21,4 @@ pub mod receipts;
 mod reload;
 pub mod server;
 pub mod store;
+mod tls;

@@ -148,6 +148,12 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
             if let Some(mcp) = &config.mcp {
                 println!("mcp endpoint {}", mcp.path);
             }
+            if let Some(conversations) = &config.conversations {
+                println!(
+                    "conversations service {} (token from {})",
+                    conversations.listen, conversations.token_source
+                );
+            }
             for policy in config.policies.iter() {
                 if let Some(tool) = &policy.tool {
                     println!(

@@ -15,12 +15,14 @@ use crate::drain::{Drain, DrainOnSignal};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{Keys, KeysError, SigningKey};
+use crate::proxy::{AccessLogger, Edge};
 use crate::proxy::{
     BodyLimits, Executor, ExecutorParts, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint,
     Operations, UpstreamClient,
 };
 use crate::reload::PolicyReloader;
 use crate::store::{self, DurabilityCheck, InstrumentedStore, OperationStore};
+use crate::tls::{CertFiles, CertReloader, CertStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -38,6 +40,12 @@ pub enum StartError {
     Metrics(#[from] prometheus::Error),
     #[error("{0}")]
     Receipts(#[from] crate::receipts::ReceiptError),
+    #[error("server.tls: {0}")]
+    Tls(#[from] crate::tls::TlsFileError),
+    #[error("server.tls: {0}")]
+    TlsSettings(Box<pingora::Error>),
+    #[error("{0}")]
+    AccessLog(#[from] crate::proxy::AccessLogError),
 }
 
 /// The signing keys from `POPPY_GATEWAY_KEYS`. Redis needs them, since every replica and every
@@ -67,7 +75,13 @@ pub fn signing_keys(env_value: Option<&str>, store_url: &str) -> Result<Keys, St
 /// taken port would look up and serve nothing.
 fn check_listen_addresses(config: &Config) -> Result<(), StartError> {
     let addresses = std::iter::once(("server.listen", &config.server.listen))
-        .chain(config.admin_listen.as_ref().map(|a| ("admin.listen", a)));
+        .chain(config.admin_listen.as_ref().map(|a| ("admin.listen", a)))
+        .chain(
+            config
+                .conversations
+                .as_ref()
+                .map(|c| ("conversations.listen", &c.listen)),
+        );
     for (key, address) in addresses {
         std::net::TcpListener::bind(address.as_str()).map_err(|error| StartError::Listen {
             key,
@@ -122,6 +136,13 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         work_stealing: false,
         grace_period_seconds: Some(grace),
         graceful_shutdown_timeout_seconds: Some(1),
+        // Trust anchors for an https:// upstream on pingora's passthrough connector.
+        ca_file: config
+            .upstream
+            .passthrough
+            .ca_file
+            .as_ref()
+            .map(|p| p.display().to_string()),
         ..ServerConf::default()
     };
     let drain = Arc::new(Drain::default());
@@ -144,6 +165,22 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         .mcp
         .as_ref()
         .map(|mcp| McpEndpoint::new(mcp, &upstream, &config.upstream));
+    // `[conversations]`: the operations service for Company Agents, on its own listener.
+    if let Some(settings) = &config.conversations {
+        let mut service = Service::new(
+            "poppy-gateway conversations".to_owned(),
+            crate::conversations::ConversationsApp::new(
+                settings,
+                &config,
+                Arc::clone(&executor),
+                Arc::clone(&upstream),
+                policies.clone(),
+                Arc::clone(&metrics),
+            ),
+        );
+        service.add_tcp(&settings.listen);
+        server.add_service(service);
+    }
     let gateway = GatewayProxy {
         operations: Operations {
             policies: policies.clone(),
@@ -159,19 +196,47 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         upstream,
         well_known: config.well_known.clone(),
         mcp,
+        edge: Arc::new(Edge {
+            proxy_headers: config.proxy_headers.clone(),
+            passthrough: config.upstream.passthrough.clone(),
+            access_log: config
+                .access_log
+                .as_ref()
+                .map(AccessLogger::open)
+                .transpose()?,
+        }),
     };
     // The connection cap and header deadline sit around pingora's HTTP app (see limits.rs).
+    let mut http = pingora::proxy::http_proxy(&server.configuration, gateway);
+    let mut options = pingora::apps::HttpServerOptions::default();
+    options.h2c = config.server.h2c;
+    // An idle HTTP/2 connection has the deadline an idle HTTP/1.1 one has (see h2.rs).
+    options.h2_idle_timeout = Some(config.server.header_read_timeout);
+    http.server_options = Some(options);
     let mut proxy = Service::new(
         "poppy-gateway".to_owned(),
         LimitedApp {
-            inner: Arc::new(pingora::proxy::http_proxy(&server.configuration, gateway)),
+            inner: Arc::new(http),
             max_connections: config.server.max_connections,
             header_timeout: config.server.header_read_timeout,
             open: std::sync::atomic::AtomicUsize::new(0),
             metrics: Arc::clone(&metrics),
+            h2c: config.server.h2c,
         },
     );
-    proxy.add_tcp(&config.server.listen);
+    match &config.server.tls {
+        Some(tls) => {
+            let certs = CertStore::open(CertFiles {
+                cert_file: tls.cert_file.clone(),
+                key_file: tls.key_file.clone(),
+                http2: tls.http2,
+            })?;
+            let settings = certs.settings().map_err(StartError::TlsSettings)?;
+            proxy.add_tls_with_settings(&config.server.listen, None, settings);
+            server.add_service(background_service("TLS reload", CertReloader(certs)));
+        }
+        None => proxy.add_tcp(&config.server.listen),
+    }
     server.add_service(proxy);
 
     // SIGHUP reloads the policies. The admin listener waits for the reloader, so once
@@ -202,6 +267,10 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     tracing::info!(
         listen = %config.server.listen,
         admin = config.admin_listen.as_deref().unwrap_or("off"),
+        conversations = config
+            .conversations
+            .as_ref()
+            .map_or("off", |c| c.listen.as_str()),
         upstream = %config.upstream.url,
         store = %redact(&config.store.url),
         policies = config.policies.iter().count(),

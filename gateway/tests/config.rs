@@ -465,3 +465,117 @@ fn required_verification_needs_trusted_agents() {
         "{errors:#?}"
     );
 }
+
+/// `[conversations]`: off without the table; its listen address and its token source (an
+/// environment variable or a file, never the token itself) are checked where they are written.
+#[test]
+fn conversations_are_checked_where_they_are_written() {
+    let with = |lines: &str| format!("{GATEWAY}\n[conversations]\n{lines}");
+    assert!(
+        Files::new(GATEWAY, POLICY)
+            .load_with(config::load)
+            .unwrap()
+            .conversations
+            .is_none()
+    );
+
+    let files = Files::new(
+        &with("listen = \"127.0.0.1:8090\"\ntoken_file = \"service.token\"\n"),
+        POLICY,
+    );
+    std::fs::write(
+        files.dir().join("service.token"),
+        "0123456789abcdef-token\n",
+    )
+    .unwrap();
+    let conversations = files
+        .load_with(config::load)
+        .unwrap()
+        .conversations
+        .unwrap();
+    assert_eq!(conversations.listen, "127.0.0.1:8090");
+    assert!(conversations.token.matches(b"0123456789abcdef-token"));
+    assert!(!format!("{conversations:?}").contains("0123456789abcdef-token"));
+
+    // Lines: 9 is [conversations], 10 listen, 11 the token's source.
+    let files = Files::new(&with("listen = \"127.0.0.1:8090\"\n"), POLICY);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        9,
+        &["exactly one of token_env"],
+    );
+    let files = Files::new(
+        &with("listen = \"127.0.0.1:8090\"\ntoken_env = \"A\"\ntoken_file = \"b\"\n"),
+        POLICY,
+    );
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        9,
+        &["exactly one of token_env"],
+    );
+    let files = Files::new(
+        &with("listen = \"here\"\ntoken_file = \"service.token\"\n"),
+        POLICY,
+    );
+    std::fs::write(files.dir().join("service.token"), "0123456789abcdef-token").unwrap();
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        10,
+        &["conversations.listen"],
+    );
+    let files = Files::new(
+        &with("listen = \"127.0.0.1:8080\"\ntoken_file = \"service.token\"\n"),
+        POLICY,
+    );
+    std::fs::write(files.dir().join("service.token"), "0123456789abcdef-token").unwrap();
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        10,
+        &["already the proxy's"],
+    );
+    let files = Files::new(
+        &with("listen = \"127.0.0.1:8090\"\ntoken_env = \"POPPY_E2E_NO_SUCH_VARIABLE_EVER\"\n"),
+        POLICY,
+    );
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        11,
+        &["POPPY_E2E_NO_SUCH_VARIABLE_EVER", "not set"],
+    );
+    let files = Files::new(
+        &with("listen = \"127.0.0.1:8090\"\ntoken_file = \"missing.token\"\n"),
+        POLICY,
+    );
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        11,
+        &["cannot read"],
+    );
+    let files = Files::new(
+        &with("listen = \"127.0.0.1:8090\"\ntoken_file = \"short.token\"\n"),
+        POLICY,
+    );
+    std::fs::write(files.dir().join("short.token"), "short\n").unwrap();
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        11,
+        &["at least 16 bytes"],
+    );
+    let files = Files::new(
+        &with("listen = \"127.0.0.1:8090\"\ntoken = \"inline-secret-0123456789\"\n"),
+        POLICY,
+    );
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        11,
+        &["token"],
+    );
+}

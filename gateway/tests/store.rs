@@ -14,8 +14,8 @@ use bytes::Bytes;
 use poppy_e2e::RedisServer;
 use poppy_gateway::protocol::{OperationId, ScopeKind, SigningKey};
 use poppy_gateway::store::{
-    self, Claim, ClaimOutcome, MemoryStore, OperationStore, RecordState, RecordedResponse,
-    RedisStore, Resolution, ResolveOutcome, StoreError,
+    self, Claim, ClaimOutcome, MemoryStore, MessageSlot, OperationStore, RecordState,
+    RecordedResponse, RedisStore, Resolution, ResolveOutcome, StoreError,
 };
 use redis::Value;
 
@@ -826,6 +826,80 @@ mod suite {
     pub async fn ping_answers(store: Arc<dyn OperationStore>) {
         store.ping().await.unwrap();
     }
+
+    /// Conversations: a message is handled by one call at a time, its answer is kept for
+    /// its retries, and a message let go unanswered is handled anew.
+    pub async fn messages_are_taken_once_and_answered_once(store: Arc<dyn OperationStore>) {
+        let key = String::from_utf8(fresh_action()).unwrap();
+        let now = now_ms();
+        let take = |owner: &'static str, at: i64| {
+            let (store, key) = (store.clone(), key.clone());
+            async move { store.take_message(&key, owner, at, at + 30_000).await }
+        };
+        assert_eq!(take("a", now).await.unwrap(), MessageSlot::Taken);
+        assert_eq!(take("b", now).await.unwrap(), MessageSlot::Busy);
+        // Not b's to answer.
+        store
+            .finish_message(&key, "b", Some(b"theirs"), now + 60_000)
+            .await
+            .unwrap();
+        assert_eq!(take("b", now).await.unwrap(), MessageSlot::Busy);
+        store
+            .finish_message(&key, "a", Some(b"{\"first\":1}"), now + 60_000)
+            .await
+            .unwrap();
+        assert_eq!(
+            take("c", now).await.unwrap(),
+            MessageSlot::Answered(Bytes::from_static(b"{\"first\":1}"))
+        );
+
+        // A lease that ran out is taken over; let go, the message is handled anew.
+        let other = String::from_utf8(fresh_action()).unwrap();
+        assert_eq!(
+            store.take_message(&other, "a", now, now - 1).await.unwrap(),
+            MessageSlot::Taken
+        );
+        assert_eq!(
+            store
+                .take_message(&other, "b", now, now + 30_000)
+                .await
+                .unwrap(),
+            MessageSlot::Taken
+        );
+        store.finish_message(&other, "b", None, 0).await.unwrap();
+        assert_eq!(
+            store
+                .take_message(&other, "c", now, now + 30_000)
+                .await
+                .unwrap(),
+            MessageSlot::Taken
+        );
+    }
+
+    pub async fn concurrent_message_takes_have_one_winner(store: Arc<dyn OperationStore>) {
+        let key = String::from_utf8(fresh_action()).unwrap();
+        let now = now_ms();
+        let takes: Vec<_> = (0..8)
+            .map(|i| {
+                let (store, key) = (store.clone(), key.clone());
+                tokio::spawn(async move {
+                    store
+                        .take_message(&key, &format!("owner-{i}"), now, now + 30_000)
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut taken = 0;
+        for take in takes {
+            match take.await.unwrap() {
+                MessageSlot::Taken => taken += 1,
+                MessageSlot::Busy => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(taken, 1, "one delivery of a message handles it");
+    }
 }
 
 macro_rules! both_stores {
@@ -886,6 +960,8 @@ both_stores!(
     resolve_and_complete_race_one_winner,
     lookup_with_generation_reads_both,
     ping_answers,
+    messages_are_taken_once_and_answered_once,
+    concurrent_message_takes_have_one_winner,
 );
 
 type Call<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + 'a>>;

@@ -4,8 +4,9 @@
 #     tests/bench/run.sh                        # every row, 10 s each
 #     tests/bench/run.sh --duration 30s --json /tmp/bench.json
 #     tests/bench/run.sh --rows 1,2,3 --duration 3s
+#     tests/bench/run.sh --wrk                  # also every row wrk can drive, under wrk
 #
-# Installs what is missing (nginx, redis-server, taskset, cmake; as root, or says what to
+# Installs what is missing (nginx, redis-server, taskset, wrk, cmake; as root, or says what to
 # install), builds the release binaries (poppy-gateway, poppy-bench) and runs poppy-bench
 # with the arguments given. Respects CARGO_TARGET_DIR. Only 127.0.0.1 is ever used.
 set -euo pipefail
@@ -16,6 +17,7 @@ missing=()
 command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v taskset >/dev/null 2>&1 || missing+=(util-linux)
+command -v wrk >/dev/null 2>&1 || missing+=(wrk)
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 if ((${#missing[@]})); then
     if [[ $(id -u) -eq 0 ]]; then

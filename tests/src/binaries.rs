@@ -26,6 +26,11 @@ pub fn shop() -> PathBuf {
     find("shop", "POPPY_SHOP_BIN")
 }
 
+/// The example Company Agent `company` (override with `POPPY_COMPANY_BIN`).
+pub fn company() -> PathBuf {
+    find("company", "POPPY_COMPANY_BIN")
+}
+
 /// The example Personal Agent `agent` (override with `POPPY_AGENT_BIN`).
 pub fn agent() -> PathBuf {
     find("agent", "POPPY_AGENT_BIN")

@@ -53,6 +53,11 @@ impl ConfigFiles {
         ConfigFiles { dir }
     }
 
+    /// The folder, for files a config names (a token file, a certificate).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     pub fn gateway(&self) -> PathBuf {
         self.dir.path().join("gateway.toml")
     }

@@ -40,13 +40,20 @@ pub struct GatewayBuilder {
     /// Lines of the `[store]` table after `url`.
     store_lines: String,
     server_lines: String,
+    /// Lines of the `[upstream]` table after its timeouts.
+    upstream_lines: String,
     /// The `[session]` table's lines: `verify = "off"` unless a test says otherwise (the
     /// tests' Sessions are unsigned JWTs; the upstream would verify them).
     session_lines: String,
     env: Vec<(String, String)>,
     args: Vec<String>,
     binary: Option<PathBuf>,
+    /// `[conversations]` on this port, with [`CONVERSATIONS_TOKEN`] in its environment.
+    conversations_port: Option<u16>,
 }
+
+/// The service token of a test gateway's `[conversations]` (from `POPPY_E2E_SERVICE_TOKEN`).
+pub const CONVERSATIONS_TOKEN: &str = "poppy-e2e-conversations-service-token";
 
 /// A written config folder (kept while this value lives).
 pub struct ConfigDir {
@@ -70,11 +77,20 @@ impl GatewayBuilder {
             extra_config: String::new(),
             store_lines: String::new(),
             server_lines: String::new(),
+            upstream_lines: String::new(),
             session_lines: "verify = \"off\"\n".to_owned(),
             env: Vec::new(),
             args: Vec::new(),
             binary: None,
+            conversations_port: None,
         }
+    }
+
+    /// Run the operations service for Company Agents (`[conversations]`) on a free port,
+    /// its token [`CONVERSATIONS_TOKEN`] read from the environment.
+    pub fn conversations(mut self) -> GatewayBuilder {
+        self.conversations_port = Some(free_port());
+        self
     }
 
     /// `[store] url`: `memory://` or `redis://127.0.0.1:P/0`.
@@ -162,6 +178,13 @@ impl GatewayBuilder {
         self
     }
 
+    /// Add lines to the `[upstream]` table.
+    pub fn upstream_line(mut self, lines: &str) -> GatewayBuilder {
+        self.upstream_lines.push_str(lines);
+        self.upstream_lines.push('\n');
+        self
+    }
+
     /// The gateway.toml text for these ports.
     pub fn render(&self, listen_port: u16, admin_port: u16) -> String {
         format!(
@@ -175,7 +198,7 @@ max_body_bytes = {max_body}
 url = "{upstream}"
 timeout = "{timeout}"
 connect_timeout = "{connect_timeout}"
-
+{upstream_lines}
 [admin]
 listen = "127.0.0.1:{admin_port}"
 
@@ -183,15 +206,19 @@ listen = "127.0.0.1:{admin_port}"
 {session_lines}
 [store]
 url = "{store}"
-{store_lines}{extra}"#,
+{store_lines}{conversations}{extra}"#,
             max_body = self.max_body_bytes,
             server_lines = self.server_lines,
             upstream = self.upstream_url,
             timeout = self.upstream_timeout,
             connect_timeout = self.upstream_connect_timeout,
+            upstream_lines = self.upstream_lines,
             store = self.store_url,
             store_lines = self.store_lines,
             session_lines = self.session_lines,
+            conversations = self.conversations_port.map_or_else(String::new, |port| format!(
+                "\n[conversations]\nlisten = \"127.0.0.1:{port}\"\ntoken_env = \"POPPY_E2E_SERVICE_TOKEN\"\n"
+            )),
             extra = self.extra_config,
         )
     }
@@ -308,6 +335,16 @@ impl Gateway {
     /// `http://127.0.0.1:LISTEN`
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.listen_port)
+    }
+
+    /// `http://127.0.0.1:PORT` of the operations service for Company Agents (with
+    /// [`GatewayBuilder::conversations`]).
+    pub fn conversations_url(&self) -> String {
+        let port = self
+            .builder
+            .conversations_port
+            .expect("the gateway runs [conversations] (GatewayBuilder::conversations)");
+        format!("http://127.0.0.1:{port}")
     }
 
     /// `http://127.0.0.1:ADMIN`
@@ -446,6 +483,9 @@ impl Gateway {
                 let (listen, admin) = two_ports();
                 self.listen_port = listen;
                 self.admin_port = admin;
+                if self.builder.conversations_port.is_some() {
+                    self.builder.conversations_port = Some(free_port());
+                }
                 write_file(&self.config_path(), &self.builder.render(listen, admin));
                 match self.spawn_and_wait() {
                     Ok(()) => {}
@@ -500,6 +540,9 @@ impl Gateway {
             Some(keys) => command.env("POPPY_GATEWAY_KEYS", keys),
             None => command.env_remove("POPPY_GATEWAY_KEYS"),
         };
+        if self.builder.conversations_port.is_some() {
+            command.env("POPPY_E2E_SERVICE_TOKEN", CONVERSATIONS_TOKEN);
+        }
         for (name, value) in &self.builder.env {
             command.env(name, value);
         }
@@ -517,7 +560,14 @@ impl Gateway {
             }
             let probe = Duration::from_millis(500);
             let healthy = rawhttp::get_status(self.admin_addr(), "/healthz", probe) == Ok(200);
-            if healthy && TcpStream::connect_timeout(&self.listen_addr(), probe).is_ok() {
+            let conversations = self.builder.conversations_port.is_none_or(|port| {
+                let addr = SocketAddr::from(([127, 0, 0, 1], port));
+                TcpStream::connect_timeout(&addr, probe).is_ok()
+            });
+            if healthy
+                && conversations
+                && TcpStream::connect_timeout(&self.listen_addr(), probe).is_ok()
+            {
                 return Ok(());
             }
             if Instant::now() >= deadline {

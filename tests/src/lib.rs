@@ -8,7 +8,10 @@
 pub mod agent;
 pub mod answer;
 pub mod binaries;
+pub mod company;
 pub mod config_files;
+pub mod conversations;
+pub mod curl;
 pub mod frameworks;
 pub mod gateway;
 pub mod identity;
@@ -27,6 +30,7 @@ pub mod rfc3339;
 pub mod run;
 pub mod shop;
 pub mod stack;
+pub mod testtls;
 pub mod thirdparty;
 pub mod upstream;
 pub mod wait;

@@ -1,11 +1,13 @@
-//! The README's walkthroughs, run in README order against one shop and gateway (as the demo
-//! starts them, on free ports): the agent, then `curl`, then MCP (docs/mcp.md). Each acts on
-//! an order item of its own, so each prints what its comments say however many ran before it.
+//! The README's walkthroughs, run in README order against one shop, gateway and Company Agent
+//! (as the demo starts them, on free ports): the agent, then `curl`, then MCP (docs/mcp.md),
+//! then a conversation. Each acts on an order item of its own, so each prints what its
+//! comments say however many ran before it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use poppy_e2e::company::Company;
 use poppy_e2e::{GatewayBuilder, Shop, binaries, run_binary};
 
 fn repo() -> PathBuf {
@@ -33,7 +35,9 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
         .policy("shop.toml", &read("policies/shop.toml"))
         .policy("shop-mcp.toml", &read("policies/shop-mcp.toml"))
         .extra_config("\n[mcp]\npath = \"/mcp\"\n")
+        .conversations()
         .start();
+    let company = Company::start(&gateway.conversations_url(), &[]);
     let scratch = tempfile::tempdir().unwrap();
     let held = scratch.path().join("held.json");
     // The demo's addresses, as the README writes them, become this test's.
@@ -41,6 +45,8 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
         code.replace("http://127.0.0.1:8080", &gateway.base_url())
             .replace("http://127.0.0.1:8081", &gateway.admin_url())
             .replace("http://127.0.0.1:9000", &shop.url())
+            .replace("http://127.0.0.1:8082", &gateway.conversations_url())
+            .replace("http://127.0.0.1:8083", &company.url())
             .replace("target/debug/agent", binaries::agent().to_str().unwrap())
             .replace("/tmp/held.json", held.to_str().unwrap())
     };
@@ -52,6 +58,10 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
         ),
         ("curl", localise(block(&readme, "BODY='"))),
         ("MCP", localise(block(&read("docs/mcp.md"), "mcp() {"))),
+        (
+            "conversation",
+            localise(block(&readme, "--conversation http://127.0.0.1:8083")),
+        ),
     ];
     let mut outputs = Vec::new();
     for (name, code) in walkthroughs {
@@ -119,6 +129,18 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
             r#"{"id":5,"exchange":"exg_3"}"#,
             "performed: 1\n",
             r#"poppy_operations_total{operation="exchange_tool",outcome="performed"} 1"#,
+        ],
+    );
+    let (name, output) = &outputs[3];
+    expect(
+        name,
+        output,
+        &[
+            "Stormline Outfitters asks for your approval. The action has NOT been performed.",
+            "Exchange item itm_5Tz on order ord_2Cv6",
+            "70.00 USD",
+            r#""exchange_id": "exg_4""#,
+            "Done: the API answered 201.",
         ],
     );
 }

@@ -234,7 +234,7 @@ fn final_answer(answer: Answer, approval_sent: bool, ambiguous: bool) -> Outcome
 }
 
 /// The Company's name from its `poppy.json` (spec 5: the User sees who asks).
-async fn company_name(client: &Client) -> String {
+pub async fn company_name(client: &Client) -> String {
     let name = client
         .discovery()
         .await

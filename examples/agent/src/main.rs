@@ -5,11 +5,20 @@
 //!     --json '{"item_id":"itm_4Qa","replacement_sku":"stormline-insulated-m"}'
 //! ```
 //!
+//! Conversation mode talks to a Company Agent instead (`examples/company`), and approves
+//! the operation in its message with a message of its own:
+//!
+//! ```text
+//! agent --gateway http://127.0.0.1:8080 --conversation http://127.0.0.1:8083 \
+//!     --say "Can I swap my Stormline jacket on order ord_2Cv6 for the insulated one?"
+//! ```
+//!
 //! Exit codes: 0 performed (the API's answer is on stdout), 1 declined or not performed,
 //! 2 outcome unknown (check the order before trying again), 3 usage or other errors.
 
 mod ask;
 mod check;
+mod conversation;
 mod display;
 mod flow;
 mod http;
@@ -46,9 +55,22 @@ struct Cli {
     )]
     gateway: String,
     /// HTTP method.
-    method: String,
+    #[arg(required_unless_present = "conversation")]
+    method: Option<String>,
     /// Path and query, e.g. /orders/ord_7Hk2/exchanges.
-    path: String,
+    #[arg(required_unless_present = "conversation")]
+    path: Option<String>,
+    /// Conversation mode: the Company Agent's conversation endpoint (its name and its support
+    /// of operations v2 come from --gateway's poppy.json).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["method", "json"])]
+    conversation: Option<String>,
+    /// Conversation mode: what to say to the Company Agent.
+    #[arg(
+        long,
+        requires = "conversation",
+        default_value = "Hello! I'd like to exchange the jacket on my order for the insulated one."
+    )]
+    say: String,
     /// JSON request body: the text, or @file.
     #[arg(long)]
     json: Option<String>,
@@ -111,6 +133,8 @@ enum UsageError {
     Header(String),
     #[error("--gateway must be an http:// URL (this build has no TLS): `{0}`")]
     Gateway(String),
+    #[error("--conversation must be an http:// URL (this build has no TLS): `{0}`")]
+    Conversation(String),
 }
 
 fn main() -> ExitCode {
@@ -123,6 +147,9 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_OTHER } else { 0 });
         }
     };
+    if let Some(endpoint) = &cli.conversation {
+        return ExitCode::from(converse(&cli, endpoint));
+    }
     let (request, asked) = match build(&cli) {
         Ok(built) => built,
         Err(e) => {
@@ -155,15 +182,100 @@ fn main() -> ExitCode {
     ExitCode::from(report(outcome))
 }
 
+/// Conversation mode: the Company's name and support from `--gateway`'s poppy.json, then
+/// the conversation.
+fn converse(cli: &Cli, endpoint: &str) -> u8 {
+    let setup = || -> Result<_, String> {
+        if !cli.gateway.starts_with("http://") {
+            return Err(UsageError::Gateway(cli.gateway.clone()).to_string());
+        }
+        if !endpoint.starts_with("http://") {
+            return Err(UsageError::Conversation(endpoint.to_owned()).to_string());
+        }
+        let headers = agent_headers(cli).map_err(|e| e.to_string())?;
+        let discovery = Client::new(&cli.gateway, cli.timeout).map_err(|e| e.to_string())?;
+        let chat = conversation::Chat {
+            client: Client::new(endpoint, cli.timeout).map_err(|e| e.to_string())?,
+            headers,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok((discovery, chat, runtime))
+    };
+    let (discovery, chat, runtime) = match setup() {
+        Ok(ready) => ready,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return EXIT_OTHER;
+        }
+    };
+    let settings = Settings {
+        yes: cli.yes,
+        max_wait: cli.max_wait,
+    };
+    let outcome = runtime.block_on(async {
+        // Spec 2: the extension is used only when the Company lists operations v2.
+        let listed = discovery.discovery().await.is_some_and(|doc| {
+            doc.pointer("/extensions/operations")
+                .and_then(serde_json::Value::as_array)
+                .is_some_and(|versions| versions.iter().any(|v| v["version"] == "2"))
+        });
+        if !listed {
+            return Outcome::Failed(format!(
+                "{}/.well-known/poppy.json does not list operations version 2: this agent can't approve operations in its conversations",
+                discovery.base()
+            ));
+        }
+        let company = flow::company_name(&discovery).await;
+        conversation::run(&chat, &company, &cli.say, &settings).await
+    });
+    report(outcome)
+}
+
+/// The headers of every request this agent makes: its Session, version and extensions, the
+/// access token, and `--header`s.
+fn agent_headers(cli: &Cli) -> Result<Vec<(String, String)>, UsageError> {
+    let sid = cli.sid.clone().unwrap_or_else(session::new_sid);
+    let mut headers = vec![
+        (
+            "Poppy-Session".to_owned(),
+            session::session_jwt(&sid, &cli.iss, &cli.sub),
+        ),
+        ("Poppy-Version".to_owned(), "0.4".to_owned()),
+        ("Poppy-Extensions".to_owned(), OPERATIONS_V2.to_owned()),
+    ];
+    if let Some(token) = &cli.token {
+        headers.push(("Authorization".to_owned(), format!("Bearer {token}")));
+    }
+    for raw in &cli.headers {
+        let (name, value) = raw
+            .split_once(':')
+            .ok_or_else(|| UsageError::Header(raw.clone()))?;
+        let name = name.trim();
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
+            || reqwest::header::HeaderValue::from_str(value.trim()).is_err()
+        {
+            return Err(UsageError::Header(raw.clone()));
+        }
+        headers.push((name.to_owned(), value.trim().to_owned()));
+    }
+    Ok(headers)
+}
+
 /// The request and what it asks for, from the command line.
 fn build(cli: &Cli) -> Result<(Outgoing, Asked), UsageError> {
     if !cli.gateway.starts_with("http://") {
         return Err(UsageError::Gateway(cli.gateway.clone()));
     }
-    let method = reqwest::Method::from_bytes(cli.method.to_ascii_uppercase().as_bytes())
-        .map_err(|_| UsageError::Method(cli.method.clone()))?;
-    if !cli.path.starts_with('/') {
-        return Err(UsageError::Path(cli.path.clone()));
+    let (Some(method_arg), Some(path_arg)) = (&cli.method, &cli.path) else {
+        return Err(UsageError::Path(String::new()));
+    };
+    let method = reqwest::Method::from_bytes(method_arg.to_ascii_uppercase().as_bytes())
+        .map_err(|_| UsageError::Method(method_arg.clone()))?;
+    if !path_arg.starts_with('/') {
+        return Err(UsageError::Path(path_arg.clone()));
     }
     let body = match &cli.json {
         None => None,
@@ -178,41 +290,18 @@ fn build(cli: &Cli) -> Result<(Outgoing, Asked), UsageError> {
         .transpose()
         .map_err(UsageError::Json)?;
 
-    let sid = cli.sid.clone().unwrap_or_else(session::new_sid);
-    let mut headers = vec![
-        (
-            "Poppy-Session".to_owned(),
-            session::session_jwt(&sid, &cli.iss, &cli.sub),
-        ),
-        ("Poppy-Version".to_owned(), "0.4".to_owned()),
-        ("Poppy-Extensions".to_owned(), OPERATIONS_V2.to_owned()),
-    ];
-    if let Some(token) = &cli.token {
-        headers.push(("Authorization".to_owned(), format!("Bearer {token}")));
-    }
+    let mut headers = agent_headers(cli)?;
     if body.is_some() {
         headers.push(("Content-Type".to_owned(), "application/json".to_owned()));
     }
-    for raw in &cli.headers {
-        let (name, value) = raw
-            .split_once(':')
-            .ok_or_else(|| UsageError::Header(raw.clone()))?;
-        let name = name.trim();
-        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
-            || reqwest::header::HeaderValue::from_str(value.trim()).is_err()
-        {
-            return Err(UsageError::Header(raw.clone()));
-        }
-        headers.push((name.to_owned(), value.trim().to_owned()));
-    }
-    let (path, query) = match cli.path.split_once('?') {
+    let (path, query) = match path_arg.split_once('?') {
         Some((path, query)) => (path.to_owned(), Some(query.to_owned())),
-        None => (cli.path.clone(), None),
+        None => (path_arg.clone(), None),
     };
     Ok((
         Outgoing {
             method,
-            path_and_query: cli.path.clone(),
+            path_and_query: path_arg.clone(),
             headers,
             body,
         },

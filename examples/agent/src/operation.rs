@@ -1,4 +1,5 @@
-//! The operation in a `403 approval_required` answer (spec 3 and 4, "APIs").
+//! The operation in a `403 approval_required` answer (spec 3 and 4, "APIs"), or in a
+//! Company's conversation message ("Conversations").
 
 use serde_json::Value;
 
@@ -33,6 +34,12 @@ impl Operation {
         let Some(op) = body.get("operation") else {
             return Some(Err("approval_required without an operation".into()));
         };
+        Some(Operation::from_value(op))
+    }
+
+    /// An operation as JSON (spec 3): in a `403` body, or in a Company's conversation
+    /// message (`extensions.operations.operation`).
+    pub fn from_value(op: &Value) -> Result<Operation, String> {
         let field = |name: &str| op.get(name).and_then(Value::as_str).map(str::to_owned);
         let (Some(operation_id), Some(revision), Some(summary), Some(expires_at)) = (
             field("operation_id"),
@@ -40,23 +47,21 @@ impl Operation {
             field("summary"),
             field("expires_at"),
         ) else {
-            return Some(Err(
-                "the operation lacks operation_id, revision, summary or expires_at".into(),
-            ));
+            return Err("the operation lacks operation_id, revision, summary or expires_at".into());
         };
         if !is_id(&operation_id) || !is_id(&revision) {
-            return Some(Err(
+            return Err(
                 "the operation's operation_id or revision has characters outside A-Z a-z 0-9 _ -"
                     .into(),
-            ));
+            );
         }
-        Some(Ok(Operation {
+        Ok(Operation {
             operation_id,
             revision,
             summary,
             terms: op.get("terms").cloned().filter(Value::is_object),
             expires_at,
-        }))
+        })
     }
 
     /// The `Poppy-Approval` header of this revision (RFC 9651 Dictionary of Strings).

@@ -27,6 +27,10 @@ fn usage_errors_exit_3() {
         &["POST", "/x", "--header", "no colon"],
         &["POST", "/x", "--gateway", "https://example.com"],
         &["POST", "/x", "--max-wait", "5 weeks"],
+        // Conversation mode: an http:// endpoint, and no request of its own.
+        &["--conversation", "https://company.example"],
+        &["--conversation", "http://127.0.0.1:1", "POST", "/x"],
+        &["POST", "/x", "--say", "hello"],
     ] {
         let out = agent(args);
         assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");

@@ -86,7 +86,8 @@ pub struct Shop {
 
 impl Shop {
     /// The demo's starting state: Ada's order with the Stormline Jacket from the
-    /// spec's jacket-exchange example, a second order to cancel, and a third for MCP.
+    /// spec's jacket-exchange example, a second order to cancel, a third for MCP, and a
+    /// fourth for the conversation.
     pub fn seeded() -> Self {
         let catalog: BTreeMap<&'static str, Product> = [
             ("stormline-m", "Stormline Jacket (M)", 12000),
@@ -124,6 +125,8 @@ impl Shop {
         // Its own order for the MCP walkthrough (docs/mcp.md), so that the README's
         // walkthroughs, run in order, each act on an order and item of their own.
         shop.seed_order("ord_5Nc8", "Ada", &[("itm_6Wd", "stormline-l")]);
+        // And one for the conversation walkthrough (examples/company, the README).
+        shop.seed_order("ord_2Cv6", "Ada", &[("itm_5Tz", "stormline-m")]);
         shop
     }
 

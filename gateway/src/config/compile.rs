@@ -7,6 +7,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::duration::parse_duration;
+use super::edge::{self, AccessLog, Passthrough, ProxyHeaders, Tls};
 use super::env::{Applied, Overrides};
 use super::error::{ConfigError, ConfigErrors};
 use super::file::{GatewayFile, SessionFile, TokenFile};
@@ -38,6 +39,12 @@ pub struct Config {
     pub mcp: Option<Mcp>,
     /// `[receipts]`: where approval receipts go (none without the table).
     pub receipts: Option<ReceiptTarget>,
+    /// `[proxy_headers]`: what the upstream learns about the client.
+    pub proxy_headers: ProxyHeaders,
+    /// `[access_log]`: one line per request (none without the table).
+    pub access_log: Option<AccessLog>,
+    /// `[conversations]`: the operations service for Company Agents (off without the table).
+    pub conversations: Option<super::Conversations>,
 }
 
 #[derive(Debug, Clone)]
@@ -55,6 +62,10 @@ pub struct Server {
     /// Connections open at once (default 10000).
     pub max_connections: usize,
     pub shutdown_grace: Duration,
+    /// `[server.tls]`: terminate TLS on `listen`.
+    pub tls: Option<Tls>,
+    /// Cleartext HTTP/2 (prior knowledge) on a listener without TLS.
+    pub h2c: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +81,8 @@ pub struct Upstream {
     /// Statuses that prove the upstream performed nothing: the claim is released.
     pub release_statuses: Vec<u16>,
     pub release_503_with_retry_after: bool,
+    /// Passthrough timeouts, `Host`, and TLS to the upstream.
+    pub passthrough: Passthrough,
 }
 
 #[derive(Debug, Clone)]
@@ -443,6 +456,22 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         &mut errors,
     );
 
+    let listener_tls = file
+        .server
+        .tls
+        .as_ref()
+        .and_then(|t| edge::compile_tls(t, folder, &at, &mut errors));
+    let h2c = file.server.h2c.unwrap_or(false);
+    let proxy_headers = edge::compile_proxy_headers(file.proxy_headers.as_ref(), &at, &mut errors);
+    let access_log = edge::compile_access_log(file.access_log.as_ref(), folder, &at, &mut errors);
+    let passthrough = edge::compile_passthrough(
+        file.upstream.passthrough_keys(),
+        "upstream",
+        folder,
+        &at,
+        &mut errors,
+    );
+
     // [upstream]
     let upstream = match parse_upstream_url(file.upstream.url.get_ref()) {
         Ok((tls, host, port)) => Some((tls, host, port)),
@@ -758,6 +787,14 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         &mut errors,
     );
 
+    let taken: Vec<&str> = std::iter::once(listen.as_str())
+        .chain(admin_listen.as_deref())
+        .collect();
+    let conversations = file
+        .conversations
+        .as_ref()
+        .and_then(|table| super::conversations::compile(table, folder, &taken, &at, &mut errors));
+
     if !errors.is_empty() {
         return Err(env.relocate(path, ConfigErrors(errors)));
     }
@@ -773,6 +810,8 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             header_read_timeout,
             max_connections,
             shutdown_grace,
+            tls: listener_tls,
+            h2c,
         },
         upstream: Upstream {
             url: file.upstream.url.get_ref().clone(),
@@ -786,6 +825,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
                 .upstream
                 .release_503_with_retry_after
                 .unwrap_or(true),
+            passthrough,
         },
         admin_listen,
         store: StoreSettings {
@@ -804,6 +844,9 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         policy_files,
         mcp,
         receipts,
+        proxy_headers,
+        access_log,
+        conversations,
     })
 }
 

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::edge::{AccessLogFile, PassthroughKeys, ProxyHeadersFile, TlsFile};
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct GatewayFile {
@@ -25,6 +27,11 @@ pub(crate) struct GatewayFile {
     pub mcp: Option<McpFile>,
     /// `[receipts]`: where approval receipts go.
     pub receipts: Option<ReceiptsFile>,
+    /// `[proxy_headers]` and `[access_log]` (see `edge.rs`).
+    pub proxy_headers: Option<ProxyHeadersFile>,
+    pub access_log: Option<AccessLogFile>,
+    /// `[conversations]`: the operations service for Company Agents.
+    pub conversations: Option<Spanned<super::conversations::ConversationsFile>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -45,6 +52,9 @@ pub(crate) struct ServerFile {
     pub header_read_timeout: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<usize>>,
     pub shutdown_grace: Option<Spanned<String>>,
+    /// `[server.tls]` and cleartext HTTP/2 (see `edge.rs`).
+    pub tls: Option<TlsFile>,
+    pub h2c: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -55,6 +65,28 @@ pub(crate) struct UpstreamFile {
     pub timeout: Option<Spanned<String>>,
     pub release_statuses: Option<Spanned<Vec<u16>>>,
     pub release_503_with_retry_after: Option<bool>,
+    // Passthrough and TLS to the upstream (see `edge.rs`).
+    pub read_timeout: Option<Spanned<String>>,
+    pub write_timeout: Option<Spanned<String>>,
+    pub idle_timeout: Option<Spanned<String>>,
+    pub host_header: Option<Spanned<String>>,
+    pub ca_file: Option<Spanned<String>>,
+    pub tls_verify: Option<bool>,
+    pub operation_id_header: Option<Spanned<String>>,
+}
+
+impl UpstreamFile {
+    pub fn passthrough_keys(&self) -> PassthroughKeys<'_> {
+        PassthroughKeys {
+            read_timeout: self.read_timeout.as_ref(),
+            write_timeout: self.write_timeout.as_ref(),
+            idle_timeout: self.idle_timeout.as_ref(),
+            host_header: self.host_header.as_ref(),
+            ca_file: self.ca_file.as_ref(),
+            tls_verify: self.tls_verify,
+            operation_id_header: self.operation_id_header.as_ref(),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

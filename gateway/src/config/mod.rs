@@ -5,7 +5,9 @@
 
 mod action;
 mod compile;
+mod conversations;
 mod duration;
+mod edge;
 mod env;
 mod error;
 mod file;
@@ -20,6 +22,8 @@ pub use compile::Server;
 pub use compile::StoreSettings;
 pub use compile::Upstream;
 pub use compile::{Config, load};
+pub(crate) use conversations::{Conversations, ServiceToken};
+pub(crate) use edge::{AccessLog, LogFormat, LogTarget, Passthrough, ProxyHeaders};
 pub use error::ConfigError;
 pub use error::ConfigErrors;
 pub use policy_file::parse_policy_file;

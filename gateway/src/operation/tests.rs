@@ -797,6 +797,7 @@ fn upstream() -> Upstream {
         timeout: Duration::from_secs(30),
         release_statuses: vec![401, 429],
         release_503_with_retry_after: true,
+        passthrough: crate::config::Passthrough::default(),
     }
 }
 

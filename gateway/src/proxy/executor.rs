@@ -18,7 +18,7 @@ use crate::operation::{
     self, Answer, Approved, Decision, Minted, OperationRequest, Prepared, Remember, Start, Verdict,
 };
 use crate::policy::{LivePolicies, Policy};
-use crate::protocol::{ApprovalHeader, Keys, OperationId};
+use crate::protocol::{ApprovalHeader, Keys, OperationId, SigningKey};
 use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{
     Claim, ClaimOutcome, OperationRecord, OperationStore, RecordedResponse, StoreError,
@@ -71,6 +71,21 @@ impl Executor {
             claims_made: AtomicU64::new(0),
             unknown_logged: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// The store, for the conversations service's own records (its messages).
+    pub(crate) fn store(&self) -> Arc<dyn OperationStore> {
+        Arc::clone(&self.parts.store)
+    }
+
+    /// The key that signs now.
+    pub(crate) fn signing_key(&self) -> &SigningKey {
+        self.parts.keys.current()
+    }
+
+    /// This process, as claims name it.
+    pub(crate) fn instance(&self) -> &str {
+        &self.instance
     }
 
     /// Decide a request, and carry the decision out: mint, replay, or claim and forward it
@@ -231,7 +246,11 @@ impl Executor {
             .metrics
             .approval_delay(name, approved.expires_at, policy.expires_in);
         tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "approved; forwarding once");
-        let sent = self.parts.upstream.send(forward.clone());
+        // With its operation ID in the configured header, for the upstream's logs.
+        let sent = self
+            .parts
+            .upstream
+            .send_approved(forward.clone(), id.as_str());
         Ok(Ok(
             match self.parts.metrics.upstream_call(name, sent).await {
                 Ok(response) => {
@@ -454,6 +473,7 @@ order_id = { path = "order_id" }
             timeout: Duration::from_secs(1),
             release_statuses: vec![401, 429],
             release_503_with_retry_after: true,
+            passthrough: crate::config::Passthrough::default(),
         };
         let policies =
             crate::config::parse_policy_file(Path::new("exchange.toml"), POLICY).unwrap();

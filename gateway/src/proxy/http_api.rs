@@ -1,10 +1,13 @@
 //! Operations on HTTP APIs (spec sections 4 and 6, "APIs"): read a Personal Agent request to
 //! a policy route, run its policy's lookup, hand it to the executor, and render the decision.
+//! [`operate`] is also how the conversations service (`crate::conversations`) runs a request
+//! it was described: the same order, the same executor.
 
 use std::sync::Arc;
 
 use pingora::proxy::Session;
 
+use super::executor::{Executed, Executor};
 use super::limits::read_body;
 use super::lookup::lookup_terms;
 use super::operations::{Operations, declares_extension};
@@ -19,15 +22,25 @@ use crate::policy::{Captures, Policy};
 use crate::protocol::{ApprovalHeader, ErrorBody};
 
 /// A Personal Agent request to a policy route, read whole and read once by the ingress.
-struct ApiRequest {
-    approver: Approver,
-    approval: Option<ApprovalHeader>,
+pub(crate) struct ApiRequest {
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) approver: Approver,
+    pub(crate) approval: Option<ApprovalHeader>,
     /// The terms from the request and the fingerprint the revision covers.
-    reading: PolicyReading,
+    pub(crate) reading: PolicyReading,
     /// The request's headers, for the lookup.
-    headers: http::HeaderMap,
+    pub(crate) headers: http::HeaderMap,
     /// What is sent upstream once approved: the bytes the fingerprint covers.
-    forward: ForwardRequest,
+    pub(crate) forward: ForwardRequest,
+}
+
+/// What became of a request read for an operation.
+pub(crate) enum Operated {
+    /// The executor decided (what to count and log of it included).
+    Decided(Executed),
+    /// Refused before the executor (a term the lookup URL can't take, a failed lookup):
+    /// nothing decided, nothing forwarded.
+    Refused(Reply, Outcome),
 }
 
 /// A request to a policy route: read, checked, looked up, decided, answered.
@@ -43,30 +56,43 @@ pub(crate) async fn handle(
         Ok(request) => request,
         Err((reply, outcome)) => return Step::refused(&policy.name, outcome, reply),
     };
-    // Check 2 comes before the lookup: a performed operation is replayed even while the
-    // upstream's records can't be read.
-    if let Some(executed) = ops
-        .executor
+    match operate(&ops.executor, upstream, request).await {
+        Operated::Decided(executed) => {
+            Step::Operation(Reply::decision(executed.decision), executed.outcome)
+        }
+        Operated::Refused(reply, outcome) => Step::refused(&policy.name, outcome, reply),
+    }
+}
+
+/// A request read for an operation, carried through: its record first when it has a lookup
+/// (check 2 comes before the lookup: a performed operation is replayed even while the
+/// upstream's records can't be read), then the lookup, then the executor.
+pub(crate) async fn operate(
+    executor: &Executor,
+    upstream: &UpstreamClient,
+    request: ApiRequest,
+) -> Operated {
+    let policy = request.policy;
+    if let Some(executed) = executor
         .answer_from_record(&policy, &request.approver, request.approval.as_ref())
         .await
     {
-        return Step::Operation(Reply::decision(executed.decision), executed.outcome);
+        return Operated::Decided(executed);
     }
     let mut terms = request.reading.terms;
     if let Err((reply, outcome)) =
         lookup_terms(upstream, &policy, &request.headers, &mut terms).await
     {
-        return Step::refused(&policy.name, outcome, reply);
+        return Operated::Refused(reply, outcome);
     }
     let operation = OperationRequest {
-        policy: Arc::clone(&policy),
+        policy,
         approver: request.approver,
         approval: request.approval,
         terms,
         fingerprint: request.reading.fingerprint,
     };
-    let executed = ops.executor.run(operation, &request.forward).await;
-    Step::Operation(Reply::decision(executed.decision), executed.outcome)
+    Operated::Decided(executor.run(operation, &request.forward).await)
 }
 
 /// The checks that come before the flow, in the spec's order: negotiation, Session, body
@@ -74,7 +100,7 @@ pub(crate) async fn handle(
 async fn read(
     ops: &Operations,
     session: &mut Session,
-    policy: &Policy,
+    policy: &Arc<Policy>,
     captures: Captures,
     target: Target,
 ) -> Result<ApiRequest, (Reply, Outcome)> {
@@ -146,6 +172,7 @@ async fn read(
         body,
     };
     Ok(ApiRequest {
+        policy: Arc::clone(policy),
         approver,
         approval,
         reading,

@@ -201,6 +201,8 @@ pub(crate) struct LimitedApp<A> {
     pub(crate) header_timeout: Duration,
     pub(crate) open: AtomicUsize,
     pub(crate) metrics: Arc<Metrics>,
+    /// Cleartext HTTP/2 is on (see h2.rs).
+    pub(crate) h2c: bool,
 }
 
 /// What a connection over the cap gets before it is closed.
@@ -247,7 +249,15 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for LimitedApp<A> {
                 self.metrics.limit_hit(Limit::HeaderTimeout);
             }
         };
-        let served = HEAD_READ.scope(Arc::clone(&read), self.inner.process_new(stream, shutdown));
+        let head_read = Arc::clone(&read);
+        let served = async move {
+            if super::h2::speaks_h2(&mut stream, self.h2c).await {
+                head_read.store(true, Ordering::Release);
+            }
+            HEAD_READ
+                .scope(head_read, self.inner.process_new(stream, shutdown))
+                .await
+        };
         tokio::select! {
             reused = served => reused,
             () = deadline => None,

@@ -14,15 +14,36 @@ use crate::protocol::ErrorBody;
 /// credentials for the record as for the action.
 const LOOKUP_HEADERS: [&str; 4] = ["host", "authorization", "cookie", "poppy-session"];
 
-/// Why a lookup gave no terms. Each is a readable detail: never a term left empty.
+/// Why a lookup gave no terms. Each is a readable detail: never a term left empty. The
+/// detail says the kind of failure only (agents are not shown the upstream's paths or
+/// addresses, nor library error text); the gateway's log keeps the path and the error.
 #[derive(Debug, thiserror::Error)]
 enum LookupError {
-    #[error("GET {path} on the upstream failed: {error}")]
+    #[error("the record the terms are read from could not be read: the API gave no answer")]
     Failed { path: String, error: ForwardError },
-    #[error("GET {path} on the upstream answered {status}; the terms can't be shown without it")]
+    #[error(
+        "the record the terms are read from could not be read: the API answered {status}; the terms can't be shown without it"
+    )]
     Status { path: String, status: u16 },
-    #[error("GET {path} on the upstream: {error}")]
+    #[error("the record the terms are read from does not say what the terms need: {error}")]
     Answer { path: String, error: AnswerError },
+}
+
+impl LookupError {
+    /// For the log: the lookup's path, and the error behind the detail.
+    fn log(&self, policy: &str) {
+        match self {
+            LookupError::Failed { path, error } => {
+                tracing::warn!(policy, lookup = %path, error = %error, "lookup: no answer from the upstream; nothing forwarded")
+            }
+            LookupError::Status { path, status } => {
+                tracing::warn!(policy, lookup = %path, status, "lookup: the upstream refused; nothing forwarded")
+            }
+            LookupError::Answer { path, error } => {
+                tracing::warn!(policy, lookup = %path, error = %error, "lookup: unreadable answer; nothing forwarded")
+            }
+        }
+    }
 }
 
 /// Run the policy's lookup, if it has one, and add its terms. A failed lookup is answered
@@ -44,10 +65,9 @@ pub(crate) async fn lookup_terms(
     fetch(upstream, headers, path_and_query, &policy.terms, terms)
         .await
         .map_err(|e| {
-            let detail = e.to_string();
-            tracing::warn!(policy = %policy.name, %detail, "lookup failed; nothing forwarded");
+            e.log(&policy.name);
             (
-                Reply::error(502, &ErrorBody::new("lookup_failed", detail)),
+                Reply::error(502, &ErrorBody::new("lookup_failed", e.to_string())),
                 Outcome::LookupFailed,
             )
         })

@@ -8,7 +8,11 @@
 //! `upstream`, record) → `reply` (renders the decision) → `service` (`outcome`: counted and
 //! logged once, then the reply written).
 
+mod access_log;
+mod edge;
 mod executor;
+mod forwarded;
+mod h2;
 mod http_api;
 mod limits;
 mod lookup;
@@ -22,9 +26,16 @@ mod step;
 mod upstream;
 mod well_known;
 
+pub(crate) use access_log::{AccessLogError, AccessLogger};
+pub(crate) use edge::Edge;
 pub(crate) use executor::{Executor, ExecutorParts};
 pub(crate) use limits::{BodyLimits, HeldBodies, LimitedApp};
 pub(crate) use mcp_api::McpEndpoint;
 pub(crate) use operations::Operations;
 pub(crate) use service::GatewayProxy;
 pub(crate) use upstream::UpstreamClient;
+// The conversations service (`crate::conversations`) runs described requests through the same
+// lookup and executor as the HTTP API, and records their outcomes the same way.
+pub(crate) use http_api::{ApiRequest, Operated, operate};
+pub(crate) use outcome::RequestOutcome;
+pub(crate) use upstream::{ForwardRequest, forwarded_headers};

@@ -1,6 +1,7 @@
 //! What one request for an operation came to. The adapters return it with their reply
 //! (`Step::Operation`); `service.rs` counts and logs it, through [`RequestOutcome::record`],
-//! just before the reply is written: here and nowhere else.
+//! just before the reply is written: here and nowhere else. (The conversations service,
+//! which has no pingora proxy phases, calls [`RequestOutcome::record`] as it answers.)
 
 use std::time::Duration;
 
@@ -45,6 +46,31 @@ impl RequestOutcome {
             operation_id: decision.operation_id(approval),
             rejection,
             asked: matches!(decision, Decision::ApprovalRequired { .. }).then_some(expires_in),
+        }
+    }
+
+    /// A request for an operation refused before the executor, answered with `status`.
+    pub(crate) fn refused(policy: &str, outcome: Outcome, status: u16) -> RequestOutcome {
+        RequestOutcome::Refused {
+            policy: policy.to_owned(),
+            outcome,
+            status,
+        }
+    }
+
+    /// The operation it was about (empty when none is named).
+    pub(crate) fn operation_id(&self) -> &str {
+        match self {
+            RequestOutcome::Decided { operation_id, .. } => operation_id,
+            RequestOutcome::Refused { .. } => "",
+        }
+    }
+
+    pub(crate) fn outcome(&self) -> Outcome {
+        match self {
+            RequestOutcome::Decided { outcome, .. } | RequestOutcome::Refused { outcome, .. } => {
+                *outcome
+            }
         }
     }
 

@@ -10,6 +10,7 @@ use pingora::http::RequestHeader;
 use pingora::prelude::HttpPeer;
 use pingora::proxy::{ProxyHttp, Session};
 
+use super::edge::{Edge, EdgeCtx};
 use super::http_api;
 use super::mcp_api::McpEndpoint;
 use super::operations::Operations;
@@ -24,6 +25,8 @@ use crate::ingress::{self, RouteMatch};
 pub(crate) struct RequestCtx {
     /// Sent on pingora's proxy path (not answered by the gateway itself).
     passthrough: bool,
+    /// Request ID, proxy headers and access-log notes (see edge.rs).
+    edge: EdgeCtx,
 }
 
 /// The gateway's HTTP service.
@@ -34,6 +37,8 @@ pub(crate) struct GatewayProxy {
     pub(crate) well_known: Option<serde_json::Value>,
     /// `[mcp]`: the MCP endpoint, whose tool calls `[[tool]]` policies hold.
     pub(crate) mcp: Option<McpEndpoint>,
+    /// Request IDs, proxy headers, access log, passthrough failures.
+    pub(crate) edge: Arc<Edge>,
 }
 
 #[async_trait]
@@ -48,12 +53,14 @@ impl ProxyHttp for GatewayProxy {
 
     /// The head is read: the connection's header deadline ([`super::limits::LimitedApp`])
     /// no longer applies to this request.
+    /// Its request ID and the headers it goes upstream with are settled here (see edge.rs).
     async fn early_request_filter(
         &self,
-        _session: &mut Session,
-        _ctx: &mut Self::CTX,
+        session: &mut Session,
+        ctx: &mut Self::CTX,
     ) -> pingora::Result<()> {
         super::limits::head_read();
+        ctx.edge = self.edge.begin(session);
         Ok(())
     }
 
@@ -63,7 +70,13 @@ impl ProxyHttp for GatewayProxy {
         session: &mut Session,
         ctx: &mut Self::CTX,
     ) -> pingora::Result<bool> {
-        match self.classify(session).await {
+        // Requests the gateway sends itself for this one (approved forwards, lookups,
+        // poppy.json) carry its proxy headers and request ID (see forwarded.rs).
+        let current = ctx.edge.current();
+        match super::forwarded::CURRENT
+            .scope(current, self.classify(session))
+            .await
+        {
             Step::Continue => {
                 ctx.passthrough = true;
                 Ok(false)
@@ -77,6 +90,8 @@ impl ProxyHttp for GatewayProxy {
                 // the answer is written, not in `logging` (which runs after the write): a
                 // client that reads /metrics once it has its answer must see it counted.
                 outcome.record(&self.operations.metrics);
+                ctx.edge
+                    .note_operation(outcome.operation_id(), outcome.outcome());
                 reply.write(session).await?;
                 Ok(true)
             }
@@ -93,15 +108,37 @@ impl ProxyHttp for GatewayProxy {
         Ok(Box::new(self.upstream.peer().clone()))
     }
 
-    /// An approval is the gateway's business only: it never reaches the upstream.
+    /// An approval is the gateway's business only: it never reaches the upstream. The proxy
+    /// headers and request ID do.
     async fn upstream_request_filter(
         &self,
         _session: &mut Session,
         upstream_request: &mut RequestHeader,
-        _ctx: &mut Self::CTX,
+        ctx: &mut Self::CTX,
     ) -> pingora::Result<()> {
         upstream_request.remove_header("poppy-approval");
+        self.edge.upstream_request(&ctx.edge, upstream_request)
+    }
+
+    /// The upstream's status, for the access log.
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        upstream_response: &mut pingora::http::ResponseHeader,
+        ctx: &mut Self::CTX,
+    ) -> pingora::Result<()> {
+        ctx.edge.upstream_status(upstream_response.status.as_u16());
         Ok(())
+    }
+
+    /// Passthrough failed: a JSON answer without internal detail (see edge.rs).
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut Self::CTX,
+    ) -> pingora::proxy::FailToProxy {
+        self.edge.fail_to_proxy(session, e, &ctx.edge).await
     }
 
     /// A client that goes away before its answer is complete (an MCP client closing its GET
@@ -114,12 +151,14 @@ impl ProxyHttp for GatewayProxy {
         routine
     }
 
-    /// Count proxied requests by the status class that reached the client.
+    /// Count proxied requests by the status class that reached the client; write the
+    /// request's access-log line.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Self::CTX) {
         if ctx.passthrough {
             let status = session.response_written().map(|r| r.status.as_u16());
             self.operations.metrics.passthrough(status);
         }
+        self.edge.log(session, &ctx.edge, ctx.passthrough);
     }
 }
 

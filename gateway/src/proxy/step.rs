@@ -21,13 +21,6 @@ impl Step {
     /// forwarded.
     pub(crate) fn refused(policy: &str, outcome: crate::metrics::Outcome, reply: Reply) -> Step {
         let status = reply.status;
-        Step::Operation(
-            reply,
-            RequestOutcome::Refused {
-                policy: policy.to_owned(),
-                outcome,
-                status,
-            },
-        )
+        Step::Operation(reply, RequestOutcome::refused(policy, outcome, status))
     }
 }

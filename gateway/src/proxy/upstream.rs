@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use pingora::connectors::ConnectorOptions;
 use pingora::connectors::http::Connector;
 use pingora::http::RequestHeader;
 use pingora::upstreams::peer::HttpPeer;
@@ -73,6 +74,9 @@ pub(crate) struct UpstreamClient {
     connector: Connector,
     peer: HttpPeer,
     timeout: Duration,
+    /// `Host` for requests that carry none (HTTP/1.1 needs one).
+    default_host: http::HeaderValue,
+    operation_id_header: http::HeaderName,
 }
 
 impl UpstreamClient {
@@ -84,11 +88,48 @@ impl UpstreamClient {
         );
         peer.options.connection_timeout = Some(upstream.connect_timeout);
         peer.options.total_connection_timeout = Some(upstream.connect_timeout);
+        let passthrough = &upstream.passthrough;
+        peer.options.read_timeout = Some(passthrough.read_timeout);
+        peer.options.write_timeout = Some(passthrough.write_timeout);
+        peer.options.idle_timeout = Some(passthrough.idle_timeout);
+        peer.options.verify_cert = passthrough.tls_verify;
+        peer.options.verify_hostname = passthrough.tls_verify;
+        let mut options = ConnectorOptions::new(0);
+        options.ca_file = passthrough
+            .ca_file
+            .as_ref()
+            .map(|p| p.display().to_string());
+        let default_host = upstream
+            .passthrough
+            .host_header
+            .as_deref()
+            .unwrap_or(&upstream.host);
         UpstreamClient {
-            connector: Connector::new(None),
+            connector: Connector::new(Some(options)),
             peer,
             timeout: upstream.timeout,
+            default_host: http::HeaderValue::from_str(default_host)
+                .unwrap_or_else(|_| http::HeaderValue::from_static("localhost")),
+            operation_id_header: passthrough.operation_id_header.clone(),
         }
+    }
+
+    /// Send an approved execution: as [`Self::send`], with its operation ID in the configured
+    /// header so the upstream can log it.
+    pub(crate) async fn send_approved(
+        &self,
+        mut request: ForwardRequest,
+        operation_id: &str,
+    ) -> Result<RecordedResponse, ForwardError> {
+        if let Ok(value) = http::HeaderValue::from_str(operation_id) {
+            request
+                .headers
+                .retain(|(name, _)| *name != self.operation_id_header);
+            request
+                .headers
+                .push((self.operation_id_header.clone(), value));
+        }
+        self.send(request).await
     }
 
     /// The peer passthrough traffic goes to.
@@ -121,6 +162,13 @@ impl UpstreamClient {
             header
                 .insert_header(http::header::CONTENT_LENGTH, request.body.len().to_string())
                 .map_err(|e| e.to_string())?;
+            // Proxy headers, request ID and Host of the request this is for (forwarded.rs).
+            super::forwarded::apply_current(&mut header).map_err(|e| e.to_string())?;
+            if !header.headers.contains_key(http::header::HOST) {
+                header
+                    .insert_header(http::header::HOST, self.default_host.clone())
+                    .map_err(|e| e.to_string())?;
+            }
             session
                 .write_request_header(Box::new(header))
                 .await
@@ -152,6 +200,7 @@ impl UpstreamClient {
                     .collect();
                 (response.status.as_u16(), headers)
             };
+            super::forwarded::note(|notes| notes.upstream_status = Some(status));
             let mut body = BytesMut::new();
             let mut too_large = false;
             while let Some(chunk) = session

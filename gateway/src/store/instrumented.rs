@@ -7,7 +7,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use super::{
-    ActionState, Claim, ClaimOutcome, Durability, InFlightOperation, OperationRecord,
+    ActionState, Claim, ClaimOutcome, Durability, InFlightOperation, MessageSlot, OperationRecord,
     OperationStore, RecordedResponse, Resolution, ResolveOutcome, StoreError,
 };
 use crate::metrics::{Metrics, StoreCall};
@@ -134,6 +134,31 @@ impl OperationStore for InstrumentedStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.timed(StoreCall::Ping, self.inner.ping()).await
+    }
+
+    // Conversation messages: not timed (their label set is the flow's calls), passed on.
+    async fn take_message(
+        &self,
+        key: &str,
+        owner: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<MessageSlot, StoreError> {
+        self.inner
+            .take_message(key, owner, now_ms, lease_until_ms)
+            .await
+    }
+
+    async fn finish_message(
+        &self,
+        key: &str,
+        owner: &str,
+        answer: Option<&[u8]>,
+        remember_until_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .finish_message(key, owner, answer, remember_until_ms)
+            .await
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
+use super::messages::{MemoryMessages, MessageSlot};
 use super::owner::{Finishable, Finisher};
 use super::{
     ActionState, Claim, ClaimOutcome, InFlightOperation, MemoryLimits, OperationRecord,
@@ -31,6 +32,8 @@ const ENTRY_OVERHEAD: usize = 256;
 pub struct MemoryStore {
     inner: Mutex<Inner>,
     limits: MemoryLimits,
+    /// Conversations: answers to Personal Agents' messages (see `messages.rs`).
+    messages: MemoryMessages,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -83,6 +86,7 @@ impl MemoryStore {
         MemoryStore {
             inner: Mutex::default(),
             limits,
+            messages: MemoryMessages::with_limits(limits),
         }
     }
 
@@ -467,6 +471,27 @@ impl OperationStore for MemoryStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn take_message(
+        &self,
+        key: &str,
+        owner: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<MessageSlot, StoreError> {
+        self.messages.take(key, owner, now_ms, lease_until_ms)
+    }
+
+    async fn finish_message(
+        &self,
+        key: &str,
+        owner: &str,
+        answer: Option<&[u8]>,
+        remember_until_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.messages.finish(key, owner, answer, remember_until_ms);
         Ok(())
     }
 }

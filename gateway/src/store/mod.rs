@@ -22,6 +22,7 @@
 mod check;
 mod instrumented;
 mod memory;
+mod messages;
 mod owner;
 mod redis;
 
@@ -34,6 +35,7 @@ use bytes::Bytes;
 pub(crate) use check::DurabilityCheck;
 pub(crate) use instrumented::InstrumentedStore;
 pub use memory::MemoryStore;
+pub use messages::MessageSlot;
 pub(crate) use redis::Durability;
 pub use redis::RedisStore;
 pub(crate) use redis::{CLUSTER_SCHEME, DEFAULT_NAMESPACE, MAX_WAIT_TIMEOUT, cluster_seeds};
@@ -285,6 +287,39 @@ pub trait OperationStore: Send + Sync + 'static {
     /// so do the keys that could approve them).
     async fn durability(&self) -> Result<Option<Durability>, StoreError> {
         Ok(None)
+    }
+
+    // Conversations (`crate::conversations`, see `messages.rs`): the answer the operations
+    // service gave to a Personal Agent's message, so that the message retried with the same
+    // ID gets it again. A store without them fails closed: the service answers 503.
+
+    /// Take the message `key` for `owner` until `lease_until_ms`, unless it was answered or
+    /// another owner's lease on it still runs at `now_ms`. One atomic step.
+    async fn take_message(
+        &self,
+        _key: &str,
+        _owner: &str,
+        _now_ms: i64,
+        _lease_until_ms: i64,
+    ) -> Result<MessageSlot, StoreError> {
+        Err(StoreError::Unavailable(
+            "this store keeps no conversation messages".into(),
+        ))
+    }
+
+    /// `owner`'s answer to the message `key`, kept until `remember_until_ms`; `None` lets the
+    /// message go unanswered (the next delivery of it is handled anew). Changes nothing when
+    /// the message is not `owner`'s any more.
+    async fn finish_message(
+        &self,
+        _key: &str,
+        _owner: &str,
+        _answer: Option<&[u8]>,
+        _remember_until_ms: i64,
+    ) -> Result<(), StoreError> {
+        Err(StoreError::Unavailable(
+            "this store keeps no conversation messages".into(),
+        ))
     }
 }
 

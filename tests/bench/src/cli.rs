@@ -53,14 +53,23 @@ pub struct RunArgs {
     /// Gateway threads, and nginx worker processes.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
-    /// Rows to run, comma-separated (1,2,3,1g,2g,3g,4,5,6,7a,7b,7c) or `all`.
+    /// Rows to run, comma-separated (1,2,2p,3,1g,2g,2pg,3g,4,5,6,7a,7b,7c) or `all`.
     #[arg(long, default_value = "all", value_delimiter = ',')]
     pub rows: Vec<String>,
     /// The poppy-gateway binary [default: next to poppy-bench].
     #[arg(long)]
     pub gateway_bin: Option<PathBuf>,
+    /// The bare-pingora reference proxy [default: next to poppy-bench].
+    #[arg(long)]
+    pub pingora_bin: Option<PathBuf>,
     #[arg(long, default_value = "nginx")]
     pub nginx: PathBuf,
+    /// Also measure every row wrk can drive (all but mint + approve pairs) with wrk: the
+    /// second method; its rows' ids end in `w`.
+    #[arg(long)]
+    pub wrk: bool,
+    #[arg(long, default_value = "wrk")]
+    pub wrk_bin: PathBuf,
     #[arg(long, default_value = "redis-server")]
     pub redis_server: PathBuf,
     /// Pin nothing (the default pins with taskset when there are 2+ CPUs).
@@ -131,6 +140,10 @@ impl RunArgs {
             Some(path) => path.clone(),
             None => crate::gateway::default_binary()?,
         };
+        let pingora_bin = match &self.pingora_bin {
+            Some(path) => path.clone(),
+            None => crate::pingora::default_binary()?,
+        };
         Ok(Options {
             duration: self.duration,
             warmup: self.warmup,
@@ -138,7 +151,10 @@ impl RunArgs {
             threads: self.threads,
             rows: self.rows.clone(),
             gateway_bin,
+            pingora_bin,
             nginx: self.nginx.clone(),
+            with_wrk: self.wrk,
+            wrk: self.wrk_bin.clone(),
             redis_server: self.redis_server.clone(),
             plan,
             gateway_log: self.gateway_log.clone(),

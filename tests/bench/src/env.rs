@@ -26,7 +26,12 @@ pub struct Options {
     /// Row ids to run (see `rows::all`).
     pub rows: Vec<String>,
     pub gateway_bin: PathBuf,
+    /// The bare-pingora reference proxy (`poppy-bench-pingora`).
+    pub pingora_bin: PathBuf,
     pub nginx: PathBuf,
+    /// Also run every row wrk can drive under wrk (ids ending in `w`).
+    pub with_wrk: bool,
+    pub wrk: PathBuf,
     pub redis_server: PathBuf,
     pub plan: CpuPlan,
     pub gateway_log: String,

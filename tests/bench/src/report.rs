@@ -10,9 +10,11 @@ use crate::held::HeldMemory;
 use crate::roundtrips::{PerOp, RoundTrips, total};
 use crate::rows::{RowResult, references};
 
-/// The targets (issue 6).
-pub const P99_SLACK_US: f64 = 100.0;
-pub const APPROVED_SHARE: f64 = 0.40;
+/// The targets (issue 17; the round trips and memory ones from issue 6).
+pub const PASSTHROUGH_CPU_VS_NGINX: f64 = 1.5;
+pub const PASSTHROUGH_RPS_VS_NGINX: f64 = 0.8;
+pub const ANSWER_CPU_VS_PASSTHROUGH: f64 = 0.5;
+pub const PAIR_CPU_VS_PASSTHROUGH: f64 = 2.0;
 pub const IDLE_RSS_KIB: u64 = 32 * 1024;
 pub const APPROVE_ROUND_TRIPS_BESIDES_GENERATION: f64 = 2.0;
 pub const REPLAY_ROUND_TRIPS: f64 = 1.0;
@@ -34,6 +36,7 @@ pub fn render(report: &Report) -> String {
     out.push('\n');
     out.push_str(&table(&report.rows));
     out.push_str(&notes(&report.rows));
+    out.push_str(&pingora_lines(&report.rows));
     if let Some(roundtrips) = &report.roundtrips {
         out.push('\n');
         out.push_str(&roundtrip_lines(roundtrips));
@@ -74,7 +77,7 @@ pub fn table(rows: &[RowResult]) -> String {
     );
     for row in rows {
         let (r1, r2) = references(&row.id);
-        let (r1, r2) = (find(rows, r1), find(rows, r2));
+        let (r1, r2) = (find(rows, &r1), find(rows, &r2));
         let rps = row.load.requests_per_s();
         let ref_rps = |r: Option<&RowResult>| r.map(|r| r.load.requests_per_s());
         let ref_p50 = |r: Option<&RowResult>| r.map(|r| r.load.p50_us);
@@ -222,79 +225,52 @@ pub struct Verdict {
 
 pub fn verdicts(report: &Report) -> Vec<Verdict> {
     let rows = &report.rows;
-    let rps = |id: &str| find(rows, id).map(|r| r.load.requests_per_s());
     let mut out = Vec::new();
-    let mut compare = |target: &str, a: &str, b: &str, share: f64, pairs: bool| {
-        let value = find(rows, a).map(|r| {
-            if pairs {
-                r.load.iterations_per_s()
-            } else {
-                r.load.requests_per_s()
-            }
-        });
-        let reference = rps(b);
-        let r = value.and_then(|v| ratio(v, reference));
-        out.push(Verdict {
-            target: target.to_owned(),
-            measured: match (value, reference, r) {
-                (Some(v), Some(rf), Some(r)) => {
-                    format!("row {a} {v:.0}/s vs row {b} {rf:.0}/s = {r:.2}×")
-                }
-                _ => format!("rows {a} and {b} not both run"),
-            },
-            pass: r.map(|r| r >= share),
-        });
-    };
-    compare("passthrough req/s ≥ nginx's (POST)", "3", "2", 1.0, false);
-    compare("passthrough req/s ≥ nginx's (GET)", "3g", "2g", 1.0, false);
-    compare(
-        "minting req/s ≥ passthrough's (redis)",
-        "4",
-        "3",
-        1.0,
-        false,
-    );
-    compare(
-        "minting req/s ≥ passthrough's (memory://)",
-        "7a",
-        "3",
-        1.0,
-        false,
-    );
-    compare("replay req/s ≥ passthrough's (redis)", "6", "3", 1.0, false);
-    compare(
-        "replay req/s ≥ passthrough's (memory://)",
-        "7c",
-        "3",
-        1.0,
-        false,
-    );
-    compare(
-        "approved executions/s ≥ 40% of passthrough req/s (redis)",
-        "5",
-        "3",
-        APPROVED_SHARE,
-        true,
-    );
-    compare(
-        "approved executions/s ≥ 40% of passthrough req/s (memory://)",
-        "7b",
-        "3",
-        APPROVED_SHARE,
-        true,
-    );
-    for (a, b, method) in [("3", "2", "POST"), ("3g", "2g", "GET")] {
-        let delta = find(rows, a)
-            .zip(find(rows, b))
-            .map(|(a, b)| a.load.p99_us - b.load.p99_us);
-        out.push(Verdict {
-            target: format!("passthrough p99 within {P99_SLACK_US:.0} µs of nginx's ({method})"),
-            measured: delta.map_or_else(
-                || format!("rows {a} and {b} not both run"),
-                |d| format!("row {a} p99 − row {b} p99 = {d:+.0} µs"),
-            ),
-            pass: delta.map(|d| d <= P99_SLACK_US),
-        });
+    // Each comparison is made within one load generator: the poppy rows, then the wrk rows.
+    for wrk in ["", "w"] {
+        let id = |base: &str| format!("{base}{wrk}");
+        let by = if wrk.is_empty() { "" } else { " [wrk]" };
+        for (a, b, method) in [("3", "2", "POST"), ("3g", "2g", "GET")] {
+            out.push(compare(
+                rows,
+                &format!(
+                    "passthrough CPU/req ≤ {PASSTHROUGH_CPU_VS_NGINX}× nginx's ({method}){by}"
+                ),
+                (&id(a), &id(b)),
+                Figure::Cpu,
+                |r| r <= PASSTHROUGH_CPU_VS_NGINX + 1e-9,
+            ));
+            out.push(compare(
+                rows,
+                &format!("passthrough req/s ≥ {PASSTHROUGH_RPS_VS_NGINX}× nginx's ({method}){by}"),
+                (&id(a), &id(b)),
+                Figure::Rps,
+                |r| r >= PASSTHROUGH_RPS_VS_NGINX - 1e-9,
+            ));
+        }
+        for (a, what) in [
+            ("4", "minting, redis"),
+            ("7a", "minting, memory://"),
+            ("6", "replay, redis"),
+            ("7c", "replay, memory://"),
+        ] {
+            out.push(compare(
+                rows,
+                &format!("{what}: CPU/req ≤ {ANSWER_CPU_VS_PASSTHROUGH}× passthrough's{by}"),
+                (&id(a), &id("3")),
+                Figure::Cpu,
+                |r| r <= ANSWER_CPU_VS_PASSTHROUGH + 1e-9,
+            ));
+        }
+    }
+    for (a, what) in [("5", "redis"), ("7b", "memory://")] {
+        out.push(compare(
+            rows,
+            &format!("approved execution ({what}): CPU per pair ≤ {PAIR_CPU_VS_PASSTHROUGH}× passthrough's per request"),
+            (a, "3"),
+            Figure::CpuPerIteration,
+            |r| r <= PAIR_CPU_VS_PASSTHROUGH + 1e-9,
+        ));
     }
     let idle = idle_rss(rows);
     out.push(Verdict {
@@ -335,6 +311,81 @@ pub fn verdicts(report: &Report) -> Vec<Verdict> {
         measured: replay.map_or_else(|| "not measured".into(), |r| format!("{r:.2}")),
         pass: replay.map(|r| r <= REPLAY_ROUND_TRIPS + 1e-9),
     });
+    out
+}
+
+/// Which figure of two rows a target compares.
+#[derive(Debug, Clone, Copy)]
+enum Figure {
+    Rps,
+    Cpu,
+    /// CPU per iteration: per mint + approve pair on pair rows.
+    CpuPerIteration,
+}
+
+impl Figure {
+    fn of(self, row: &RowResult) -> Option<f64> {
+        match self {
+            Figure::Rps => Some(row.load.requests_per_s()),
+            Figure::Cpu => row.cpu_us_per_request,
+            Figure::CpuPerIteration => row
+                .cpu_us_per_request
+                .map(|cpu| cpu * if row.pairs { 2.0 } else { 1.0 }),
+        }
+    }
+
+    fn unit(self) -> &'static str {
+        match self {
+            Figure::Rps => "/s",
+            Figure::Cpu | Figure::CpuPerIteration => " µs",
+        }
+    }
+}
+
+/// Row `a`'s figure over row `b`'s, judged by `holds`.
+fn compare(
+    rows: &[RowResult],
+    target: &str,
+    (a, b): (&str, &str),
+    figure: Figure,
+    holds: impl Fn(f64) -> bool,
+) -> Verdict {
+    let value = find(rows, a).and_then(|r| figure.of(r));
+    let reference = find(rows, b).and_then(|r| figure.of(r));
+    let r = value.and_then(|v| ratio(v, reference));
+    let unit = figure.unit();
+    Verdict {
+        target: target.to_owned(),
+        measured: match (value, reference, r) {
+            (Some(v), Some(rf), Some(r)) => {
+                format!("row {a} {v:.1}{unit} vs row {b} {rf:.1}{unit} = {r:.2}×")
+            }
+            _ => format!("rows {a} and {b} not both run"),
+        },
+        pass: r.map(holds),
+    }
+}
+
+/// Where the passthrough CPU goes, by the reference rows: pingora's own share (bare pingora
+/// over nginx) and ours (the gateway over bare pingora), per method and load generator.
+pub fn pingora_lines(rows: &[RowResult]) -> String {
+    let mut out = String::new();
+    for (gateway, pingora, nginx) in [
+        ("3", "2p", "2"),
+        ("3g", "2pg", "2g"),
+        ("3w", "2pw", "2w"),
+        ("3gw", "2pgw", "2gw"),
+    ] {
+        let cpu = |id: &str| find(rows, id).and_then(|r| r.cpu_us_per_request);
+        if let (Some(g), Some(p), Some(n)) = (cpu(gateway), cpu(pingora), cpu(nginx)) {
+            let _ = writeln!(
+                out,
+                "- CPU µs/req: nginx {n:.1} (row {nginx}), bare pingora {p:.1} ({:.2}× nginx), gateway passthrough {g:.1} ({:.2}× bare pingora, row {gateway})",
+                p / n,
+                g / p
+            );
+        }
+    }
     out
 }
 
@@ -416,11 +467,22 @@ mod tests {
 
     #[test]
     fn verdicts_follow_the_targets() {
-        let mut approved = row("5", 300.0, 900.0);
+        let with_cpu = |mut r: RowResult, cpu: f64| {
+            r.cpu_us_per_request = Some(cpu);
+            r
+        };
+        let mut approved = with_cpu(row("5", 300.0, 900.0), 50.0);
         approved.pairs = true;
         let report = Report {
             settings: vec![],
-            rows: vec![row("2", 1000.0, 200.0), row("3", 900.0, 350.0), approved],
+            rows: vec![
+                with_cpu(row("2", 1000.0, 200.0), 30.0),
+                with_cpu(row("2p", 900.0, 200.0), 40.0),
+                with_cpu(row("3", 900.0, 350.0), 44.0),
+                with_cpu(row("7a", 2000.0, 100.0), 20.0),
+                with_cpu(row("7c", 2000.0, 100.0), 25.0),
+                approved,
+            ],
             roundtrips: Some(RoundTrips {
                 ops: 10,
                 mint: [("GET".to_owned(), 1.0)].into(),
@@ -439,18 +501,29 @@ mod tests {
             verdicts
                 .iter()
                 .find(|v| v.target.starts_with(name))
-                .unwrap()
+                .unwrap_or_else(|| panic!("{name}"))
                 .clone()
         };
-        assert_eq!(get("passthrough req/s ≥ nginx's (POST)").pass, Some(false));
-        assert_eq!(get("passthrough req/s ≥ nginx's (GET)").pass, None);
+        // 44 / 30 = 1.47: within 1.5×; 900/1000 req/s = 0.9 ≥ 0.8.
         assert_eq!(
-            get("passthrough p99 within 100 µs of nginx's (POST)").pass,
-            Some(false)
+            get("passthrough CPU/req ≤ 1.5× nginx's (POST)").pass,
+            Some(true)
         );
         assert_eq!(
-            get("approved executions/s ≥ 40% of passthrough req/s (redis)").pass,
-            Some(false)
+            get("passthrough req/s ≥ 0.8× nginx's (POST)").pass,
+            Some(true)
+        );
+        assert_eq!(get("passthrough CPU/req ≤ 1.5× nginx's (GET)").pass, None);
+        // 20 / 44 = 0.45 meets 0.5×; 25 / 44 = 0.57 does not.
+        assert_eq!(get("minting, memory://").pass, Some(true));
+        assert_eq!(get("replay, memory://").pass, Some(false));
+        assert_eq!(get("minting, redis").pass, None);
+        // A pair costs 2 × 50 = 100 µs > 2 × 44.
+        assert_eq!(get("approved execution (redis)").pass, Some(false));
+        assert!(
+            get("approved execution (redis)")
+                .measured
+                .contains("100.0 µs")
         );
         assert_eq!(get("approved execution ≤ 2").measured, "3.00");
         assert_eq!(get("approved execution ≤ 2").pass, Some(false));
@@ -459,5 +532,8 @@ mod tests {
         let text = render(&report);
         assert!(text.contains("| approved execution ≤ 2 Redis round trips besides the generation read | 3.00 | NOT MET |"));
         assert!(text.contains("- approved execution (the approve request of a pair): 4.00 (EVALSHA 2.00, GET 1.00, HGETALL 1.00)"));
+        assert!(text.contains(
+            "bare pingora 40.0 (1.33× nginx), gateway passthrough 44.0 (1.10× bare pingora, row 3)"
+        ));
     }
 }

@@ -19,7 +19,19 @@ pub enum Target {
     /// Nothing: the upstream's own limit.
     Upstream,
     Nginx,
+    /// The bare-pingora reference proxy (`poppy-bench-pingora`).
+    Pingora,
     Gateway(Store),
+}
+
+/// Which program drives a row's load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Generator {
+    /// The bench's own closed-loop client (`load.rs`).
+    Poppy,
+    /// wrk (`wrk.rs`): its rows' ids end in `w`.
+    Wrk,
 }
 
 #[derive(Debug, Clone)]
@@ -28,17 +40,20 @@ pub struct Row {
     pub label: &'static str,
     pub target: Target,
     pub scenario: Scenario,
+    pub generator: Generator,
 }
 
-/// Every row, in table order. Ids ending in `g` are the GET variants of rows 1–3.
+/// Every row, in table order. Ids ending in `g` are the GET variants of rows 1–3; `2p` and
+/// `2pg` are the bare-pingora reference rows.
 pub fn all(replay_ops: usize) -> Vec<Row> {
     use Store::{Memory, Redis};
-    use Target::{Gateway, Nginx, Upstream};
+    use Target::{Gateway, Nginx, Pingora, Upstream};
     let row = |id, label, target, scenario| Row {
         id,
         label,
         target,
         scenario,
+        generator: Generator::Poppy,
     };
     let replay = Scenario::Replay { ops: replay_ops };
     vec![
@@ -55,6 +70,12 @@ pub fn all(replay_ops: usize) -> Vec<Row> {
             Scenario::plain_post(),
         ),
         row(
+            "2p",
+            "bare pingora → upstream (POST)",
+            Pingora,
+            Scenario::plain_post(),
+        ),
+        row(
             "3",
             "gateway passthrough (POST)",
             Gateway(Memory),
@@ -67,6 +88,12 @@ pub fn all(replay_ops: usize) -> Vec<Row> {
             Scenario::plain_get(),
         ),
         row("2g", "nginx → upstream (GET)", Nginx, Scenario::plain_get()),
+        row(
+            "2pg",
+            "bare pingora → upstream (GET)",
+            Pingora,
+            Scenario::plain_get(),
+        ),
         row(
             "3g",
             "gateway passthrough (GET)",
@@ -107,12 +134,37 @@ pub fn all(replay_ops: usize) -> Vec<Row> {
     ]
 }
 
-/// The rows ratios are taken against: the upstream's and nginx's of the same method.
-pub fn references(id: &str) -> (&'static str, &'static str) {
-    if id.ends_with('g') {
-        ("1g", "2g")
+/// The same rows again, driven by wrk (ids and labels marked), for those wrk can drive.
+pub fn with_wrk(rows: Vec<Row>) -> Vec<Row> {
+    let wrk: Vec<Row> = rows
+        .iter()
+        .filter(|row| crate::wrk::supports(&row.scenario))
+        .map(|row| Row {
+            id: leak(format!("{}w", row.id)),
+            label: leak(format!("{} [wrk]", row.label)),
+            generator: Generator::Wrk,
+            ..row.clone()
+        })
+        .collect();
+    rows.into_iter().chain(wrk).collect()
+}
+
+/// Row ids and labels are `&'static str`; the few wrk ones are made once per run.
+fn leak(text: String) -> &'static str {
+    Box::leak(text.into_boxed_str())
+}
+
+/// The rows ratios are taken against: the upstream's and nginx's of the same method and the
+/// same load generator.
+pub fn references(id: &str) -> (String, String) {
+    let (base, wrk) = match id.strip_suffix('w') {
+        Some(base) => (base, "w"),
+        None => (id, ""),
+    };
+    if base.ends_with('g') {
+        (format!("1g{wrk}"), format!("2g{wrk}"))
     } else {
-        ("1", "2")
+        (format!("1{wrk}"), format!("2{wrk}"))
     }
 }
 
@@ -149,6 +201,17 @@ pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
     let (upstream, upstream_addr) = env.upstream()?;
     let (proxy, addr) = match row.target {
         Target::Upstream => (None, upstream_addr),
+        Target::Pingora => {
+            let dir = env.folder("pingora")?;
+            let (proc, addr) = crate::pingora::start(
+                &env.opts.pingora_bin,
+                &dir,
+                upstream_addr,
+                env.opts.threads,
+                env.opts.plan.proxy.as_deref(),
+            )?;
+            (Some(proc), addr)
+        }
         Target::Nginx => {
             let dir = env.folder("nginx")?;
             let (proc, addr) = nginx::start(
@@ -180,33 +243,45 @@ pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
     let spec = env.spec(addr, row.scenario.clone());
     let mut samples = Samples::default();
     let count = || upstream_counters(upstream_addr);
-    let result = env
-        .load(&spec, |event| {
-            match event {
-                Event::Ready => {}
-                Event::MeasureStart => {
-                    samples.ticks = Some((tree_ticks(measured)?, 0));
-                    samples.redis_ticks = redis
-                        .map(crate::procs::cpu_ticks)
-                        .transpose()?
-                        .map(|t| (t, 0));
-                    samples.upstream = Some((count()?, Counters::default()));
+    let on_event = |event| {
+        match event {
+            Event::Ready => {}
+            Event::MeasureStart => {
+                samples.ticks = Some((tree_ticks(measured)?, 0));
+                samples.redis_ticks = redis
+                    .map(crate::procs::cpu_ticks)
+                    .transpose()?
+                    .map(|t| (t, 0));
+                samples.upstream = Some((count()?, Counters::default()));
+            }
+            Event::MeasureEnd => {
+                if let Some(t) = samples.ticks.as_mut() {
+                    t.1 = tree_ticks(measured)?;
                 }
-                Event::MeasureEnd => {
-                    if let Some(t) = samples.ticks.as_mut() {
-                        t.1 = tree_ticks(measured)?;
-                    }
-                    if let (Some(t), Some(pid)) = (samples.redis_ticks.as_mut(), redis) {
-                        t.1 = crate::procs::cpu_ticks(pid)?;
-                    }
-                    if let Some(c) = samples.upstream.as_mut() {
-                        c.1 = count()?;
-                    }
+                if let (Some(t), Some(pid)) = (samples.redis_ticks.as_mut(), redis) {
+                    t.1 = crate::procs::cpu_ticks(pid)?;
+                }
+                if let Some(c) = samples.upstream.as_mut() {
+                    c.1 = count()?;
                 }
             }
-            Ok(())
-        })
-        .with_context(|| format!("row {} ({})", row.id, row.label))?;
+        }
+        Ok(())
+    };
+    let result = match row.generator {
+        Generator::Poppy => env.load(&spec, on_event),
+        Generator::Wrk => {
+            let dir = env.folder("wrk")?;
+            crate::wrk::run(
+                &env.opts.wrk,
+                &dir,
+                &spec,
+                env.opts.plan.load.as_deref(),
+                on_event,
+            )
+        }
+    }
+    .with_context(|| format!("row {} ({})", row.id, row.label))?;
 
     let peak_rss_kib = Some(tree_kib(measured, "VmHWM")?);
     if let Some(mut proxy) = proxy {

@@ -41,6 +41,20 @@ fn preflight(opts: &Options, rows: &[Row]) -> anyhow::Result<()> {
             opts.nginx.display()
         );
     }
+    if needs(rows, |t| t == Target::Pingora) && !opts.pingora_bin.is_file() {
+        bail!(
+            "no bare-pingora binary at {}: cargo build --release -p poppy-bench (or tests/bench/run.sh)",
+            opts.pingora_bin.display()
+        );
+    }
+    if rows.iter().any(|row| row.generator == rows::Generator::Wrk)
+        && Command::new(&opts.wrk).arg("-v").output().is_err()
+    {
+        bail!(
+            "wrk not found ({}): apt-get install -y wrk (or run without --wrk)",
+            opts.wrk.display()
+        );
+    }
     if needs(rows, |t| t == Target::Gateway(Store::Redis)) && !found(&opts.redis_server) {
         bail!(
             "redis-server not found ({}): apt-get install -y redis-server",
@@ -68,7 +82,10 @@ fn preflight(opts: &Options, rows: &[Row]) -> anyhow::Result<()> {
 }
 
 pub fn run(opts: Options, command_line: String) -> anyhow::Result<Report> {
-    let rows = select(&opts.rows, rows::all(opts.replay_ops))?;
+    let mut rows = select(&opts.rows, rows::all(opts.replay_ops))?;
+    if opts.with_wrk {
+        rows = rows::with_wrk(rows);
+    }
     preflight(&opts, &rows)?;
     let load_before = load_average();
     let mut env = Env::new(opts)?;
@@ -115,6 +132,17 @@ pub fn run(opts: Options, command_line: String) -> anyhow::Result<Report> {
             opts.connections, opts.warmup, opts.duration, opts.threads, opts.gateway_log
         ),
         format!("nginx: {}", nginx_version(&opts.nginx)),
+        format!(
+            "load generators: poppy-bench's own client{}",
+            if opts.with_wrk {
+                format!(
+                    " and {} (rows ending in w: -t1, same connections, its own process on the load CPUs)",
+                    wrk_version(&opts.wrk)
+                )
+            } else {
+                String::new()
+            }
+        ),
     ];
     Ok(Report {
         settings,
@@ -133,6 +161,18 @@ fn load_average() -> String {
                 .join(" ")
         })
         .unwrap_or_else(|_| "unknown".into())
+}
+
+fn wrk_version(wrk: &Path) -> String {
+    Command::new(wrk)
+        .arg("-v")
+        .output()
+        .map(|out| {
+            let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            text.lines().next().unwrap_or("wrk").trim().to_owned()
+        })
+        .unwrap_or_else(|_| "wrk (not found)".into())
 }
 
 fn nginx_version(nginx: &Path) -> String {

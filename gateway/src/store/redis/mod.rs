@@ -27,6 +27,7 @@
 mod codec;
 mod durability;
 mod link;
+mod messages;
 mod script;
 mod url;
 
@@ -47,9 +48,9 @@ use self::script::{Lua, Ran};
 pub use self::url::{CLUSTER_SCHEME, cluster_seeds};
 use super::owner::Finisher;
 use super::{
-    ActionState, Claim, ClaimOutcome, InFlightOperation, OperationRecord, OperationStore,
-    RecordState, RecordedResponse, ReplicaWait, Resolution, ResolveOutcome, StoreError,
-    StoreOptions,
+    ActionState, Claim, ClaimOutcome, InFlightOperation, MessageSlot, OperationRecord,
+    OperationStore, RecordState, RecordedResponse, ReplicaWait, Resolution, ResolveOutcome,
+    StoreError, StoreOptions,
 };
 use crate::protocol::OperationId;
 
@@ -83,6 +84,8 @@ pub struct RedisStore {
     release: Lua,
     lookup: Lua,
     action: Lua,
+    /// Conversation messages (`messages.rs`).
+    messages: messages::Scripts,
 }
 
 impl fmt::Debug for RedisStore {
@@ -133,6 +136,7 @@ impl RedisStore {
             release: Lua::new(RELEASE_LUA),
             lookup: Lua::new(LOOKUP_LUA),
             action: Lua::new(ACTION_LUA),
+            messages: messages::Scripts::new(),
         })
     }
 
@@ -564,6 +568,28 @@ impl OperationStore for RedisStore {
 
     async fn durability(&self) -> Result<Option<Durability>, StoreError> {
         durability::read(&self.links).await.map(Some)
+    }
+
+    async fn take_message(
+        &self,
+        key: &str,
+        owner: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<MessageSlot, StoreError> {
+        self.take_message_now(key, owner, now_ms, lease_until_ms)
+            .await
+    }
+
+    async fn finish_message(
+        &self,
+        key: &str,
+        owner: &str,
+        answer: Option<&[u8]>,
+        remember_until_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.finish_message_now(key, owner, answer, remember_until_ms)
+            .await
     }
 }
 

@@ -1,0 +1,373 @@
+//! The operations service for Company Agents (spec sections 4, 6 and 7, "Conversations").
+//!
+//! In a conversation the operation travels in the Company Agent's own message and the
+//! approval in the Personal Agent's, so a proxy can't hold the request: the Company Agent
+//! asks this service instead, on its own listener (`[conversations]`), with the service
+//! token. It runs the proxy's policies, ingress, operation core, executor and store:
+//!
+//! - `POST /v1/propose`: the request the Company Agent would make (described, and read as
+//!   the proxy reads a request), the conversation and the Personal Agent's credentials →
+//!   the operation to put in its message, bound to that conversation and Session;
+//! - `POST /v1/perform`: the same, with the Personal Agent's message → checks 1-3 (the
+//!   revision must be this conversation's), the claim, one execution, the recorded answer.
+//!   The message retried with the same ID gets the original answer; a new message with the
+//!   same approval performs nothing ("already_performed").
+//! - `GET /openapi.json`: the service's OpenAPI description (`openapi.json`, no token).
+//!
+//! [`seam`] is the only file that calls the executor.
+
+mod describe;
+mod messages;
+mod seam;
+mod wire;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use pingora::apps::http_app::ServeHttp;
+use pingora::protocols::http::ServerSession;
+
+use crate::clock::now_millis;
+use crate::config::{Config, Conversations, ServiceToken, SessionClaims};
+use crate::identity::Approver;
+use crate::metrics::Metrics;
+use crate::policy::LivePolicies;
+use crate::protocol::{ErrorBody, declares_operations_v2};
+use crate::proxy::{Executor, UpstreamClient};
+
+use describe::{Limits, describe};
+use messages::{Delivery, Messages};
+use seam::{Call, Seam};
+use wire::{Answer, Context, PerformRequest, ProposeRequest, parse};
+
+/// The service's OpenAPI description, served at `GET /openapi.json`.
+pub(crate) const OPENAPI: &str = include_str!("openapi.json");
+
+/// A description's JSON-escaped body, the Personal Agent's message and the rest of the
+/// envelope fit in this many bytes per byte of `server.max_body_bytes`, plus [`ENVELOPE`].
+const ESCAPING: usize = 4;
+const ENVELOPE: usize = 64 * 1024;
+
+/// The service, as pingora runs it on `[conversations] listen`.
+pub(crate) struct ConversationsApp {
+    token: ServiceToken,
+    policies: LivePolicies,
+    session_claims: SessionClaims,
+    seam: Seam,
+    messages: Messages,
+    max_body_bytes: usize,
+    body_read_timeout: Duration,
+    remember_grace: Duration,
+    upstream_host: String,
+}
+
+impl ConversationsApp {
+    pub(crate) fn new(
+        settings: &Conversations,
+        config: &Config,
+        executor: Arc<Executor>,
+        upstream: Arc<UpstreamClient>,
+        policies: LivePolicies,
+        metrics: Arc<Metrics>,
+    ) -> ConversationsApp {
+        let seam = Seam::new(executor, upstream, metrics);
+        let timeouts = config.upstream.connect_timeout + config.upstream.timeout;
+        let messages = Messages {
+            store: seam.store(),
+            // A lookup and the forward, each bounded by the upstream's timeouts, and the
+            // store calls around them.
+            lease: timeouts * 2 + Duration::from_secs(10),
+            instance: format!("{}-c", seam.instance()),
+            taken: AtomicU64::new(0),
+        };
+        ConversationsApp {
+            token: settings.token.clone(),
+            policies,
+            session_claims: config.session.clone(),
+            seam,
+            messages,
+            max_body_bytes: config.server.max_body_bytes,
+            body_read_timeout: config.server.body_read_timeout,
+            remember_grace: config.store.remember_grace,
+            upstream_host: config.upstream.address.clone(),
+        }
+    }
+
+    /// `POST /v1/propose`.
+    async fn propose(&self, body: &[u8]) -> Result<Answer, Answer> {
+        let request: ProposeRequest = parse(body)?;
+        let context = request.context();
+        let approver = self.check(&context).await?;
+        let described = self.describe(&request.request, &context)?;
+        let answer = self
+            .seam
+            .decide(described, approver, None, Call::Propose)
+            .await;
+        log("propose", &context, None, &answer);
+        Ok(answer)
+    }
+
+    /// `POST /v1/perform`.
+    async fn perform(&self, body: &[u8]) -> Result<Answer, Answer> {
+        let request: PerformRequest = parse(body)?;
+        let context = request.context();
+        let approver = self.check(&context).await?;
+        let approval = request.message.approval()?;
+        let described = self.describe(&request.request, &context)?;
+        let remember = described.policy.expires_in + self.remember_grace;
+        let message_id = request.message.id.as_str();
+        let handling = match self
+            .messages
+            .deliver(
+                &approver,
+                self.seam.signing_key(),
+                context.conversation_id,
+                message_id,
+            )
+            .await
+        {
+            Delivery::Answered(answer) => {
+                log(
+                    "perform (a retried message)",
+                    &context,
+                    Some(message_id),
+                    &answer,
+                );
+                return Ok(answer);
+            }
+            Delivery::Handle(handling) => handling,
+        };
+        let answer = self
+            .seam
+            .decide(described, approver, approval, Call::Perform)
+            .await;
+        let until =
+            now_millis().saturating_add(i64::try_from(remember.as_millis()).unwrap_or(i64::MAX));
+        self.messages.finish(handling, &answer, until).await;
+        log("perform", &context, Some(message_id), &answer);
+        Ok(answer)
+    }
+
+    /// The conversation ID, the declaration of the extension (operations only go to a
+    /// Personal Agent that declared it, spec 2), then the Session and token, as the proxy
+    /// reads them.
+    async fn check(&self, context: &Context<'_>) -> Result<Approver, Answer> {
+        context.check()?;
+        match declares_operations_v2([context.poppy_extensions.as_bytes()]) {
+            Err(e) => {
+                return Err(Answer::error(
+                    400,
+                    &ErrorBody::new("invalid_header", e.to_string())
+                        .with("header", "Poppy-Extensions"),
+                ));
+            }
+            Ok(false) => {
+                return Err(Answer::error(
+                    400,
+                    &ErrorBody::new(
+                        "extension_required",
+                        "the Personal Agent did not declare Poppy-Extensions: \"operations\";v=\"2\", so it gets no operations: handle its approval another way (spec 2)",
+                    )
+                    .with("extension", "operations"),
+                ));
+            }
+            Ok(true) => {}
+        }
+        Approver::for_request(
+            context.poppy_session.as_bytes(),
+            context.authorization.map(str::as_bytes),
+            &self.session_claims,
+        )
+        .await
+        .map_err(|e| Answer::error(401, &ErrorBody::new(e.code(), e.to_string())))
+    }
+
+    /// Read the description against the policies in force now (a reload swaps them whole).
+    fn describe(
+        &self,
+        description: &wire::Description,
+        context: &Context<'_>,
+    ) -> Result<describe::Described, Answer> {
+        let policies = self.policies.snapshot();
+        let limits = Limits {
+            policies: &policies,
+            max_body_bytes: self.max_body_bytes,
+            upstream_host: &self.upstream_host,
+        };
+        describe(description, context, &limits)
+    }
+
+    /// `Authorization: Bearer <token>`, compared in constant time; never logged.
+    fn authorized(&self, session: &ServerSession) -> bool {
+        let mut values = session
+            .req_header()
+            .headers
+            .get_all(http::header::AUTHORIZATION)
+            .iter();
+        let (Some(value), None) = (values.next(), values.next()) else {
+            return false;
+        };
+        let value = value.as_bytes();
+        let token = match value.get(..7) {
+            Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => &value[7..],
+            _ => return false,
+        };
+        self.token.matches(token.trim_ascii())
+    }
+
+    async fn read_body(&self, session: &mut ServerSession) -> Result<Vec<u8>, Answer> {
+        let limit = self.max_body_bytes.saturating_mul(ESCAPING) + ENVELOPE;
+        let too_large = || {
+            Answer::error(
+                413,
+                &ErrorBody::new(
+                    "body_too_large",
+                    format!("a service request has at most {limit} bytes"),
+                ),
+            )
+        };
+        let read =
+            async {
+                let mut body = Vec::new();
+                while let Some(chunk) = session.read_request_body().await.map_err(|e| {
+                    Answer::invalid(format!("the request body could not be read: {e}"))
+                })? {
+                    if body.len() + chunk.len() > limit {
+                        return Err(too_large());
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                Ok(body)
+            };
+        match tokio::time::timeout(self.body_read_timeout, read).await {
+            Ok(read) => read,
+            Err(_) => Err(Answer::error(
+                408,
+                &ErrorBody::new("request_timeout", "the request body did not arrive in time"),
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl ServeHttp for ConversationsApp {
+    async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
+        let method = session.req_header().method.clone();
+        let path = session.req_header().uri.path().to_owned();
+        let call = match (method.as_str(), path.as_str()) {
+            ("GET", "/openapi.json") => {
+                return respond(200, OPENAPI.as_bytes().to_vec(), None);
+            }
+            ("POST", "/v1/propose") => Call::Propose,
+            ("POST", "/v1/perform") => Call::Perform,
+            (_, "/v1/propose" | "/v1/perform" | "/openapi.json") => {
+                return answer(&Answer::error(
+                    405,
+                    &ErrorBody::new(
+                        "method_not_allowed",
+                        "POST /v1/propose and /v1/perform; GET /openapi.json",
+                    ),
+                ));
+            }
+            _ => {
+                return answer(&Answer::error(
+                    404,
+                    &ErrorBody::new(
+                        "not_found",
+                        "POST /v1/propose or /v1/perform (GET /openapi.json describes them)",
+                    ),
+                ));
+            }
+        };
+        if !self.authorized(session) {
+            // The body is left unread: the connection is not reused.
+            session.set_keepalive(None);
+            let mut response = answer(&Answer::error(
+                401,
+                &ErrorBody::new(
+                    "unauthorized",
+                    "send Authorization: Bearer <the service token>",
+                ),
+            ));
+            response.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer"),
+            );
+            return response;
+        }
+        let body = match self.read_body(session).await {
+            Ok(body) => body,
+            Err(refused) => {
+                session.set_keepalive(None);
+                return answer(&refused);
+            }
+        };
+        let result = match call {
+            Call::Propose => self.propose(&body).await,
+            Call::Perform => self.perform(&body).await,
+        };
+        answer(&result.unwrap_or_else(|refused| {
+            tracing::info!(
+                call = ?call,
+                status = refused.status,
+                error = refused.body["error"].as_str().unwrap_or_default(),
+                "conversations call refused; nothing performed"
+            );
+            refused
+        }))
+    }
+}
+
+/// One line per call: the conversation and message IDs and the outcome, never credentials.
+fn log(call: &str, context: &Context<'_>, message_id: Option<&str>, answer: &Answer) {
+    let outcome = answer
+        .body
+        .get("outcome")
+        .or_else(|| answer.body.get("error"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or(if answer.body.get("operation").is_some() {
+            "proposed"
+        } else {
+            ""
+        });
+    tracing::info!(
+        call,
+        conversation_id = context.conversation_id,
+        message_id = message_id.unwrap_or(""),
+        status = answer.status,
+        outcome,
+        "conversations"
+    );
+}
+
+fn answer(answer: &Answer) -> http::Response<Vec<u8>> {
+    let mut body = answer.body.to_string().into_bytes();
+    body.push(b'\n');
+    respond(answer.status, body, answer.retry_after)
+}
+
+fn respond(status: u16, body: Vec<u8>, retry_after: Option<u32>) -> http::Response<Vec<u8>> {
+    let mut response = http::Response::new(body);
+    *response.status_mut() =
+        http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    if let Some(seconds) = retry_after {
+        headers.insert(http::header::RETRY_AFTER, http::HeaderValue::from(seconds));
+    }
+    let length = response.body().len();
+    response.headers_mut().insert(
+        http::header::CONTENT_LENGTH,
+        http::HeaderValue::from(length),
+    );
+    response
+}

@@ -1,0 +1,333 @@
+//! The service's wire format: what a Company Agent sends (`openapi.json` describes it) and
+//! the answers it gets. Our own envelopes refuse unknown members; the Personal Agent's
+//! message is taken as received, and only its ID and `extensions.operations.approval` are
+//! read (other members, such as `text`, approve nothing, whatever they say).
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::protocol::{ApprovalHeader, ErrorBody, Operation, is_id};
+use crate::store::RecordedResponse;
+
+/// `POST /v1/propose`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProposeRequest {
+    pub(crate) conversation_id: String,
+    pub(crate) poppy_session: String,
+    #[serde(default)]
+    pub(crate) authorization: Option<String>,
+    pub(crate) poppy_extensions: String,
+    pub(crate) request: Description,
+}
+
+/// `POST /v1/perform`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PerformRequest {
+    pub(crate) conversation_id: String,
+    pub(crate) poppy_session: String,
+    #[serde(default)]
+    pub(crate) authorization: Option<String>,
+    pub(crate) poppy_extensions: String,
+    /// The Personal Agent's message, as received.
+    pub(crate) message: Message,
+    pub(crate) request: Description,
+}
+
+/// The conversation and the Personal Agent's credentials, as its conversation request
+/// carried them (the headers' values, verbatim).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Context<'a> {
+    pub(crate) conversation_id: &'a str,
+    /// `Poppy-Session`.
+    pub(crate) poppy_session: &'a str,
+    /// `Authorization`, when the Session is signed in.
+    pub(crate) authorization: Option<&'a str>,
+    /// `Poppy-Extensions`: operations are returned only when it declares `"operations";v="2"`.
+    pub(crate) poppy_extensions: &'a str,
+}
+
+impl ProposeRequest {
+    pub(crate) fn context(&self) -> Context<'_> {
+        Context {
+            conversation_id: &self.conversation_id,
+            poppy_session: &self.poppy_session,
+            authorization: self.authorization.as_deref(),
+            poppy_extensions: &self.poppy_extensions,
+        }
+    }
+}
+
+impl PerformRequest {
+    pub(crate) fn context(&self) -> Context<'_> {
+        Context {
+            conversation_id: &self.conversation_id,
+            poppy_session: &self.poppy_session,
+            authorization: self.authorization.as_deref(),
+            poppy_extensions: &self.poppy_extensions,
+        }
+    }
+}
+
+/// The request the Company Agent would make to the company's API.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Description {
+    pub(crate) method: String,
+    /// The path as it goes on the request line (percent-encoded, starting with `/`).
+    pub(crate) path: String,
+    /// The raw query, without `?`.
+    #[serde(default)]
+    pub(crate) query: Option<String>,
+    /// Extra request headers, `[name, value]` pairs, in order.
+    #[serde(default)]
+    pub(crate) headers: Vec<(String, String)>,
+    /// The body, exactly as it is sent (JSON text): what the revision covers, byte for byte.
+    #[serde(default)]
+    pub(crate) body: Option<String>,
+}
+
+/// A Personal Agent's message. Everything but `id` and `extensions.operations.approval`
+/// is ignored.
+#[derive(Debug, Deserialize)]
+pub(crate) struct Message {
+    pub(crate) id: String,
+    #[serde(default)]
+    pub(crate) extensions: Option<MessageExtensions>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct MessageExtensions {
+    #[serde(default)]
+    pub(crate) operations: Option<OperationsContent>,
+}
+
+/// `extensions.operations` of a message: `approval` in a Personal Agent's message.
+#[derive(Debug, Deserialize)]
+pub(crate) struct OperationsContent {
+    #[serde(default)]
+    pub(crate) approval: Option<ApprovalContent>,
+}
+
+/// Unknown members are ignored, as for `Poppy-Approval` (spec 6).
+#[derive(Debug, Deserialize)]
+pub(crate) struct ApprovalContent {
+    pub(crate) operation_id: String,
+    pub(crate) revision: String,
+}
+
+impl Context<'_> {
+    /// The conversation ID has the characters of spec 8.2's IDs.
+    pub(crate) fn check(&self) -> Result<(), Answer> {
+        if !is_id(self.conversation_id) {
+            return Err(Answer::invalid(
+                "conversation_id must be 1 to 128 characters of A-Z a-z 0-9 _ -",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Message {
+    /// The message's approval, if it carries one; a malformed one is refused.
+    pub(crate) fn approval(&self) -> Result<Option<ApprovalHeader>, Answer> {
+        if !is_id(&self.id) {
+            return Err(Answer::invalid(
+                "message.id must be 1 to 128 characters of A-Z a-z 0-9 _ -",
+            ));
+        }
+        let approval = self
+            .extensions
+            .as_ref()
+            .and_then(|e| e.operations.as_ref())
+            .and_then(|o| o.approval.as_ref());
+        let Some(approval) = approval else {
+            return Ok(None);
+        };
+        if !is_id(&approval.operation_id) || !is_id(&approval.revision) {
+            return Err(Answer::invalid(
+                "message.extensions.operations.approval: operation_id and revision must be 1 to 128 characters of A-Z a-z 0-9 _ -",
+            ));
+        }
+        Ok(Some(ApprovalHeader {
+            operation_id: approval.operation_id.clone(),
+            revision: approval.revision.clone(),
+        }))
+    }
+}
+
+/// Parse a JSON request body into `T`, or a `400 invalid_request` saying why.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Answer> {
+    serde_json::from_slice(body).map_err(|e| {
+        Answer::invalid(format!(
+            "the request body does not read as this endpoint's JSON: {e}"
+        ))
+    })
+}
+
+/// One answer of the service.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) body: Value,
+    /// `Retry-After`, in seconds: the same call may be sent again then.
+    pub(crate) retry_after: Option<u32>,
+}
+
+impl Answer {
+    pub(crate) fn ok(body: Value) -> Answer {
+        Answer {
+            status: 200,
+            body,
+            retry_after: None,
+        }
+    }
+
+    pub(crate) fn error(status: u16, body: &ErrorBody) -> Answer {
+        Answer {
+            status,
+            body: serde_json::from_slice(&body.to_bytes()).unwrap_or(Value::Null),
+            retry_after: None,
+        }
+    }
+
+    pub(crate) fn invalid(detail: impl Into<String>) -> Answer {
+        Answer::error(400, &ErrorBody::new("invalid_request", detail))
+    }
+
+    /// `503` with `Retry-After`: nothing was performed by this call; send it again later.
+    pub(crate) fn retry_later(seconds: u32, body: &ErrorBody) -> Answer {
+        Answer {
+            retry_after: Some(seconds),
+            ..Answer::error(503, body)
+        }
+    }
+
+    /// The operation to put in the Company Agent's message (`propose`).
+    pub(crate) fn proposed(operation: &Operation) -> Answer {
+        Answer::ok(json!({ "operation": operation }))
+    }
+
+    /// The upstream's answer to a performed operation: performed now, before, or (its answer
+    /// proves it) not at all.
+    pub(crate) fn outcome(
+        outcome: &str,
+        operation_id: &str,
+        response: &RecordedResponse,
+    ) -> Answer {
+        Answer::ok(json!({
+            "outcome": outcome,
+            "operation_id": operation_id,
+            "response": recorded(response),
+        }))
+    }
+
+    /// How it is kept for a retried message: status and body (never a `Retry-After`, only
+    /// final answers are kept).
+    pub(crate) fn to_stored(&self) -> Vec<u8> {
+        json!({ "status": self.status, "body": self.body })
+            .to_string()
+            .into_bytes()
+    }
+
+    pub(crate) fn from_stored(bytes: &[u8]) -> Option<Answer> {
+        let value: Value = serde_json::from_slice(bytes).ok()?;
+        let status = u16::try_from(value.get("status")?.as_u64()?).ok()?;
+        Some(Answer {
+            status,
+            body: value.get("body")?.clone(),
+            retry_after: None,
+        })
+    }
+}
+
+/// A recorded upstream answer as JSON: status, headers as `[name, value]` pairs, and the
+/// body as text (`body`) or, when it is not UTF-8, as `body_base64`.
+fn recorded(response: &RecordedResponse) -> Value {
+    let headers: Vec<Value> = response
+        .headers
+        .iter()
+        .map(|(name, value)| json!([name, String::from_utf8_lossy(value)]))
+        .collect();
+    let mut out = json!({ "status": response.status, "headers": headers });
+    match std::str::from_utf8(&response.body) {
+        Ok(text) => out["body"] = text.into(),
+        Err(_) => out["body_base64"] = STANDARD.encode(&response.body).into(),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn a_message_approves_only_through_its_extension() {
+        let message: Message = serde_json::from_value(json!({
+            "id": "msg_1", "text": "I approve, go ahead", "author": {"type": "agent"}
+        }))
+        .unwrap();
+        assert_eq!(message.approval(), Ok(None));
+        let message: Message = serde_json::from_value(json!({
+            "id": "msg_2",
+            "extensions": {"operations": {"approval": {"operation_id": "exc_1", "revision": "9-x", "future": 1}}}
+        }))
+        .unwrap();
+        let approval = message.approval().unwrap().unwrap();
+        assert_eq!(
+            (approval.operation_id.as_str(), approval.revision.as_str()),
+            ("exc_1", "9-x")
+        );
+        let bad: Message = serde_json::from_value(json!({
+            "id": "msg_3",
+            "extensions": {"operations": {"approval": {"operation_id": "exc 1", "revision": "r"}}}
+        }))
+        .unwrap();
+        assert_eq!(bad.approval().unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn duplicates_and_unknown_envelope_members_are_refused() {
+        let duplicate = br#"{"id": "m1", "id": "m2"}"#;
+        assert!(parse::<Message>(duplicate).is_err());
+        let unknown = br#"{"conversation_id": "c", "poppy_session": "s", "poppy_extensions": "x",
+            "request": {"method": "POST", "path": "/", "bogus": 1}}"#;
+        assert!(parse::<ProposeRequest>(unknown).is_err());
+        let twice = br#"{"id": "m", "extensions": {"operations": {"approval": {"operation_id": "a", "revision": "r"},
+            "approval": {"operation_id": "b", "revision": "r"}}}}"#;
+        assert!(
+            parse::<Message>(twice).is_err(),
+            "two approvals are refused"
+        );
+    }
+
+    #[test]
+    fn stored_answers_round_trip_and_bodies_keep_their_bytes() {
+        let response = RecordedResponse {
+            status: 201,
+            headers: vec![("content-type".into(), b"application/json".to_vec())],
+            body: Bytes::from_static(b"{\"exchange_id\":\"exg_1\"}"),
+        };
+        let answer = Answer::outcome("performed", "exc_1", &response);
+        assert_eq!(
+            Answer::from_stored(&answer.to_stored()),
+            Some(answer.clone())
+        );
+        assert_eq!(
+            answer.body["response"]["body"],
+            "{\"exchange_id\":\"exg_1\"}"
+        );
+        let binary = RecordedResponse {
+            body: Bytes::from_static(&[0xff, 0x00]),
+            ..response
+        };
+        assert_eq!(
+            Answer::outcome("performed", "exc_1", &binary).body["response"]["body_base64"],
+            "/wA="
+        );
+    }
+}

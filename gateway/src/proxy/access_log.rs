@@ -1,0 +1,167 @@
+//! `[access_log]`: one line per request, written from pingora's `logging` hook.
+//!
+//! Lines go through a bounded queue to one writer thread, so a slow disk never holds a
+//! request; when the queue is full a line is dropped (and counted in the gateway's log)
+//! rather than waited for. Never written: `Poppy-Session`, `Authorization`, bodies, queries.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::time::Instant;
+
+use pingora::proxy::Session;
+use serde_json::json;
+
+use super::forwarded::{ClientFacts, Notes};
+use crate::config::{AccessLog, LogFormat, LogTarget};
+
+/// Lines waiting for the writer thread.
+const QUEUE: usize = 16 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AccessLogError {
+    #[error("access_log.path {0}: {1}")]
+    Open(String, std::io::Error),
+}
+
+pub(crate) struct AccessLogger {
+    format: LogFormat,
+    lines: SyncSender<String>,
+    dropped: AtomicU64,
+}
+
+/// One request's line, as the logging hook assembles it.
+pub(crate) struct Entry<'a> {
+    pub(crate) request_id: &'a str,
+    pub(crate) started: Instant,
+    pub(crate) facts: Option<&'a ClientFacts>,
+    pub(crate) route: &'a str,
+    pub(crate) notes: &'a Notes,
+    /// Proxied to the upstream (not answered by the gateway itself).
+    pub(crate) passthrough: bool,
+}
+
+impl AccessLogger {
+    /// Open the target (append) and start the writer thread.
+    pub(crate) fn open(settings: &AccessLog) -> Result<AccessLogger, AccessLogError> {
+        let mut out: Box<dyn Write + Send> = match &settings.target {
+            LogTarget::Stdout => Box::new(std::io::stdout()),
+            LogTarget::File(path) => Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| AccessLogError::Open(path.display().to_string(), e))?,
+            ),
+        };
+        let (lines, queue) = sync_channel::<String>(QUEUE);
+        std::thread::Builder::new()
+            .name("access-log".into())
+            .spawn(move || {
+                // Each line is written whole (one write call) so readers never see half lines.
+                for line in queue {
+                    if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
+                        tracing::error!(error = %e, "access log: a line could not be written");
+                    }
+                }
+            })
+            .map_err(|e| AccessLogError::Open("writer thread".into(), e))?;
+        Ok(AccessLogger {
+            format: settings.format,
+            lines,
+            dropped: AtomicU64::new(0),
+        })
+    }
+
+    pub(crate) fn log(&self, session: &Session, entry: &Entry<'_>) {
+        let mut line = match self.format {
+            LogFormat::Json => json_line(session, entry).to_string(),
+            LogFormat::Combined => combined_line(session, entry),
+        };
+        line.push('\n');
+        match self.lines.try_send(line) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                if dropped.is_power_of_two() {
+                    tracing::warn!(
+                        dropped,
+                        "access log: the writer is behind; lines were dropped"
+                    );
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+fn status(session: &Session) -> u16 {
+    session.response_written().map_or(0, |r| r.status.as_u16())
+}
+
+fn protocol(entry: &Entry<'_>) -> &'static str {
+    match entry.facts {
+        Some(f) if f.http2 => "HTTP/2",
+        _ => "HTTP/1.1",
+    }
+}
+
+fn json_line(session: &Session, entry: &Entry<'_>) -> serde_json::Value {
+    let header = session.req_header();
+    let facts = entry.facts;
+    json!({
+        "time": now_rfc3339(),
+        "request_id": entry.request_id,
+        "client": facts.and_then(|f| f.peer).map(|ip| ip.to_string()),
+        "method": header.method.as_str(),
+        "path": header.uri.path(),
+        "protocol": protocol(entry),
+        "tls": facts.is_some_and(|f| f.tls),
+        "host": facts.and_then(|f| f.host.as_deref()),
+        "status": status(session),
+        "bytes_sent": session.body_bytes_sent(),
+        "duration_ms": entry.started.elapsed().as_secs_f64() * 1000.0,
+        "route": entry.route,
+        "passthrough": entry.passthrough,
+        "upstream_status": entry.notes.upstream_status,
+        "operation_id": entry.notes.operation_id,
+        "outcome": entry.notes.outcome,
+    })
+}
+
+/// nginx's `combined` (with `-` for referer), then `key=value` pairs nginx users append.
+fn combined_line(session: &Session, entry: &Entry<'_>) -> String {
+    let header = session.req_header();
+    let time = time::OffsetDateTime::now_utc()
+        .format(time::macros::format_description!(
+            "[day]/[month repr:short]/[year]:[hour]:[minute]:[second] +0000"
+        ))
+        .unwrap_or_default();
+    let agent = header
+        .headers
+        .get(http::header::USER_AGENT)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).replace('"', "'"))
+        .unwrap_or_else(|| "-".into());
+    let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    format!(
+        "{client} - - [{time}] \"{method} {path} {protocol}\" {status} {bytes} \"-\" \"{agent}\" request_id={rid} duration_ms={ms:.3} route={route} upstream_status={up} operation_id={op} outcome={outcome}",
+        client = dash(entry.facts.and_then(|f| f.peer).map(|ip| ip.to_string())),
+        method = header.method.as_str(),
+        path = header.uri.path(),
+        protocol = protocol(entry),
+        status = status(session),
+        bytes = session.body_bytes_sent(),
+        rid = entry.request_id,
+        ms = entry.started.elapsed().as_secs_f64() * 1000.0,
+        route = entry.route,
+        up = dash(entry.notes.upstream_status.map(|s| s.to_string())),
+        op = dash(entry.notes.operation_id.clone()),
+        outcome = entry.notes.outcome.unwrap_or("-"),
+    )
+}

@@ -1,0 +1,362 @@
+//! What the upstream learns about each request: `Forwarded` / `X-Forwarded-*` (kept from
+//! trusted proxies, replaced otherwise), the request ID, and the `Host` to send.
+//!
+//! Passthrough applies these in pingora's `upstream_request_filter`; requests the gateway
+//! sends itself (approved forwards, lookups, poppy.json) apply them in the upstream client,
+//! which finds them through [`CURRENT`], set around the request's classification. What became
+//! of an operation is noted by the service, from the request's outcome (`service.rs`).
+
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use http::{HeaderName, HeaderValue};
+use pingora::http::RequestHeader;
+use pingora::proxy::Session;
+
+use crate::config::{Passthrough, ProxyHeaders};
+
+pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
+
+/// The headers that describe the client, as they go upstream with one request.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct UpstreamHeaders {
+    /// Set (replacing what came) on every upstream request.
+    set: Vec<(HeaderName, HeaderValue)>,
+    /// Removed when the client is not a trusted proxy and the gateway sets nothing in its place.
+    remove: Vec<HeaderName>,
+    /// `[upstream] host_header`, else the client's authority for requests that lack `Host`
+    /// (HTTP/2 sends `:authority` instead).
+    host: Option<HeaderValue>,
+    host_configured: bool,
+}
+
+/// What one request says about its client, read once from the session.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientFacts {
+    pub(crate) peer: Option<IpAddr>,
+    pub(crate) tls: bool,
+    pub(crate) http2: bool,
+    /// `Host`, or the HTTP/2 `:authority`.
+    pub(crate) host: Option<String>,
+}
+
+impl ClientFacts {
+    pub(crate) fn of(session: &Session) -> ClientFacts {
+        let header = session.req_header();
+        let host = header
+            .headers
+            .get(http::header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .or_else(|| header.uri.authority().map(|a| a.as_str().to_owned()));
+        ClientFacts {
+            peer: session
+                .client_addr()
+                .and_then(|a| a.as_inet())
+                .map(|a| a.ip()),
+            tls: session.digest().is_some_and(|d| d.ssl_digest.is_some()),
+            http2: session.as_downstream().is_http2(),
+            host,
+        }
+    }
+
+    pub(crate) fn proto(&self) -> &'static str {
+        if self.tls { "https" } else { "http" }
+    }
+}
+
+/// An `X-Request-Id` worth keeping: 1 to 128 visible ASCII characters, no quotes or spaces
+/// (it is written into log lines and headers as is).
+pub(crate) fn well_formed_request_id(value: &[u8]) -> bool {
+    (1..=128).contains(&value.len())
+        && value
+            .iter()
+            .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b'\\' | b','))
+}
+
+/// The client's request ID if well formed, else a new one.
+pub(crate) fn request_id(headers: &http::HeaderMap) -> String {
+    match headers.get(&X_REQUEST_ID) {
+        Some(v) if well_formed_request_id(v.as_bytes()) => {
+            String::from_utf8_lossy(v.as_bytes()).into_owned()
+        }
+        _ => format!("{:032x}", rand::random::<u128>()),
+    }
+}
+
+/// A `Forwarded` node: IPv6 addresses are bracketed and quoted (RFC 7239 section 6).
+fn node(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+    }
+}
+
+/// A `Forwarded` value: a token, or a quoted string when it is not one.
+fn forwarded_value(value: &str) -> String {
+    let token = !value.is_empty()
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if token {
+        value.to_owned()
+    } else {
+        format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
+    }
+}
+
+impl UpstreamHeaders {
+    pub(crate) fn new(
+        facts: &ClientFacts,
+        incoming: &http::HeaderMap,
+        request_id: &str,
+        settings: &ProxyHeaders,
+        upstream: &Passthrough,
+    ) -> UpstreamHeaders {
+        let trusted = facts.peer.is_some_and(|ip| settings.trusts(ip));
+        let kept = |name: &HeaderName| -> Option<String> {
+            if !trusted {
+                return None;
+            }
+            let values: Vec<&str> = incoming
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
+            (!values.is_empty()).then(|| values.join(", "))
+        };
+        let mut set = Vec::new();
+        let mut push = |name: HeaderName, value: String| {
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                set.push((name, value));
+            }
+        };
+        push(X_REQUEST_ID, request_id.to_owned());
+        let peer = facts.peer.map(|ip| ip.to_string());
+        if settings.x_forwarded {
+            if let Some(peer) = &peer {
+                let xff = match kept(&X_FORWARDED_FOR) {
+                    Some(before) => format!("{before}, {peer}"),
+                    None => peer.clone(),
+                };
+                push(X_FORWARDED_FOR, xff);
+            }
+            push(
+                X_FORWARDED_PROTO,
+                kept(&X_FORWARDED_PROTO).unwrap_or_else(|| facts.proto().to_owned()),
+            );
+            if let Some(host) = kept(&X_FORWARDED_HOST).or_else(|| facts.host.clone()) {
+                push(X_FORWARDED_HOST, host);
+            }
+        }
+        if settings.forwarded {
+            let mut element = Vec::new();
+            if let Some(ip) = facts.peer {
+                element.push(format!("for={}", node(ip)));
+            }
+            if let Some(host) = &facts.host {
+                element.push(format!("host={}", forwarded_value(host)));
+            }
+            element.push(format!("proto={}", facts.proto()));
+            let element = element.join(";");
+            push(
+                FORWARDED,
+                match kept(&FORWARDED) {
+                    Some(before) => format!("{before}, {element}"),
+                    None => element,
+                },
+            );
+        }
+        // What a client that is not a trusted proxy says about earlier hops is not passed on.
+        let remove = if trusted {
+            Vec::new()
+        } else {
+            [
+                X_FORWARDED_FOR,
+                X_FORWARDED_PROTO,
+                X_FORWARDED_HOST,
+                FORWARDED,
+            ]
+            .into_iter()
+            .filter(|name| !set.iter().any(|(n, _)| n == name))
+            .collect()
+        };
+        let configured = upstream
+            .host_header
+            .as_deref()
+            .and_then(|h| HeaderValue::from_str(h).ok());
+        UpstreamHeaders {
+            set,
+            remove,
+            host_configured: configured.is_some(),
+            host: configured.or_else(|| {
+                facts
+                    .host
+                    .as_deref()
+                    .and_then(|h| HeaderValue::from_str(h).ok())
+            }),
+        }
+    }
+
+    /// Apply to a request about to go upstream.
+    pub(crate) fn apply(&self, request: &mut RequestHeader) -> pingora::Result<()> {
+        for name in &self.remove {
+            request.remove_header(name);
+        }
+        for (name, value) in &self.set {
+            request.insert_header(name.clone(), value.clone())?;
+        }
+        if let Some(host) = &self.host
+            && (self.host_configured || !request.headers.contains_key(http::header::HOST))
+        {
+            request.insert_header(http::header::HOST, host.clone())?;
+        }
+        Ok(())
+    }
+}
+
+/// What the request being handled noted for its access-log line, shared between its context
+/// and the task that classifies it.
+#[derive(Debug, Default)]
+pub(crate) struct Notes {
+    pub(crate) operation_id: Option<String>,
+    pub(crate) outcome: Option<&'static str>,
+    pub(crate) upstream_status: Option<u16>,
+}
+
+/// The request being classified: its upstream headers and its notes.
+#[derive(Debug, Clone)]
+pub(crate) struct Current {
+    pub(crate) headers: Arc<UpstreamHeaders>,
+    pub(crate) notes: Arc<Mutex<Notes>>,
+}
+
+tokio::task_local! {
+    /// Set around a request's classification, where every request the gateway sends itself
+    /// for it (and every operation outcome) happens.
+    pub(crate) static CURRENT: Current;
+}
+
+/// Apply the current request's upstream headers (if any) to a request the gateway sends.
+pub(crate) fn apply_current(request: &mut RequestHeader) -> pingora::Result<()> {
+    CURRENT
+        .try_with(|c| Arc::clone(&c.headers))
+        .map_or(Ok(()), |headers| headers.apply(request))
+}
+
+/// Note something about the current request for its access-log line.
+pub(crate) fn note(with: impl FnOnce(&mut Notes)) {
+    let _ = CURRENT.try_with(|c| {
+        if let Ok(mut notes) = c.notes.lock() {
+            with(&mut notes);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn facts(peer: &str) -> ClientFacts {
+        ClientFacts {
+            peer: Some(peer.parse().unwrap()),
+            tls: true,
+            http2: false,
+            host: Some("shop.example".into()),
+        }
+    }
+
+    fn headers_for(peer: &str, trusted: &[&str], incoming: &[(&str, &str)]) -> RequestHeader {
+        let mut map = http::HeaderMap::new();
+        for (n, v) in incoming {
+            map.append(
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        let settings = ProxyHeaders {
+            trusted_proxies: trusted.iter().map(|t| t.parse().unwrap()).collect(),
+            ..ProxyHeaders::default()
+        };
+        let upstream = UpstreamHeaders::new(
+            &facts(peer),
+            &map,
+            "rid-1",
+            &settings,
+            &Passthrough::default(),
+        );
+        let mut request = RequestHeader::build("GET", b"/", None).unwrap();
+        for (n, v) in incoming {
+            request.append_header(n.to_string(), *v).unwrap();
+        }
+        upstream.apply(&mut request).unwrap();
+        request
+    }
+
+    fn get<'a>(request: &'a RequestHeader, name: &str) -> &'a str {
+        request.headers.get(name).unwrap().to_str().unwrap()
+    }
+
+    #[test]
+    fn an_untrusted_client_cannot_forge_earlier_hops() {
+        let r = headers_for(
+            "203.0.113.7",
+            &["10.0.0.0/8"],
+            &[
+                ("x-forwarded-for", "1.2.3.4"),
+                ("forwarded", "for=1.2.3.4"),
+                ("x-forwarded-proto", "http"),
+            ],
+        );
+        assert_eq!(get(&r, "x-forwarded-for"), "203.0.113.7");
+        assert_eq!(get(&r, "x-forwarded-proto"), "https");
+        assert_eq!(
+            get(&r, "forwarded"),
+            "for=203.0.113.7;host=shop.example;proto=https"
+        );
+        assert_eq!(get(&r, "x-request-id"), "rid-1");
+        assert_eq!(r.headers.get_all("x-forwarded-for").iter().count(), 1);
+    }
+
+    #[test]
+    fn a_trusted_proxy_is_appended_to() {
+        let r = headers_for(
+            "10.1.2.3",
+            &["10.0.0.0/8"],
+            &[
+                ("x-forwarded-for", "198.51.100.1"),
+                ("forwarded", "for=198.51.100.1"),
+                ("x-forwarded-proto", "http"),
+            ],
+        );
+        assert_eq!(get(&r, "x-forwarded-for"), "198.51.100.1, 10.1.2.3");
+        assert_eq!(get(&r, "x-forwarded-proto"), "http");
+        assert_eq!(
+            get(&r, "forwarded"),
+            "for=198.51.100.1, for=10.1.2.3;host=shop.example;proto=https"
+        );
+    }
+
+    #[test]
+    fn ipv6_nodes_are_quoted() {
+        let r = headers_for("::1", &[], &[]);
+        assert_eq!(
+            get(&r, "forwarded"),
+            "for=\"[::1]\";host=shop.example;proto=https"
+        );
+    }
+
+    #[test]
+    fn request_ids_are_kept_only_when_well_formed() {
+        assert!(well_formed_request_id(b"abc-123_x.y:z"));
+        assert!(!well_formed_request_id(b""));
+        assert!(!well_formed_request_id(b"a b"));
+        assert!(!well_formed_request_id(b"a\"b"));
+        assert!(!well_formed_request_id(&[b'a'; 129]));
+    }
+}
