@@ -6,7 +6,12 @@
 //! `http_api` or `mcp_api` (reads it through `crate::ingress`) → `executor` (asks the store,
 //! hands what it returned to `crate::operation`, carries out its verdict: claim, forward with
 //! `upstream`, record) → `reply` (renders the decision) → `service` (`outcome`: counted and
-//! logged once, then the reply written).
+//! logged once, noted for the access log, then the reply written).
+//!
+//! Around every request, operation or not: `edge` (request IDs, the proxy headers of
+//! `forwarded`, the `access_log` line, JSON answers when passthrough fails), and `limits` and
+//! `h2` around pingora's app (connection cap, header deadline, which connections speak
+//! HTTP/2).
 
 mod access_log;
 mod edge;
