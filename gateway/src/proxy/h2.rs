@@ -7,17 +7,32 @@
 use pingora::protocols::{ALPN, Stream};
 
 /// The HTTP/2 connection preface (RFC 9113 section 3.4).
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(super) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Whether the connection negotiated `h2` through ALPN or, with `h2c`, opens with the
-/// HTTP/2 preface. The bytes peeked stay in the stream for pingora to read.
-pub(super) async fn speaks_h2(stream: &mut Stream, h2c: bool) -> bool {
+/// How a connection opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Opening {
+    /// HTTP/1.1.
+    Http1,
+    /// HTTP/2 negotiated through ALPN; the preface has not been seen (TLS cannot be peeked).
+    Http2Negotiated,
+    /// With `h2c`, the HTTP/2 preface has arrived.
+    Http2Preface,
+}
+
+/// How the connection opens: `h2` through ALPN or, with `h2c`, the HTTP/2 preface. The bytes
+/// peeked stay in the stream for pingora to read.
+pub(super) async fn opening(stream: &mut Stream, h2c: bool) -> Opening {
     if matches!(stream.selected_alpn_proto(), Some(ALPN::H2)) {
-        return true;
+        return Opening::Http2Negotiated;
     }
     if !h2c || stream.get_ssl_digest().is_some() {
-        return false;
+        return Opening::Http1;
     }
     let mut buf = [0u8; PREFACE.len()];
-    matches!(stream.try_peek(&mut buf).await, Ok(true)) && buf == PREFACE
+    if matches!(stream.try_peek(&mut buf).await, Ok(true)) && buf == PREFACE {
+        Opening::Http2Preface
+    } else {
+        Opening::Http1
+    }
 }

@@ -17,6 +17,8 @@ use pingora::protocols::Stream;
 use pingora::server::ShutdownWatch;
 use tokio::io::AsyncWriteExt;
 
+use super::first_bytes::FirstBytes;
+use super::h2::{Opening, PREFACE};
 use crate::ingress::Refusal;
 use crate::metrics::{Limit, Metrics};
 
@@ -251,9 +253,18 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for LimitedApp<A> {
         };
         let head_read = Arc::clone(&read);
         let served = async move {
-            if super::h2::speaks_h2(&mut stream, self.h2c).await {
-                head_read.store(true, Ordering::Release);
-            }
+            let stream = match super::h2::opening(&mut stream, self.h2c).await {
+                Opening::Http1 => stream,
+                // The preface is what HTTP/2 sends first; from then on pingora's handshake and
+                // `h2_idle_timeout` bound the connection.
+                Opening::Http2Preface => {
+                    head_read.store(true, Ordering::Release);
+                    stream
+                }
+                Opening::Http2Negotiated => {
+                    FirstBytes::new(stream, PREFACE.len(), Arc::clone(&head_read))
+                }
+            };
             HEAD_READ
                 .scope(head_read, self.inner.process_new(stream, shutdown))
                 .await

@@ -11,11 +11,12 @@
 //! Around every request, operation or not: `edge` (request IDs, the proxy headers of
 //! `forwarded`, the `access_log` line, JSON answers when passthrough fails), and `limits` and
 //! `h2` around pingora's app (connection cap, header deadline, which connections speak
-//! HTTP/2).
+//! HTTP/2; `first_bytes` tells when a TLS HTTP/2 connection's preface has arrived).
 
 mod access_log;
 mod edge;
 mod executor;
+mod first_bytes;
 mod forwarded;
 mod h2;
 mod http_api;
