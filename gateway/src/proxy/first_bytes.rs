@@ -31,7 +31,7 @@ pub(super) struct FirstBytes {
 }
 
 impl FirstBytes {
-    pub(super) fn new(inner: Stream, wanted: usize, arrived: Arc<AtomicBool>) -> Stream {
+    pub(super) fn wrap(inner: Stream, wanted: usize, arrived: Arc<AtomicBool>) -> Stream {
         Box::new(FirstBytes {
             inner,
             wanted,

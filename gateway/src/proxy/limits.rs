@@ -262,7 +262,7 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for LimitedApp<A> {
                     stream
                 }
                 Opening::Http2Negotiated => {
-                    FirstBytes::new(stream, PREFACE.len(), Arc::clone(&head_read))
+                    FirstBytes::wrap(stream, PREFACE.len(), Arc::clone(&head_read))
                 }
             };
             HEAD_READ
