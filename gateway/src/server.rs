@@ -182,6 +182,16 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         service.add_tcp(&settings.listen);
         server.add_service(service);
     }
+    let access_log = config
+        .access_log
+        .as_ref()
+        .map(AccessLogger::open)
+        .transpose()?;
+    if let (Some(logger), Some(settings)) = (&access_log, &config.access_log)
+        && let Some(reopener) = logger.reopener(settings)
+    {
+        server.add_service(background_service("access log reopen", reopener));
+    }
     let gateway = GatewayProxy {
         operations: Operations {
             policies: policies.clone(),
@@ -200,11 +210,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         edge: Arc::new(Edge {
             proxy_headers: config.proxy_headers.clone(),
             passthrough: config.upstream.passthrough.clone(),
-            access_log: config
-                .access_log
-                .as_ref()
-                .map(AccessLogger::open)
-                .transpose()?,
+            access_log,
         }),
     };
     // The connection cap and header deadline sit around pingora's HTTP app (see limits.rs).
