@@ -16,20 +16,20 @@ use tokio::sync::Notify;
 
 /// Counts approved forwards in flight and says whether the gateway is draining.
 #[derive(Debug, Default)]
-pub struct Drain {
+pub(crate) struct Drain {
     draining: AtomicBool,
     in_flight: AtomicUsize,
     idle: Notify,
 }
 
 /// Held while one approved forward is in flight.
-pub struct ForwardGuard {
+pub(crate) struct ForwardGuard {
     drain: Arc<Drain>,
 }
 
 impl Drain {
     /// `None` once draining has begun: the caller must not start a forward.
-    pub fn start_forward(self: &Arc<Self>) -> Option<ForwardGuard> {
+    pub(crate) fn start_forward(self: &Arc<Self>) -> Option<ForwardGuard> {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         if self.draining.load(Ordering::SeqCst) {
             self.finish_one();
@@ -40,7 +40,7 @@ impl Drain {
         })
     }
 
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
     }
 
@@ -51,7 +51,7 @@ impl Drain {
     }
 
     /// Refuse new forwards, then wait (at most `limit`) until those in flight are done.
-    pub async fn drain(&self, limit: Duration) -> bool {
+    pub(crate) async fn drain(&self, limit: Duration) -> bool {
         self.draining.store(true, Ordering::SeqCst);
         let wait = async {
             loop {
@@ -82,10 +82,10 @@ const FAST_DELIVERY: Duration = Duration::from_millis(250);
 /// once (after a moment for the answers of those forwards to be written). SIGQUIT is not
 /// pingora's socket-passing upgrade: the gateway has no `--upgrade` mode, so a SIGQUIT would
 /// hand its sockets to nobody; it stops like SIGTERM.
-pub struct DrainOnSignal {
-    pub drain: Arc<Drain>,
+pub(crate) struct DrainOnSignal {
+    pub(crate) drain: Arc<Drain>,
     /// How long an approved forward may still take: the upstream's connect and answer timeouts.
-    pub limit: Duration,
+    pub(crate) limit: Duration,
 }
 
 #[async_trait]

@@ -9,14 +9,18 @@
 
 pub mod cli;
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::config::{Config, SessionClaims};
+use crate::identity::{Approver, ApproverError};
 use crate::ingress::{self, Refusal, RouteMatch, Target, reading::HttpRequest};
 use crate::mcp::{approval_required_result, call_fingerprint, duplicate_member, tool_error_result};
-use crate::policy::{Captures, Policy, TermSource, Terms, canonical_json, extract_from_answer};
-use crate::protocol::{ErrorBody, Operation, OperationId, Revision, RevisionInput, SigningKey};
-use crate::proxy::Approver;
+use crate::operation::{self, Minted, OperationRequest, Prepared};
+use crate::policy::{Captures, Policy, TermSource, Terms, extract_from_answer};
+use crate::protocol::{ErrorBody, Keys, Operation, SigningKey};
+use crate::store::ActionState;
 
 /// The request to explain, as a Personal Agent would send it.
 #[derive(Debug, Clone, Default)]
@@ -92,7 +96,7 @@ pub enum Explanation {
 
 impl Explanation {
     /// Whether a Personal Agent would receive an operation.
-    pub fn is_operation(&self) -> bool {
+    pub(crate) fn is_operation(&self) -> bool {
         matches!(self, Explanation::Operation { .. })
     }
 }
@@ -211,14 +215,7 @@ fn explain_policy(
     }
 
     let summary = policy.summary.render(&terms);
-    let operation = mint(
-        policy,
-        &approver,
-        &terms,
-        &summary,
-        &reading.fingerprint,
-        now,
-    );
+    let operation = mint(policy, &approver, &terms, &reading.fingerprint, now);
     let answer = body(&ErrorBody::approval_required(
         &operation,
         "this action needs the user's approval of these terms; retry the same request with a Poppy-Approval header",
@@ -312,7 +309,7 @@ fn explain_tool(
     };
     let summary = policy.summary.render(&terms);
     let fingerprint = call_fingerprint(tool, &arguments);
-    let operation = mint(&policy, &approver, &terms, &summary, &fingerprint, now);
+    let operation = mint(&policy, &approver, &terms, &fingerprint, now);
     Explanation::Operation {
         policy: policy.name.clone(),
         source: policy.source.clone(),
@@ -329,10 +326,7 @@ fn explain_tool(
 
 /// Who would approve: the request's own `Poppy-Session` (and `Authorization`), or a made-up
 /// Session, signed in to a made-up account with `signed_in`.
-fn approver(
-    request: &ExplainRequest,
-    claims: &SessionClaims,
-) -> Result<Approver, crate::proxy::ApproverError> {
+fn approver(request: &ExplainRequest, claims: &SessionClaims) -> Result<Approver, ApproverError> {
     let session = match request.headers.get("poppy-session") {
         Some(value) => value.as_bytes().to_vec(),
         None => unsigned_jwt(&json!({
@@ -362,45 +356,41 @@ fn unsigned_jwt(payload: &Value) -> String {
     format!("{}.{}.x", encode(&json!({"alg": "none"})), encode(payload))
 }
 
-/// The operation the flow would mint (see `proxy::flow`), at generation 0, with a throwaway key.
+/// The operation the gateway would mint (the operation core's [`operation::mint`]), at
+/// generation 0, with a throwaway key.
 fn mint(
     policy: &Policy,
     approver: &Approver,
     terms: &Terms,
-    summary: &str,
     fingerprint: &[u8],
     now: i64,
 ) -> Operation {
-    let key = SigningKey::random();
-    let mut material = vec![
-        policy.name.clone().into_bytes(),
-        approver.scope.clone().into_bytes(),
-    ];
-    material.extend(policy.action_material(terms));
-    let material: Vec<&[u8]> = material.iter().map(Vec::as_slice).collect();
-    let id = OperationId::derive(&key, &policy.id_prefix, approver.kind, &material, 0);
-    let terms_value = Value::Object(terms.clone().into_iter().collect());
-    let terms_json = canonical_json(&terms_value);
-    let input = RevisionInput {
-        operation_id: id.as_str(),
-        summary,
-        terms: &terms_json,
-        scope: &approver.scope,
-        request: fingerprint,
-    };
-    let expires_at = now.saturating_add(policy.expires_in.as_secs() as i64);
-    Operation {
-        operation_id: id.to_string(),
-        revision: Revision::mint(&key, &input, expires_at),
-        summary: summary.to_owned(),
-        terms: Some(terms_value),
-        expires_at: time::OffsetDateTime::from_unix_timestamp(expires_at)
-            .ok()
-            .and_then(|t| {
-                t.format(&time::format_description::well_known::Rfc3339)
-                    .ok()
-            })
-            .unwrap_or_default(),
+    let keys = Keys::new(vec![SigningKey::random()]);
+    let prepared = Prepared::new(OperationRequest {
+        policy: Arc::new(policy.clone()),
+        approver: approver.clone(),
+        approval: None,
+        terms: terms.clone(),
+        fingerprint: fingerprint.to_vec(),
+    });
+    let minted = keys.map(|keys| {
+        operation::mint(
+            &keys,
+            &prepared,
+            &ActionState::default(),
+            now.saturating_mul(1000),
+        )
+    });
+    match minted {
+        Some(Minted::Hold(operation)) => operation,
+        // A new action has nothing in flight, and one key always makes a key set.
+        _ => Operation {
+            operation_id: String::new(),
+            revision: String::new(),
+            summary: prepared.summary,
+            terms: None,
+            expires_at: String::new(),
+        },
     }
 }
 

@@ -28,7 +28,7 @@ pub enum HealthError {
 
 /// Where to reach a listener from inside its own host: a wildcard address (`0.0.0.0`, `[::]`)
 /// is reached on loopback.
-pub fn probe_address(listen: &str) -> Result<SocketAddr, HealthError> {
+pub(crate) fn probe_address(listen: &str) -> Result<SocketAddr, HealthError> {
     let mut address = listen
         .to_socket_addrs()
         .ok()

@@ -2,22 +2,24 @@
 //!
 //! The binary is thin (`main.rs`); everything lives here so tests and tools can use it.
 
-pub mod admin;
+mod admin;
+mod clock;
 pub mod config;
-pub(crate) mod conversations;
-pub mod drain;
+mod conversations;
+mod drain;
 pub mod explain;
 pub mod health;
-pub mod identity;
+mod identity;
 pub mod ingress;
-pub mod mcp;
-pub mod metrics;
+mod mcp;
+mod metrics;
+mod operation;
 pub mod policy;
 pub mod protocol;
-pub mod proxy;
+mod proxy;
 pub mod quiet_log;
 pub mod receipts;
-pub mod reload;
+mod reload;
 pub mod server;
 pub mod store;
-pub mod tls;
+mod tls;

@@ -14,11 +14,11 @@ use prometheus::{
 
 use asked::AskedOnce;
 
-pub use labels::{Limit, Rejection, ReloadResult, StoreCall, status_class};
+pub(crate) use labels::{Limit, Rejection, ReloadResult, StoreCall, status_class};
 
 /// What happened to one request for an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Answered `403 approval_required` for a request without an approval.
     Held,
     /// Approved and forwarded; the answer was recorded.
@@ -51,7 +51,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Held => "held",
             Outcome::Performed => "performed",
@@ -87,7 +87,7 @@ const STORE_BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
 ];
 
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     operations: IntCounterVec,
     asked: IntCounterVec,
@@ -110,7 +110,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new() -> Result<Metrics, prometheus::Error> {
+    pub(crate) fn new() -> Result<Metrics, prometheus::Error> {
         let registry = Registry::new();
         let counter = |name: &str, help: &str, labels: &[&str]| {
             let c = IntCounterVec::new(Opts::new(name, help), labels)?;
@@ -260,7 +260,7 @@ impl Metrics {
 
     /// Create the series of these policies (at startup and after a reload), so that every one
     /// is exported from the start.
-    pub fn policies<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+    pub(crate) fn policies<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
         let mut count = 0;
         for name in names {
             count += 1;
@@ -277,8 +277,7 @@ impl Metrics {
         self.policies_loaded.set(count);
     }
 
-    pub fn operation(&self, policy: &str, outcome: Outcome) {
-        crate::proxy::note_outcome(outcome.as_str());
+    pub(crate) fn operation(&self, policy: &str, outcome: Outcome) {
         self.operations
             .with_label_values(&[policy, outcome.as_str()])
             .inc();
@@ -286,14 +285,14 @@ impl Metrics {
 
     /// An operation was offered for approval (a 403 or a held tool call). Counted once per
     /// operation_id, however many times the agent asks before its user decides.
-    pub fn asked(&self, policy: &str, operation_id: &str, expires_in: Duration) {
+    pub(crate) fn asked(&self, policy: &str, operation_id: &str, expires_in: Duration) {
         if self.asked_once.first(operation_id, expires_in) {
             self.asked.with_label_values(&[policy]).inc();
         }
     }
 
     /// An approval failed a check (it is answered with a new revision).
-    pub fn rejected(&self, policy: &str, reason: Rejection) {
+    pub(crate) fn rejected(&self, policy: &str, reason: Rejection) {
         self.rejected
             .with_label_values(&[policy, reason.as_str()])
             .inc();
@@ -301,7 +300,7 @@ impl Metrics {
 
     /// A valid approval was claimed. Revisions are stateless, so the minting time is
     /// recovered from the approved revision: `expires_at − expires_in`.
-    pub fn approval_delay(&self, policy: &str, expires_at: i64, expires_in: Duration) {
+    pub(crate) fn approval_delay(&self, policy: &str, expires_at: i64, expires_in: Duration) {
         let minted_at = expires_at as f64 - expires_in.as_secs_f64();
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -313,7 +312,7 @@ impl Metrics {
     }
 
     /// Time an approved execution's upstream call, counting it in flight meanwhile.
-    pub async fn upstream_call<T>(&self, policy: &str, call: impl Future<Output = T>) -> T {
+    pub(crate) async fn upstream_call<T>(&self, policy: &str, call: impl Future<Output = T>) -> T {
         // A guard, so that a request cancelled mid-call still leaves the gauge right.
         struct InFlight<'a>(&'a IntGauge);
         impl Drop for InFlight<'_> {
@@ -332,7 +331,7 @@ impl Metrics {
     }
 
     /// One operation store call: how long it took, and whether it failed.
-    pub fn store_call(&self, call: StoreCall, took: Duration, failed: bool) {
+    pub(crate) fn store_call(&self, call: StoreCall, took: Duration, failed: bool) {
         self.store_duration
             .with_label_values(&[call.as_str()])
             .observe(took.as_secs_f64());
@@ -342,48 +341,48 @@ impl Metrics {
     }
 
     /// A proxied request finished; `status` is what was written downstream, if anything.
-    pub fn passthrough(&self, status: Option<u16>) {
+    pub(crate) fn passthrough(&self, status: Option<u16>) {
         self.passthrough
             .with_label_values(&[status_class(status)])
             .inc();
     }
 
-    pub fn reload(&self, result: ReloadResult) {
+    pub(crate) fn reload(&self, result: ReloadResult) {
         self.reloads.with_label_values(&[result.as_str()]).inc();
         self.last_reload_successful
             .set(i64::from(result == ReloadResult::Success));
     }
 
     /// A limit refused a request or closed a connection.
-    pub fn limit_hit(&self, limit: Limit) {
+    pub(crate) fn limit_hit(&self, limit: Limit) {
         self.limits_hit.with_label_values(&[limit.as_str()]).inc();
     }
 
     /// Connections open now.
-    pub fn connections_open(&self, open: usize) {
+    pub(crate) fn connections_open(&self, open: usize) {
         self.connections_open
             .set(i64::try_from(open).unwrap_or(i64::MAX));
     }
 
     /// A claim refused because `memory://` is full.
-    pub fn store_full(&self) {
+    pub(crate) fn store_full(&self) {
         self.store_full.inc();
     }
 
     /// The number of findings of the last durability check.
-    pub fn store_durability_problems(&self, count: usize) {
+    pub(crate) fn store_durability_problems(&self, count: usize) {
         self.store_durability_problems
             .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// The store's current count of unresolved unknown operations (read on every scrape).
-    pub fn operations_unknown(&self, count: u64) {
+    pub(crate) fn operations_unknown(&self, count: u64) {
         self.operations_unknown
             .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// The Prometheus text exposition of every metric.
-    pub fn render(&self) -> Vec<u8> {
+    pub(crate) fn render(&self) -> Vec<u8> {
         let mut out = Vec::new();
         // Encoding into a Vec cannot fail for well-formed metric families.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);

@@ -21,7 +21,7 @@ use crate::config::{self, Config, ConfigErrors};
 use crate::metrics::{Metrics, ReloadResult};
 use crate::policy::{LivePolicies, PolicySet};
 
-pub struct PolicyReloader {
+pub(crate) struct PolicyReloader {
     path: PathBuf,
     /// The settings only a restart applies, as the process started with them.
     started_with: RestartSettings,
@@ -31,16 +31,20 @@ pub struct PolicyReloader {
 
 /// What a reload that applied did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reloaded {
+pub(crate) struct Reloaded {
     /// The policy names now in force.
-    pub policies: Vec<String>,
+    pub(crate) policies: Vec<String>,
     /// Sections of gateway.toml (other than `policies`) that changed since startup: they
     /// apply only after a restart.
-    pub restart_needed_for: Vec<&'static str>,
+    pub(crate) restart_needed_for: Vec<&'static str>,
 }
 
 impl PolicyReloader {
-    pub fn new(config: &Config, policies: LivePolicies, metrics: Arc<Metrics>) -> PolicyReloader {
+    pub(crate) fn new(
+        config: &Config,
+        policies: LivePolicies,
+        metrics: Arc<Metrics>,
+    ) -> PolicyReloader {
         PolicyReloader {
             path: config.path.clone(),
             started_with: RestartSettings::of(config),
@@ -51,7 +55,7 @@ impl PolicyReloader {
 
     /// Load the files again and apply their policies if they validate. Counts the result.
     /// Blocking (file reads): call it off the async threads.
-    pub fn reload(&self) -> Result<Reloaded, ConfigErrors> {
+    pub(crate) fn reload(&self) -> Result<Reloaded, ConfigErrors> {
         let config = match config::load(&self.path) {
             Ok(config) => config,
             Err(errors) => {
@@ -109,11 +113,11 @@ impl PolicyReloader {
 }
 
 /// Why the reloader is an `Arc`: each reload hands a clone to a blocking thread.
-pub struct ReloadService(Arc<PolicyReloader>);
+pub(crate) struct ReloadService(Arc<PolicyReloader>);
 
 impl PolicyReloader {
     /// The pingora background service that reloads on SIGHUP.
-    pub fn service(self) -> ReloadService {
+    pub(crate) fn service(self) -> ReloadService {
         ReloadService(Arc::new(self))
     }
 }
@@ -196,14 +200,10 @@ mod tests {
     use super::*;
     use std::path::Path;
 
-    const GATEWAY: &str = r#"policies = ["policies/*.toml"]
-[server]
-listen = "127.0.0.1:8080"
-[upstream]
-url = "http://127.0.0.1:9000"
-[session]
-verify = "off"
-"#;
+    const GATEWAY: &str = concat!(
+        poppy_e2e::minimal_gateway_toml!(),
+        "\n[session]\nverify = \"off\"\n"
+    );
 
     fn policy(name: &str, path: &str) -> String {
         format!(
@@ -257,7 +257,7 @@ id = {{ path = "id" }}
         let errors = reloader.reload().unwrap_err();
         let text = errors.to_string();
         assert!(text.contains("a.toml:2:"), "{text}");
-        assert!(live.find_route("POST", "/old/1").is_some());
+        assert!(live.snapshot().find_route("POST", "/old/1").is_some());
         assert_eq!(
             metric(&metrics, "poppy_config_reloads_total{result=\"failure\"}"),
             "poppy_config_reloads_total{result=\"failure\"} 1"
@@ -275,7 +275,7 @@ id = {{ path = "id" }}
         let reloaded = reloader.reload().unwrap();
         assert_eq!(reloaded.policies, vec!["old", "new"]);
         assert!(reloaded.restart_needed_for.is_empty());
-        assert!(live.find_route("POST", "/new/1").is_some());
+        assert!(live.snapshot().find_route("POST", "/new/1").is_some());
         assert_eq!(
             metric(&metrics, "poppy_policies_loaded"),
             "poppy_policies_loaded 2"

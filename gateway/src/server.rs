@@ -1,8 +1,6 @@
 //! Build the pingora server from a validated config, and run it.
 
-use std::collections::HashSet;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pingora::listeners::{L4BufferSettings, ListenerConfig};
@@ -12,18 +10,20 @@ use pingora::services::background::background_service;
 use pingora::services::listening::Service;
 
 use crate::admin::AdminApp;
+use crate::clock::SystemClock;
 use crate::config::Config;
 use crate::drain::{Drain, DrainOnSignal};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
-use crate::protocol::{Keys, SigningKey};
+use crate::protocol::{Keys, KeysError, SigningKey};
 use crate::proxy::{AccessLogger, Edge};
 use crate::proxy::{
-    BodyLimits, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint, OperationFlow, UpstreamClient,
+    BodyLimits, Executor, ExecutorParts, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint,
+    Operations, UpstreamClient,
 };
 use crate::reload::PolicyReloader;
 use crate::store::{self, DurabilityCheck, InstrumentedStore, OperationStore};
-use crate::tls::{CertReloader, CertStore};
+use crate::tls::{CertFiles, CertReloader, CertStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -34,7 +34,7 @@ pub enum StartError {
         error: std::io::Error,
     },
     #[error("{0}")]
-    Keys(String),
+    Keys(#[from] KeysError),
     #[error("store: {0}")]
     Store(String),
     #[error("metrics: {0}")]
@@ -43,6 +43,8 @@ pub enum StartError {
     Receipts(#[from] crate::receipts::ReceiptError),
     #[error("server.tls: {0}")]
     Tls(#[from] crate::tls::TlsFileError),
+    #[error("server.tls: {0}")]
+    TlsSettings(Box<pingora::Error>),
     #[error("{0}")]
     AccessLog(#[from] crate::proxy::AccessLogError),
 }
@@ -53,19 +55,19 @@ pub enum StartError {
 /// restart is refused after it, never performed a second time.
 pub fn signing_keys(env_value: Option<&str>, store_url: &str) -> Result<Keys, StartError> {
     let configured = match env_value.map(str::trim).filter(|v| !v.is_empty()) {
-        Some(value) => Some(Keys::from_env_value(value).map_err(StartError::Keys)?),
+        Some(value) => Some(Keys::from_env_value(value)?),
         None => None,
     };
     match configured {
         Some(keys) if store_url == "memory://" => Ok(keys.for_this_process()),
         Some(keys) => Ok(keys),
         None if store_url == "memory://" => {
-            tracing::warn!("POPPY_GATEWAY_KEYS is not set: using a random key (fine with memory://, whose approvals end with the process)");
-            Keys::new(vec![SigningKey::random()]).ok_or_else(|| StartError::Keys("no key".into()))
+            tracing::warn!(
+                "POPPY_GATEWAY_KEYS is not set: using a random key (fine with memory://, whose approvals end with the process)"
+            );
+            Ok(Keys::new(vec![SigningKey::random()]).ok_or(KeysError::Empty)?)
         }
-        None => Err(StartError::Keys(
-            "POPPY_GATEWAY_KEYS is not set: with a shared store every gateway needs the same keys (comma-separated, 16+ bytes each; the first signs, all verify)".into(),
-        )),
+        None => Err(KeysError::NotSet.into()),
     }
 }
 
@@ -148,21 +150,18 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
     server.bootstrap();
 
-    let instance: String = format!("{:08x}", rand::random::<u32>());
-    let flow = Arc::new(OperationFlow {
+    let executor = Arc::new(Executor::new(ExecutorParts {
         keys,
         store: Arc::clone(&store),
         upstream: Arc::clone(&upstream),
-        upstream_settings: config.upstream.clone(),
+        settings: config.upstream.clone(),
         remember_grace: config.store.remember_grace,
         policies: policies.clone(),
         metrics: Arc::clone(&metrics),
-        instance,
-        claims_made: AtomicU64::new(0),
         drain: Arc::clone(&drain),
-        unknown_logged: Mutex::new(HashSet::new()),
         receipts: receipts.clone(),
-    });
+        clock: Arc::new(SystemClock),
+    }));
     let mcp = config
         .mcp
         .as_ref()
@@ -174,7 +173,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             crate::conversations::ConversationsApp::new(
                 settings,
                 &config,
-                Arc::clone(&flow),
+                Arc::clone(&executor),
                 Arc::clone(&upstream),
                 policies.clone(),
                 Arc::clone(&metrics),
@@ -194,17 +193,19 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         server.add_service(background_service("access log reopen", reopener));
     }
     let gateway = GatewayProxy {
-        policies: policies.clone(),
-        flow,
-        upstream,
-        session_claims: config.session.clone(),
-        body_limits: BodyLimits {
-            max_body_bytes: config.server.max_body_bytes,
-            read_timeout: config.server.body_read_timeout,
-            held: HeldBodies::new(config.server.max_held_body_bytes),
+        operations: Operations {
+            policies: policies.clone(),
+            executor,
+            session_claims: config.session.clone(),
+            body_limits: BodyLimits {
+                max_body_bytes: config.server.max_body_bytes,
+                read_timeout: config.server.body_read_timeout,
+                held: HeldBodies::new(config.server.max_held_body_bytes),
+            },
+            metrics: Arc::clone(&metrics),
         },
+        upstream,
         well_known: config.well_known.clone(),
-        metrics: Arc::clone(&metrics),
         mcp,
         edge: Arc::new(Edge {
             proxy_headers: config.proxy_headers.clone(),
@@ -237,10 +238,12 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         ListenerConfig::tcp(&config.server.listen).l4_buffer(L4BufferSettings::default().read(0));
     match &config.server.tls {
         Some(tls) => {
-            let certs = CertStore::open(tls)?;
-            let settings = certs
-                .settings()
-                .map_err(|e| StartError::Keys(format!("server.tls: {e}")))?;
+            let certs = CertStore::open(CertFiles {
+                cert_file: tls.cert_file.clone(),
+                key_file: tls.key_file.clone(),
+                http2: tls.http2,
+            })?;
+            let settings = certs.settings().map_err(StartError::TlsSettings)?;
             proxy.add_listener(listener.tls(settings));
             server.add_service(background_service("TLS reload", CertReloader(certs)));
         }

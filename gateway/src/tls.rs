@@ -16,8 +16,6 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::config::Tls;
-
 #[derive(Debug, thiserror::Error)]
 pub enum TlsFileError {
     #[error("cert_file {0}: {1}")]
@@ -37,7 +35,7 @@ fn provider() -> Option<&'static Arc<CryptoProvider>> {
 }
 
 /// Read a PEM certificate chain and private key, and check that they belong together.
-pub fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsFileError> {
+pub(crate) fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsFileError> {
     let chain = CertificateDer::pem_file_iter(cert)
         .and_then(|items| items.collect::<Result<Vec<_>, _>>())
         .map_err(|e| TlsFileError::Cert(cert.to_owned(), e.to_string()))?;
@@ -59,7 +57,7 @@ pub fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsFi
 }
 
 /// Check that a CA file holds at least one certificate rustls can use as a trust anchor.
-pub fn load_ca_file(path: &Path) -> Result<(), TlsFileError> {
+pub(crate) fn load_ca_file(path: &Path) -> Result<(), TlsFileError> {
     let mut store = pingora::tls::RootCertStore::empty();
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(|items| items.collect::<Result<Vec<_>, _>>())
@@ -76,29 +74,39 @@ pub fn load_ca_file(path: &Path) -> Result<(), TlsFileError> {
 
 /// The listener's certificate: one key, swapped whole on reload.
 #[derive(Debug)]
-pub struct CertStore {
-    files: Tls,
+pub(crate) struct CertStore {
+    files: CertFiles,
     current: ArcSwap<CertifiedKey>,
 }
 
+/// Where the certificate and its key are read from (`[server.tls]`; `config` checks them
+/// when it loads, with this module's loaders, so this module does not read `config`).
+#[derive(Debug, Clone)]
+pub(crate) struct CertFiles {
+    pub(crate) cert_file: PathBuf,
+    pub(crate) key_file: PathBuf,
+    /// Offer HTTP/2 through ALPN.
+    pub(crate) http2: bool,
+}
+
 impl CertStore {
-    pub fn open(files: &Tls) -> Result<Arc<CertStore>, TlsFileError> {
+    pub(crate) fn open(files: CertFiles) -> Result<Arc<CertStore>, TlsFileError> {
         let key = load_certified_key(&files.cert_file, &files.key_file)?;
         Ok(Arc::new(CertStore {
-            files: files.clone(),
+            files,
             current: ArcSwap::from_pointee(key),
         }))
     }
 
     /// Read the files again; a pair that does not load keeps the running certificate.
-    pub fn reload(&self) -> Result<(), TlsFileError> {
+    pub(crate) fn reload(&self) -> Result<(), TlsFileError> {
         let key = load_certified_key(&self.files.cert_file, &self.files.key_file)?;
         self.current.store(Arc::new(key));
         Ok(())
     }
 
     /// pingora's TLS settings for the listener, resolving through this store.
-    pub fn settings(self: &Arc<Self>) -> pingora::Result<TlsSettings> {
+    pub(crate) fn settings(self: &Arc<Self>) -> pingora::Result<TlsSettings> {
         // No paths: with a resolver set, pingora reads no files.
         let mut settings = TlsSettings::intermediate("", "")?;
         settings.set_cert_resolver(Arc::new(Resolver(Arc::clone(self))));
@@ -119,7 +127,7 @@ impl ResolvesServerCert for Resolver {
 }
 
 /// Reloads the certificate on SIGHUP (next to the policy reload, which has its own handler).
-pub struct CertReloader(pub Arc<CertStore>);
+pub(crate) struct CertReloader(pub Arc<CertStore>);
 
 #[async_trait]
 impl BackgroundService for CertReloader {

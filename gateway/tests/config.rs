@@ -5,22 +5,12 @@
     reason = "test helpers fail the test on setup errors"
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use poppy_gateway::config::{self, ConfigErrors};
-
-const GATEWAY: &str = r#"policies = ["policies/*.toml"]
-
-[server]
-listen = "127.0.0.1:8080"
-
-[upstream]
-url = "http://127.0.0.1:9000"
-"#;
-
-/// Appended to every gateway.toml unless it has a `[session]` table: the choice every config
-/// must make (after the rest, so the other tests' line numbers stay).
-const SESSION_OFF: &str = "\n[session]\nverify = \"off\"\n";
+use poppy_e2e::config_files::{
+    ConfigFiles as Files, MINIMAL_GATEWAY_TOML as GATEWAY, assert_error_at,
+};
+use poppy_gateway::config;
 
 const POLICY: &str = r#"[[operation]]
 name = "exchange"
@@ -37,61 +27,10 @@ item_id = { body = "$.item_id" }
 replacement_sku = { body = "$.replacement_sku" }
 "#;
 
-struct Files {
-    dir: tempfile::TempDir,
-}
-
-impl Files {
-    fn new(gateway: &str, policy: &str) -> Files {
-        if gateway.contains("[session]") {
-            Files::exactly(gateway, policy)
-        } else {
-            Files::exactly(&format!("{gateway}{SESSION_OFF}"), policy)
-        }
-    }
-
-    fn exactly(gateway: &str, policy: &str) -> Files {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("policies")).unwrap();
-        std::fs::write(dir.path().join("gateway.toml"), gateway).unwrap();
-        std::fs::write(dir.path().join("policies/shop.toml"), policy).unwrap();
-        Files { dir }
-    }
-
-    fn gateway(&self) -> PathBuf {
-        self.dir.path().join("gateway.toml")
-    }
-
-    fn policy(&self) -> PathBuf {
-        self.dir.path().join("policies/shop.toml")
-    }
-
-    fn load(&self) -> Result<config::Config, ConfigErrors> {
-        config::load(&self.gateway())
-    }
-
-    fn errors(&self) -> Vec<String> {
-        match self.load() {
-            Ok(_) => panic!("expected the config to be refused"),
-            Err(errors) => errors.0.iter().map(ToString::to_string).collect(),
-        }
-    }
-}
-
-fn assert_error_at(errors: &[String], file: &Path, line: usize, needles: &[&str]) {
-    let prefix = format!("{}:{line}:", file.display());
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.starts_with(&prefix) && needles.iter().all(|n| e.contains(n))),
-        "no error at {prefix} containing {needles:?} in {errors:#?}"
-    );
-}
-
 #[test]
 fn a_minimal_config_gets_documented_defaults() {
     let files = Files::new(GATEWAY, POLICY);
-    let config = files.load().unwrap();
+    let config = files.load_with(config::load).unwrap();
     assert_eq!(config.server.threads, 2);
     assert_eq!(config.server.max_body_bytes, 1024 * 1024);
     assert_eq!(config.store.url, "memory://");
@@ -128,10 +67,20 @@ fn unknown_keys_are_errors_with_their_place() {
         &GATEWAY.replace("[upstream]", "[upstream]\nretries = 3"),
         POLICY,
     );
-    assert_error_at(&files.errors(), &files.gateway(), 7, &["retries"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        7,
+        &["retries"],
+    );
 
     let files = Files::new(GATEWAY, &POLICY.replace("expires_in", "expire_in"));
-    assert_error_at(&files.errors(), &files.policy(), 6, &["expire_in"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.policy(),
+        6,
+        &["expire_in"],
+    );
 }
 
 #[test]
@@ -140,14 +89,14 @@ fn toml_syntax_errors_have_line_and_column() {
         &GATEWAY.replace("listen = \"127.0.0.1:8080\"", "listen = \"127.0.0.1:8080"),
         POLICY,
     );
-    assert_error_at(&files.errors(), &files.gateway(), 4, &[]);
+    assert_error_at(&files.errors_with(config::load), &files.gateway(), 4, &[]);
 }
 
 #[test]
 fn summaries_must_mention_every_term_and_only_terms() {
     let files = Files::new(GATEWAY, &POLICY.replace(" for {replacement_sku}", ""));
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.policy(),
         8,
         &["summary leaves out term `replacement_sku`"],
@@ -158,7 +107,7 @@ fn summaries_must_mention_every_term_and_only_terms() {
         &POLICY.replace("{order_id} for", "{order_id} ({price}) for"),
     );
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.policy(),
         8,
         &["`{price}` names no term"],
@@ -172,7 +121,7 @@ fn same_action_must_name_terms() {
         &POLICY.replace(r#"["order_id", "item_id"]"#, r#"["order_id", "line"]"#),
     );
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.policy(),
         7,
         &["same_action", "`line`"],
@@ -189,7 +138,7 @@ fn a_term_has_exactly_one_valid_source() {
         ),
     );
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.policy(),
         11,
         &["terms.order_id", "exactly one source"],
@@ -199,10 +148,20 @@ fn a_term_has_exactly_one_valid_source() {
         GATEWAY,
         &POLICY.replace(r#"{ path = "order_id" }"#, r#"{ path = "order" }"#),
     );
-    assert_error_at(&files.errors(), &files.policy(), 11, &["not a capture"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.policy(),
+        11,
+        &["not a capture"],
+    );
 
     let files = Files::new(GATEWAY, &POLICY.replace(r#""$.item_id""#, r#""$.[[""#));
-    assert_error_at(&files.errors(), &files.policy(), 12, &["not a JSONPath"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.policy(),
+        12,
+        &["not a JSONPath"],
+    );
 }
 
 #[test]
@@ -211,19 +170,34 @@ fn policy_globs_must_match_and_urls_must_parse() {
         &GATEWAY.replace("policies/*.toml", "nowhere/*.toml"),
         POLICY,
     );
-    assert_error_at(&files.errors(), &files.gateway(), 1, &["matches no file"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        1,
+        &["matches no file"],
+    );
 
     let files = Files::new(
         &GATEWAY.replace("http://127.0.0.1:9000", "http://127.0.0.1:9000/api"),
         POLICY,
     );
-    assert_error_at(&files.errors(), &files.gateway(), 7, &["upstream.url"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        7,
+        &["upstream.url"],
+    );
 
     let files = Files::new(
         &format!("{GATEWAY}\n[store]\nurl = \"postgres://x\"\n"),
         POLICY,
     );
-    assert_error_at(&files.errors(), &files.gateway(), 10, &["store.url"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        10,
+        &["store.url"],
+    );
 }
 
 #[test]
@@ -233,7 +207,7 @@ fn every_problem_is_reported_at_once() {
         .replace("15m", "15 minutes")
         .replace("\"exc\"", "\"e-c\"");
     let files = Files::new(GATEWAY, &broken);
-    let errors = files.errors();
+    let errors = files.errors_with(config::load);
     assert!(errors.len() >= 3, "{errors:#?}");
 }
 
@@ -243,7 +217,7 @@ fn duplicate_policy_names_are_refused() {
         GATEWAY,
         &format!("{POLICY}\n{}", POLICY.replace("/exchanges", "/swaps")),
     );
-    let errors = files.errors();
+    let errors = files.errors_with(config::load);
     assert!(
         errors.iter().any(|e| e.contains("used twice")),
         "{errors:#?}"
@@ -255,7 +229,7 @@ fn store_cluster_urls_and_replica_waits() {
     let store = |table: &str| Files::new(&format!("{GATEWAY}\n[store]\n{table}\n"), POLICY);
 
     let files = store("url = \"redis+cluster://10.0.0.1:7000,10.0.0.2:7001\"\nwait_replicas = 1");
-    let config = files.load().unwrap();
+    let config = files.load_with(config::load).unwrap();
     assert_eq!(config.store.wait_replicas, 1);
     assert_eq!(
         config.store.wait_timeout,
@@ -265,7 +239,7 @@ fn store_cluster_urls_and_replica_waits() {
     assert_eq!((wait.replicas, wait.timeout.as_millis()), (1, 50));
     assert_eq!(
         Files::new(GATEWAY, POLICY)
-            .load()
+            .load_with(config::load)
             .unwrap()
             .store
             .options()
@@ -277,7 +251,7 @@ fn store_cluster_urls_and_replica_waits() {
     let files =
         store("url = \"redis://127.0.0.1:7000/0\"\nwait_replicas = 2\nwait_timeout = \"200ms\"");
     assert_eq!(
-        files.load().unwrap().store.wait_timeout,
+        files.load_with(config::load).unwrap().store.wait_timeout,
         std::time::Duration::from_millis(200)
     );
 
@@ -302,7 +276,12 @@ fn store_cluster_urls_and_replica_waits() {
         ),
     ] {
         let files = store(table);
-        assert_error_at(&files.errors(), &files.gateway(), line, &[needle]);
+        assert_error_at(
+            &files.errors_with(config::load),
+            &files.gateway(),
+            line,
+            &[needle],
+        );
     }
 }
 
@@ -310,7 +289,10 @@ fn store_cluster_urls_and_replica_waits() {
 fn store_caps_and_durability_keys() {
     let store = |table: &str| Files::new(&format!("{GATEWAY}\n[store]\n{table}\n"), POLICY);
 
-    let defaults = Files::new(GATEWAY, POLICY).load().unwrap().store;
+    let defaults = Files::new(GATEWAY, POLICY)
+        .load_with(config::load)
+        .unwrap()
+        .store;
     assert!(!defaults.require_durable);
     assert!(!defaults.wait_replicas_set);
     assert_eq!(
@@ -319,13 +301,13 @@ fn store_caps_and_durability_keys() {
     );
 
     let config = store("memory_max_records = 10\nmemory_max_bytes = 4096")
-        .load()
+        .load_with(config::load)
         .unwrap();
     assert_eq!(config.store.memory_limits.max_records, 10);
     assert_eq!(config.store.options().memory_limits.max_bytes, 4096);
 
     let config = store("url = \"redis://a:7000\"\nwait_replicas = 0\nrequire_durable = true")
-        .load()
+        .load_with(config::load)
         .unwrap();
     assert!(config.store.require_durable && config.store.wait_replicas_set);
     assert_eq!(config.store.options().wait, None);
@@ -339,7 +321,12 @@ fn store_caps_and_durability_keys() {
         ("memory_max_bytes = 0", 10, "store.memory_max_bytes"),
     ] {
         let files = store(table);
-        assert_error_at(&files.errors(), &files.gateway(), line, &[needle]);
+        assert_error_at(
+            &files.errors_with(config::load),
+            &files.gateway(),
+            line,
+            &[needle],
+        );
     }
 }
 
@@ -348,7 +335,7 @@ fn store_caps_and_durability_keys() {
 #[test]
 fn session_verify_must_be_chosen() {
     let files = Files::exactly(GATEWAY, POLICY);
-    let errors = files.errors();
+    let errors = files.errors_with(config::load);
     assert!(
         errors.iter().any(|e| e.contains("session.verify: not set")
             && e.contains("verify = \"required\"")
@@ -362,13 +349,13 @@ fn session_verify_must_be_chosen() {
         POLICY,
     );
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.gateway(),
         10,
         &["session.verify", "\"maybe\"", "\"required\"", "\"off\""],
     );
 
-    let config = Files::new(GATEWAY, POLICY).load().unwrap();
+    let config = Files::new(GATEWAY, POLICY).load_with(config::load).unwrap();
     assert!(config.session.verify.is_off());
 }
 
@@ -385,7 +372,7 @@ fn required_verification_needs_trusted_agents() {
     };
 
     let files = Files::new(&session(""), POLICY);
-    let errors = files.errors();
+    let errors = files.errors_with(config::load);
     assert!(
         errors.iter().any(|e| e.contains("needs session.audience")),
         "{errors:#?}"
@@ -399,7 +386,9 @@ fn required_verification_needs_trusted_agents() {
         "jwks_file = \"{}\"",
         keys.join("es256-a.jwks.json").display()
     );
-    let config = Files::new(&session(&agent(&good)), POLICY).load().unwrap();
+    let config = Files::new(&session(&agent(&good)), POLICY)
+        .load_with(config::load)
+        .unwrap();
     assert!(matches!(
         config.session.verify,
         config::VerifyMode::Required(_)
@@ -426,7 +415,12 @@ fn required_verification_needs_trusted_agents() {
         ),
     ] {
         let files = Files::new(&session(&agent(source)), POLICY);
-        assert_error_at(&files.errors(), &files.gateway(), 13, &[needle]);
+        assert_error_at(
+            &files.errors_with(config::load),
+            &files.gateway(),
+            13,
+            &[needle],
+        );
     }
 
     for (token, needle) in [
@@ -438,7 +432,7 @@ fn required_verification_needs_trusted_agents() {
         ("client_id = \"x\"", "go together"),
     ] {
         let text = format!("{}\n[session.token]\n{token}\n", session(&agent(&good)));
-        let errors = Files::new(&text, POLICY).errors();
+        let errors = Files::new(&text, POLICY).errors_with(config::load);
         assert!(
             errors
                 .iter()
@@ -450,7 +444,9 @@ fn required_verification_needs_trusted_agents() {
         "{}\n[session.token]\nintrospection_url = \"https://as.test/introspect\"\nclient_id = \"gw\"\nclient_secret = \"s\"\n",
         session(&agent(&good))
     );
-    let config = Files::new(&with_token, POLICY).load().unwrap();
+    let config = Files::new(&with_token, POLICY)
+        .load_with(config::load)
+        .unwrap();
     let debug = format!("{:?}", config.session);
     assert!(
         !debug.contains("client_secret: \"s\"") && !debug.contains("\"s\""),
@@ -461,7 +457,7 @@ fn required_verification_needs_trusted_agents() {
         &format!("{GATEWAY}\n[session]\nverify = \"off\"\n{}", agent(&good)),
         POLICY,
     );
-    let errors = files.errors();
+    let errors = files.errors_with(config::load);
     assert!(
         errors
             .iter()
@@ -477,7 +473,7 @@ fn conversations_are_checked_where_they_are_written() {
     let with = |lines: &str| format!("{GATEWAY}\n[conversations]\n{lines}");
     assert!(
         Files::new(GATEWAY, POLICY)
-            .load()
+            .load_with(config::load)
             .unwrap()
             .conversations
             .is_none()
@@ -488,11 +484,15 @@ fn conversations_are_checked_where_they_are_written() {
         POLICY,
     );
     std::fs::write(
-        files.dir.path().join("service.token"),
+        files.dir().join("service.token"),
         "0123456789abcdef-token\n",
     )
     .unwrap();
-    let conversations = files.load().unwrap().conversations.unwrap();
+    let conversations = files
+        .load_with(config::load)
+        .unwrap()
+        .conversations
+        .unwrap();
     assert_eq!(conversations.listen, "127.0.0.1:8090");
     assert!(conversations.token.matches(b"0123456789abcdef-token"));
     assert!(!format!("{conversations:?}").contains("0123456789abcdef-token"));
@@ -500,7 +500,7 @@ fn conversations_are_checked_where_they_are_written() {
     // Lines: 9 is [conversations], 10 listen, 11 the token's source.
     let files = Files::new(&with("listen = \"127.0.0.1:8090\"\n"), POLICY);
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.gateway(),
         9,
         &["exactly one of token_env"],
@@ -510,7 +510,7 @@ fn conversations_are_checked_where_they_are_written() {
         POLICY,
     );
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.gateway(),
         9,
         &["exactly one of token_env"],
@@ -519,13 +519,9 @@ fn conversations_are_checked_where_they_are_written() {
         &with("listen = \"here\"\ntoken_file = \"service.token\"\n"),
         POLICY,
     );
-    std::fs::write(
-        files.dir.path().join("service.token"),
-        "0123456789abcdef-token",
-    )
-    .unwrap();
+    std::fs::write(files.dir().join("service.token"), "0123456789abcdef-token").unwrap();
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.gateway(),
         10,
         &["conversations.listen"],
@@ -534,13 +530,9 @@ fn conversations_are_checked_where_they_are_written() {
         &with("listen = \"127.0.0.1:8080\"\ntoken_file = \"service.token\"\n"),
         POLICY,
     );
-    std::fs::write(
-        files.dir.path().join("service.token"),
-        "0123456789abcdef-token",
-    )
-    .unwrap();
+    std::fs::write(files.dir().join("service.token"), "0123456789abcdef-token").unwrap();
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.gateway(),
         10,
         &["already the proxy's"],
@@ -550,7 +542,7 @@ fn conversations_are_checked_where_they_are_written() {
         POLICY,
     );
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.gateway(),
         11,
         &["POPPY_E2E_NO_SUCH_VARIABLE_EVER", "not set"],
@@ -559,14 +551,19 @@ fn conversations_are_checked_where_they_are_written() {
         &with("listen = \"127.0.0.1:8090\"\ntoken_file = \"missing.token\"\n"),
         POLICY,
     );
-    assert_error_at(&files.errors(), &files.gateway(), 11, &["cannot read"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        11,
+        &["cannot read"],
+    );
     let files = Files::new(
         &with("listen = \"127.0.0.1:8090\"\ntoken_file = \"short.token\"\n"),
         POLICY,
     );
-    std::fs::write(files.dir.path().join("short.token"), "short\n").unwrap();
+    std::fs::write(files.dir().join("short.token"), "short\n").unwrap();
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.gateway(),
         11,
         &["at least 16 bytes"],
@@ -575,5 +572,10 @@ fn conversations_are_checked_where_they_are_written() {
         &with("listen = \"127.0.0.1:8090\"\ntoken = \"inline-secret-0123456789\"\n"),
         POLICY,
     );
-    assert_error_at(&files.errors(), &files.gateway(), 11, &["token"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        11,
+        &["token"],
+    );
 }

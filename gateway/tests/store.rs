@@ -5,21 +5,19 @@
 // Test code: a failed unwrap is a failed test (clippy only exempts `#[test]` bodies).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use poppy_e2e::RedisServer;
 use poppy_gateway::protocol::{OperationId, ScopeKind, SigningKey};
 use poppy_gateway::store::{
     self, Claim, ClaimOutcome, MemoryStore, MessageSlot, OperationStore, RecordState,
     RecordedResponse, RedisStore, Resolution, ResolveOutcome, StoreError,
 };
 use redis::Value;
-use support::RedisServer;
 
 /// The most any store call may take while Redis is down.
 const UNAVAILABLE_BOUND: Duration = Duration::from_secs(5);
@@ -1360,8 +1358,8 @@ fn assert_unreplicated(result: Result<ClaimOutcome, StoreError>, took: Duration)
 /// and resolutions are still recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_claims_wait_for_a_replica() {
-    let primary = poppy_e2e::RedisServer::start();
-    let mut replica = poppy_e2e::RedisServer::start_replica_of(&primary);
+    let primary = RedisServer::start();
+    let mut replica = RedisServer::start_replica_of(&primary);
     let store = waiting_store(&primary.url(), 1);
 
     let id = fresh_id();

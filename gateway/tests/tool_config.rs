@@ -4,25 +4,15 @@
     reason = "test helpers fail the test on setup errors"
 )]
 
-use std::path::{Path, PathBuf};
-
-use poppy_gateway::config::{self, ConfigErrors};
+use poppy_e2e::config_files::{ConfigFiles as Files, assert_error_at};
+use poppy_gateway::config;
 use poppy_gateway::policy::TermSource;
 
-const GATEWAY: &str = r#"policies = ["policies/*.toml"]
-
-[server]
-listen = "127.0.0.1:8080"
-
-[upstream]
-url = "http://127.0.0.1:9000"
-
-[mcp]
-path = "/mcp"
-
-[session]
-verify = "off"
-"#;
+/// With `[mcp]`, which a `[[tool]]` needs.
+const GATEWAY: &str = concat!(
+    poppy_e2e::minimal_gateway_toml!(),
+    "\n[mcp]\npath = \"/mcp\"\n\n[session]\nverify = \"off\"\n"
+);
 
 const TOOL: &str = r#"[[tool]]
 name = "exchange_tool"
@@ -39,58 +29,9 @@ replacement_sku = { argument = "$.replacement_sku" }
 channel = { value = "mcp" }
 "#;
 
-struct Files {
-    dir: tempfile::TempDir,
-}
-
-impl Files {
-    fn new(gateway: &str, policy: &str) -> Files {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("policies")).unwrap();
-        std::fs::write(dir.path().join("gateway.toml"), gateway).unwrap();
-        std::fs::write(dir.path().join("policies/tools.toml"), policy).unwrap();
-        Files { dir }
-    }
-
-    fn gateway(&self) -> PathBuf {
-        self.dir.path().join("gateway.toml")
-    }
-
-    fn policy(&self) -> PathBuf {
-        self.dir.path().join("policies/tools.toml")
-    }
-
-    fn load(&self) -> Result<config::Config, ConfigErrors> {
-        config::load(&self.gateway())
-    }
-
-    fn errors(&self) -> Vec<String> {
-        match self.load() {
-            Ok(_) => panic!("expected the config to be refused"),
-            Err(errors) => errors.0.iter().map(ToString::to_string).collect(),
-        }
-    }
-}
-
-/// An error in `file` (at `line`, or anywhere in the file when `line` is 0) containing every
-/// needle.
-fn assert_error_at(errors: &[String], file: &Path, line: usize, needles: &[&str]) {
-    let prefix = if line == 0 {
-        format!("{}:", file.display())
-    } else {
-        format!("{}:{line}:", file.display())
-    };
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.starts_with(&prefix) && needles.iter().all(|n| e.contains(n))),
-        "no error at {prefix} containing {needles:?} in {errors:#?}"
-    );
-}
-
 #[test]
 fn a_tool_policy_loads_with_its_endpoint() {
-    let config = Files::new(GATEWAY, TOOL).load().unwrap();
+    let config = Files::new(GATEWAY, TOOL).load_with(config::load).unwrap();
     assert_eq!(config.mcp.as_ref().unwrap().path, "/mcp");
     let policy = config.policies.find_tool("exchange_item").unwrap();
     assert_eq!(policy.name, "exchange_tool");
@@ -110,7 +51,7 @@ fn a_tool_policy_loads_with_its_endpoint() {
 fn tools_need_an_mcp_table() {
     let files = Files::new(&GATEWAY.replace("[mcp]\npath = \"/mcp\"\n", ""), TOOL);
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.gateway(),
         0,
         &["exchange_tool", "[mcp]"],
@@ -128,7 +69,11 @@ summary = "Cancel {order_id}."
 [operation.terms]
 order_id = { path = "order_id" }
 "#;
-    assert!(Files::new(GATEWAY, operation_only).load().is_ok());
+    assert!(
+        Files::new(GATEWAY, operation_only)
+            .load_with(config::load)
+            .is_ok()
+    );
 }
 
 #[test]
@@ -141,7 +86,7 @@ fn term_sources_belong_to_their_table() {
         ),
     );
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.policy(),
         11,
         &["item_id", "argument"],
@@ -154,7 +99,12 @@ fn term_sources_belong_to_their_table() {
             r#"item_id = { argument = "$.[[" }"#,
         ),
     );
-    assert_error_at(&files.errors(), &files.policy(), 11, &["JSONPath"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.policy(),
+        11,
+        &["JSONPath"],
+    );
 
     let operation = r#"[[operation]]
 name = "cancel"
@@ -169,14 +119,19 @@ summary = "Cancel {order_id}."
 order_id = { argument = "$.order_id" }
 "#;
     let files = Files::new(GATEWAY, operation);
-    assert_error_at(&files.errors(), &files.policy(), 11, &["[[tool]]"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.policy(),
+        11,
+        &["[[tool]]"],
+    );
 }
 
 #[test]
 fn tools_are_linted_like_operations() {
     let files = Files::new(GATEWAY, &TOOL.replace(" ({channel})", ""));
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.policy(),
         7,
         &["tool `exchange_tool`", "leaves out term `channel`"],
@@ -186,7 +141,7 @@ fn tools_are_linted_like_operations() {
         &TOOL.replace(r#"["order_id", "item_id"]"#, r#"["order"]"#),
     );
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.policy(),
         6,
         &["same_action", "order"],
@@ -195,12 +150,22 @@ fn tools_are_linted_like_operations() {
         GATEWAY,
         &TOOL.replace(r#"tool = "exchange_item""#, r#"tool = "exchange item""#),
     );
-    assert_error_at(&files.errors(), &files.policy(), 3, &["MCP tool name"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.policy(),
+        3,
+        &["MCP tool name"],
+    );
     let files = Files::new(
         GATEWAY,
         &TOOL.replace("name = ", "method = \"POST\"\nname = "),
     );
-    assert_error_at(&files.errors(), &files.policy(), 2, &["method"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.policy(),
+        2,
+        &["method"],
+    );
 }
 
 #[test]
@@ -211,7 +176,7 @@ fn one_policy_per_tool() {
     );
     let files = Files::new(GATEWAY, &twice);
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.gateway(),
         0,
         &["exchange_item", "two policies"],
@@ -221,9 +186,19 @@ fn one_policy_per_tool() {
 #[test]
 fn the_mcp_path_is_checked() {
     let files = Files::new(&GATEWAY.replace("\"/mcp\"", "\"mcp\""), TOOL);
-    assert_error_at(&files.errors(), &files.gateway(), 10, &["mcp.path"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        10,
+        &["mcp.path"],
+    );
     let files = Files::new(&GATEWAY.replace("\"/mcp\"", "\"/mcp?x=1\""), TOOL);
-    assert_error_at(&files.errors(), &files.gateway(), 10, &["mcp.path"]);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        10,
+        &["mcp.path"],
+    );
 
     let claims_the_endpoint = format!(
         "{TOOL}\n{}",
@@ -242,7 +217,7 @@ x = { value = 1 }
     );
     let files = Files::new(GATEWAY, &claims_the_endpoint);
     assert_error_at(
-        &files.errors(),
+        &files.errors_with(config::load),
         &files.gateway(),
         10,
         &["mcp_post", "[[tool]]"],

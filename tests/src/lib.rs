@@ -9,6 +9,7 @@ pub mod agent;
 pub mod answer;
 pub mod binaries;
 pub mod company;
+pub mod config_files;
 pub mod conversations;
 pub mod curl;
 pub mod frameworks;

@@ -106,6 +106,43 @@ impl RedisServer {
         }
     }
 
+    /// A port nothing listens on yet, for a server started later ([`RedisServer::stopped_on`]).
+    pub fn reserve_port() -> u16 {
+        free_port()
+    }
+
+    /// A server that is not running yet: [`RedisServer::restart`] starts it on `port`.
+    pub fn stopped_on(port: u16) -> RedisServer {
+        RedisServer {
+            port,
+            dir: tempfile::Builder::new()
+                .prefix("poppy-e2e-redis-")
+                .tempdir()
+                .expect("temporary directory for redis-server"),
+            role: Role::Standalone,
+            child: None,
+        }
+    }
+
+    /// Freeze the server (SIGSTOP): connections stay open, nothing is answered.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Undo [`RedisServer::pause`] (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("the server is running");
+        let status = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} failed");
+    }
+
     /// Start a node of a Redis Cluster, not yet joined to any (see [`crate::RedisCluster`]).
     pub(crate) fn start_cluster_node() -> RedisServer {
         RedisServer::start_as(Role::ClusterNode)

@@ -1,9 +1,18 @@
 //! One test's world: a counting upstream, the store (memory or a private Redis), and a
 //! gateway in front of the upstream.
 
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use crate::agent::Request;
+use crate::answer::Answer;
 use crate::gateway::{Gateway, GatewayBuilder};
 use crate::redis::RedisServer;
 use crate::upstream::Upstream;
+
+/// How long a held request may take to reach the upstream.
+const ARRIVAL: Duration = Duration::from_secs(10);
 
 /// Which store the gateway runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +65,37 @@ impl Stack {
         self.redis
             .as_mut()
             .expect("this test runs with the Redis store")
+    }
+
+    /// Hold the upstream's answers, send `request` and wait (at most 10 s) until the upstream
+    /// has received `received` requests in all: the request is being forwarded when this
+    /// returns, and is answered once [`Upstream::release`] is called.
+    pub async fn send_held(&self, request: &Request, received: usize) -> JoinHandle<Answer> {
+        let (client, request) = (self.gateway.client(), request.clone());
+        self.held(received, async move { client.send(&request).await })
+            .await
+    }
+
+    /// [`Stack::send_held`], for a request whose connection may be cut (`Err`: no answer).
+    pub async fn try_send_held(
+        &self,
+        request: &Request,
+        received: usize,
+    ) -> JoinHandle<Result<Answer, String>> {
+        let (client, request) = (self.gateway.client(), request.clone());
+        self.held(received, async move { client.try_send(&request).await })
+            .await
+    }
+
+    async fn held<T: Send + 'static>(
+        &self,
+        received: usize,
+        send: impl Future<Output = T> + Send + 'static,
+    ) -> JoinHandle<T> {
+        self.upstream.hold();
+        let in_flight = tokio::spawn(send);
+        self.upstream.wait_for_count(received, ARRIVAL).await;
+        in_flight
     }
 
     /// Assert the upstream executed exactly `n` requests so far.

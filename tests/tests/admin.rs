@@ -105,15 +105,7 @@ async fn metrics_count_outcomes(store: Store) {
     );
 
     let approved = request.clone().approve(&op);
-    stack.upstream.hold();
-    let in_flight = {
-        let (client, approved) = (stack.gateway.client(), approved.clone());
-        tokio::spawn(async move { client.send(&approved).await })
-    };
-    stack
-        .upstream
-        .wait_for_count(1, Duration::from_secs(5))
-        .await;
+    let in_flight = stack.send_held(&approved, 1).await;
     stack
         .gateway
         .send(&approved)

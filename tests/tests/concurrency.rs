@@ -149,12 +149,7 @@ async fn retry_while_in_flight_gets_503_with_retry_after(store: Store) {
     let op = stack.gateway.send(&request).await.operation();
     let approved = request.approve(&op);
 
-    stack.upstream.hold();
-    let in_flight = {
-        let (client, approved) = (stack.gateway.client(), approved.clone());
-        tokio::spawn(async move { client.send(&approved).await })
-    };
-    stack.upstream.wait_for_count(1, ARRIVAL).await;
+    let in_flight = stack.send_held(&approved, 1).await;
     for attempt in 1..=2 {
         stack.gateway.send(&approved).await.assert_unavailable(
             "operation_in_progress",

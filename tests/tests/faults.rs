@@ -10,8 +10,6 @@ use poppy_e2e::{
     GatewayBuilder, RedisServer, Request, Session, Stack, Store, Upstream, store_tests,
 };
 
-const ARRIVAL: Duration = Duration::from_secs(10);
-
 /// SIGTERM while an approved request is held at the upstream: the gateway waits for the
 /// answer, records it, delivers it, and only then exits.
 async fn sigterm_finishes_the_forward_in_flight(store: Store) {
@@ -20,13 +18,7 @@ async fn sigterm_finishes_the_forward_in_flight(store: Store) {
     let op = stack.gateway.send(&request).await.operation();
     let approved = request.approve(&op);
 
-    stack.upstream.hold();
-    let client = stack.gateway.client();
-    let in_flight = {
-        let approved = approved.clone();
-        tokio::spawn(async move { client.send(&approved).await })
-    };
-    stack.upstream.wait_for_count(1, ARRIVAL).await;
+    let in_flight = stack.send_held(&approved, 1).await;
     stack.gateway.terminate();
 
     // The gateway is draining, not gone: it waits for the forward it started.

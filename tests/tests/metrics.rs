@@ -125,13 +125,8 @@ async fn scripted_sequence_moves_every_metric(store: Store) {
 
     // Approve, held at the upstream: one operation in flight.
     let approved = request.clone().approve(&op);
-    stack.upstream.hold();
-    let in_flight = {
-        let (client, approved) = (gateway.client(), approved.clone());
-        tokio::spawn(async move { client.send(&approved).await })
-    };
     // Executions 1 and 2 were the passthrough requests.
-    stack.upstream.wait_for_count(3, SETTLE).await;
+    let in_flight = stack.send_held(&approved, 3).await;
     let during = settled(
         &stack,
         &minted,

@@ -171,16 +171,7 @@ async fn operator_resolutions_write_receipts(store: Store) {
     let op = stack.gateway.send(&request).await.operation();
     let approved = request.approve(&op);
 
-    stack.upstream.hold();
-    let client = stack.gateway.client();
-    let in_flight = {
-        let approved = approved.clone();
-        tokio::spawn(async move { client.try_send(&approved).await })
-    };
-    stack
-        .upstream
-        .wait_for_count(1, Duration::from_secs(10))
-        .await;
+    let in_flight = stack.try_send_held(&approved, 1).await;
     let recorded = json!({"status": 201, "headers": [["content-type", "application/json"]], "body": "{\"resolved\":true}"});
     let (status, body) = admin(
         &stack.gateway,

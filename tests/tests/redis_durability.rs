@@ -8,8 +8,6 @@ use poppy_e2e::{
     Answer, GatewayBuilder, RedisServer, Request, Session, Stack, Store, Upstream, wait,
 };
 
-const ARRIVAL: Duration = Duration::from_secs(5);
-
 fn assert_not_known(answer: &Answer, what: &str) {
     assert_eq!(
         answer.status,
@@ -50,12 +48,7 @@ async fn gateway_killed_in_flight_never_forwards_again() {
     let op = stack.gateway.send(&request).await.operation();
     let approved = request.approve(&op);
 
-    stack.upstream.hold();
-    let doomed = {
-        let (client, approved) = (stack.gateway.client(), approved.clone());
-        tokio::spawn(async move { client.try_send(&approved).await })
-    };
-    stack.upstream.wait_for_count(1, ARRIVAL).await;
+    let doomed = stack.try_send_held(&approved, 1).await;
     stack.gateway.kill();
     let _ = doomed.await;
     stack.gateway.restart();

@@ -218,16 +218,7 @@ async fn an_answer_is_recorded_after_redis_restarted_empty() {
     let op = stack.gateway.send(&request).await.operation();
     let approved = request.approve(&op);
 
-    stack.upstream.hold();
-    let client = stack.gateway.client();
-    let in_flight = {
-        let approved = approved.clone();
-        tokio::spawn(async move { client.send(&approved).await })
-    };
-    stack
-        .upstream
-        .wait_for_count(1, Duration::from_secs(10))
-        .await;
+    let in_flight = stack.send_held(&approved, 1).await;
     stack.redis().restart();
     stack.redis().ping();
     stack.upstream.release();

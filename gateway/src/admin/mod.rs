@@ -10,28 +10,28 @@ use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use serde_json::json;
 
+use crate::clock::now_millis;
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
-use crate::proxy::now_millis;
 use crate::receipts::ReceiptSink;
 use crate::store::{DurabilityCheck, OperationStore};
 
 /// The largest request body the admin API reads (a resolve carries a recorded answer).
 const MAX_ADMIN_BODY: usize = 16 * 1024 * 1024;
 
-pub struct AdminApp {
-    pub metrics: Arc<Metrics>,
-    pub store: Arc<dyn OperationStore>,
+pub(crate) struct AdminApp {
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) store: Arc<dyn OperationStore>,
     /// `POPPY_GATEWAY_ADMIN_TOKEN`; the operations API is off without it.
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
     /// The policies in force, for how long a resolved operation must be remembered.
-    pub policies: LivePolicies,
+    pub(crate) policies: LivePolicies,
     /// `[store] remember_grace`.
-    pub remember_grace: Duration,
+    pub(crate) remember_grace: Duration,
     /// Redis durability, checked again on every `/readyz`.
-    pub durability: Arc<DurabilityCheck>,
+    pub(crate) durability: Arc<DurabilityCheck>,
     /// `[receipts]`: resolutions write one; `GET /operations/{id}/receipt` reads a file.
-    pub receipts: Option<Arc<ReceiptSink>>,
+    pub(crate) receipts: Option<Arc<ReceiptSink>>,
 }
 
 #[async_trait]
@@ -106,7 +106,7 @@ impl ServeHttp for AdminApp {
 impl AdminApp {
     /// How long a resolution is remembered: a day at least, and as long as any revision minted
     /// under the policies in force could still be approved, plus the grace (check 3 refuses
-    /// revisions longer-lived than their policy allows now, see flow.rs).
+    /// revisions longer-lived than their policy allows now, see operation/remember.rs).
     fn remember_for(&self) -> Duration {
         let longest = self
             .policies

@@ -17,16 +17,16 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::clock::now_millis;
 use crate::protocol::{OperationId, constant_time_eq};
-use crate::proxy::now_millis;
 use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome};
 
 /// An admin answer: status and JSON body.
-pub type Answer = (u16, Value);
+pub(crate) type Answer = (u16, Value);
 
 /// Whether the request carries the admin token (compared in constant time).
-pub fn authorized(token: Option<&str>, authorization: Option<&[u8]>) -> Result<(), Answer> {
+pub(crate) fn authorized(token: Option<&str>, authorization: Option<&[u8]>) -> Result<(), Answer> {
     let Some(token) = token else {
         return Err((
             403,
@@ -50,7 +50,7 @@ fn parse_id(text: &str) -> Result<OperationId, Answer> {
 }
 
 /// `GET /operations/{id}`.
-pub async fn show(store: &dyn OperationStore, id: &str) -> Answer {
+pub(crate) async fn show(store: &dyn OperationStore, id: &str) -> Answer {
     let id = match parse_id(id) {
         Ok(id) => id,
         Err(answer) => return answer,
@@ -99,7 +99,7 @@ pub async fn show(store: &dyn OperationStore, id: &str) -> Answer {
 const MAX_LISTED: usize = 1000;
 
 /// `GET /operations?state=unknown|in_flight|all[&limit=N]`.
-pub async fn list(store: &dyn OperationStore, query: &str) -> Answer {
+pub(crate) async fn list(store: &dyn OperationStore, query: &str) -> Answer {
     let bad = |detail: String| (400, json!({"error": "bad_request", "detail": detail}));
     let mut wanted = None;
     let mut limit = MAX_LISTED;
@@ -188,7 +188,7 @@ struct ResponseBody {
 }
 
 /// `POST /operations/{id}/resolve`.
-pub async fn resolve(
+pub(crate) async fn resolve(
     store: &dyn OperationStore,
     id: &str,
     body: &[u8],
@@ -307,7 +307,7 @@ pub async fn resolve(
 }
 
 /// `GET /operations/{id}/receipt`: every receipt of the operation in the receipts file.
-pub fn receipt(receipts: Option<&ReceiptSink>, id: &str) -> Answer {
+pub(crate) fn receipt(receipts: Option<&ReceiptSink>, id: &str) -> Answer {
     let id = match parse_id(id) {
         Ok(id) => id,
         Err(answer) => return answer,

@@ -14,7 +14,8 @@ use super::file::{GatewayFile, SessionFile, TokenFile};
 use super::policy_file::load_policy_file;
 use super::tool_policy::{Mcp, check_tools, compile_mcp};
 use crate::identity::{
-    Expectations, Introspection, KeySource, SessionVerifier, TokenVerifier, TrustedIssuer,
+    Expectations, Introspection, KeySource, SessionClaims, SessionVerifier, TokenVerifier,
+    TrustedIssuer, VerifyMode,
 };
 use crate::policy::{Policy, PolicySet};
 use crate::receipts::ReceiptTarget;
@@ -117,35 +118,8 @@ impl StoreSettings {
     }
 }
 
-/// Which claims identify the Session, the agent, the user and the account, and who verifies
-/// the credentials they come from.
-#[derive(Debug, Clone)]
-pub struct SessionClaims {
-    pub verify: VerifyMode,
-    pub session_claim: String,
-    pub agent_claim: String,
-    pub user_claim: String,
-    pub account_claim: String,
-}
-
-/// `[session] verify`.
-#[derive(Debug, Clone)]
-pub enum VerifyMode {
-    /// The gateway verifies the Poppy-Session signature against trusted agents' keys.
-    Required(Arc<SessionVerifier>),
-    /// The upstream verifies; the gateway reads claims unverified, so a recorded answer is
-    /// replayed only to the exact credentials that approved it.
-    Off,
-}
-
-impl VerifyMode {
-    pub fn is_off(&self) -> bool {
-        matches!(self, VerifyMode::Off)
-    }
-}
-
 /// What `check` says when `[session] verify` is missing: the migration for older configs.
-pub const VERIFY_MISSING: &str = "session.verify: not set; every gateway must choose who verifies Poppy-Session JWTs and bearer tokens. Add to gateway.toml either\n  [session]\n  verify = \"required\"   # the gateway verifies signatures against trusted agents' keys ([[session.agent]])\nor\n  [session]\n  verify = \"off\"        # the upstream verifies; replays go only to the credentials that approved\n(see docs/operations.md, \"Verified identities\")";
+pub(crate) const VERIFY_MISSING: &str = "session.verify: not set; every gateway must choose who verifies Poppy-Session JWTs and bearer tokens. Add to gateway.toml either\n  [session]\n  verify = \"required\"   # the gateway verifies signatures against trusted agents' keys ([[session.agent]])\nor\n  [session]\n  verify = \"off\"        # the upstream verifies; replays go only to the credentials that approved\n(see docs/operations.md, \"Verified identities\")";
 
 /// `[session]` with `verify = "required"`: the trusted agents, their keys and what every
 /// Session must satisfy. `None` after pushing errors.
@@ -309,7 +283,7 @@ fn token_verifier(
             match TrustedIssuer::new(issuer.clone(), source, refresh) {
                 Ok(trusted) => Some(trusted),
                 Err(e) => {
-                    errors.push(here(e));
+                    errors.push(here(e.to_string()));
                     None
                 }
             }

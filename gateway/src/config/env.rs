@@ -22,7 +22,7 @@ use toml::de::{DeTable, DeValue};
 use super::error::{ConfigError, ConfigErrors, from_toml};
 
 /// What every override variable starts with.
-pub const PREFIX: &str = "POPPY_GATEWAY__";
+pub(crate) const PREFIX: &str = "POPPY_GATEWAY__";
 
 /// The table the override values are parsed in; removed before validation.
 const REGION: &str = "__poppy_gateway_environment__";
@@ -39,12 +39,12 @@ struct Override {
 
 /// The overrides of one load, sorted by variable name.
 #[derive(Debug, Clone, Default)]
-pub struct Overrides {
+pub(crate) struct Overrides {
     vars: Vec<Override>,
 }
 
 /// gateway.toml with the overrides applied.
-pub struct Applied<T> {
+pub(crate) struct Applied<T> {
     pub file: T,
     /// The text the file's spans point into (the file, then the override values).
     pub source: String,
@@ -53,13 +53,13 @@ pub struct Applied<T> {
 
 /// Which lines of [`Applied::source`] hold which variable's value.
 #[derive(Debug, Clone, Default)]
-pub struct EnvLines {
+pub(crate) struct EnvLines {
     lines: Vec<(Range<usize>, String)>,
 }
 
 impl Overrides {
     /// The `POPPY_GATEWAY__…` variables of this process.
-    pub fn from_env() -> Overrides {
+    pub(crate) fn from_env() -> Overrides {
         Overrides::from_vars(std::env::vars_os().filter_map(|(name, value)| {
             let name = name.into_string().ok()?;
             Some((name, value.into_string().ok()))
@@ -67,7 +67,7 @@ impl Overrides {
     }
 
     /// The overrides among these variables (others are ignored).
-    pub fn from_vars(vars: impl IntoIterator<Item = (String, Option<String>)>) -> Overrides {
+    pub(crate) fn from_vars(vars: impl IntoIterator<Item = (String, Option<String>)>) -> Overrides {
         let mut vars: Vec<Override> = vars
             .into_iter()
             .filter_map(|(var, value)| {
@@ -85,7 +85,7 @@ impl Overrides {
     }
 
     /// Parse gateway.toml's `source` into `T` with the overrides applied.
-    pub fn apply<T: DeserializeOwned>(
+    pub(crate) fn apply<T: DeserializeOwned>(
         &self,
         file: &Path,
         source: &str,
@@ -158,7 +158,7 @@ impl Overrides {
 
 impl EnvLines {
     /// Give errors that point at an override's value to its variable.
-    pub fn relocate(&self, file: &Path, errors: ConfigErrors) -> ConfigErrors {
+    pub(crate) fn relocate(&self, file: &Path, errors: ConfigErrors) -> ConfigErrors {
         ConfigErrors(
             errors
                 .0

@@ -30,7 +30,7 @@ impl ConfigError {
         }
     }
 
-    pub fn whole_file(file: &Path, message: impl Into<String>) -> ConfigError {
+    pub(crate) fn whole_file(file: &Path, message: impl Into<String>) -> ConfigError {
         ConfigError {
             file: file.to_owned(),
             line: 0,
@@ -77,6 +77,15 @@ impl fmt::Display for ConfigErrors {
 
 impl std::error::Error for ConfigErrors {}
 
+impl IntoIterator for ConfigErrors {
+    type Item = ConfigError;
+    type IntoIter = std::vec::IntoIter<ConfigError>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
 impl From<ConfigError> for ConfigErrors {
     fn from(error: ConfigError) -> Self {
         ConfigErrors(vec![error])
@@ -98,7 +107,7 @@ fn line_column(source: &str, offset: usize) -> (usize, usize) {
 }
 
 /// A TOML syntax or shape error (unknown key, wrong type) as a [`ConfigError`].
-pub fn from_toml(file: &Path, source: &str, error: &toml::de::Error) -> ConfigError {
+pub(crate) fn from_toml(file: &Path, source: &str, error: &toml::de::Error) -> ConfigError {
     ConfigError::at(
         file,
         source,

@@ -11,7 +11,7 @@ use super::edge::{AccessLogFile, PassthroughKeys, ProxyHeadersFile, TlsFile};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct GatewayFile {
+pub(crate) struct GatewayFile {
     /// Policy files or globs, relative to this file's folder.
     pub policies: Spanned<Vec<String>>,
     pub server: ServerFile,
@@ -36,14 +36,14 @@ pub struct GatewayFile {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ReceiptsFile {
+pub(crate) struct ReceiptsFile {
     /// A JSON Lines file (relative to gateway.toml's folder), or `-` for stdout.
     pub path: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ServerFile {
+pub(crate) struct ServerFile {
     pub listen: Spanned<String>,
     pub threads: Option<Spanned<usize>>,
     pub max_body_bytes: Option<Spanned<usize>>,
@@ -59,7 +59,7 @@ pub struct ServerFile {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct UpstreamFile {
+pub(crate) struct UpstreamFile {
     pub url: Spanned<String>,
     pub connect_timeout: Option<Spanned<String>>,
     pub timeout: Option<Spanned<String>>,
@@ -91,13 +91,13 @@ impl UpstreamFile {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AdminFile {
+pub(crate) struct AdminFile {
     pub listen: Spanned<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StoreFile {
+pub(crate) struct StoreFile {
     pub url: Option<Spanned<String>>,
     pub namespace: Option<Spanned<String>>,
     pub remember_grace: Option<Spanned<String>>,
@@ -113,7 +113,7 @@ pub struct StoreFile {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SessionFile {
+pub(crate) struct SessionFile {
     /// `"required"` (the gateway verifies Poppy-Session signatures) or `"off"` (the upstream
     /// does). No default: every deployment chooses.
     pub verify: Option<Spanned<String>>,
@@ -135,7 +135,7 @@ pub struct SessionFile {
 /// `[[session.agent]]`: a trusted Personal Agent and where its keys are.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AgentFile {
+pub(crate) struct AgentFile {
     /// The `iss` of its Session JWTs.
     pub issuer: String,
     /// A JWKS document, relative to gateway.toml's folder.
@@ -148,7 +148,7 @@ pub struct AgentFile {
 /// `[session.token]`: the authorization server whose access tokens the gateway verifies.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TokenFile {
+pub(crate) struct TokenFile {
     /// The `iss` of JWT access tokens (with `jwks_file` or `jwks_url`).
     pub issuer: Option<String>,
     pub jwks_file: Option<String>,
@@ -164,14 +164,14 @@ pub struct TokenFile {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WellKnownFile {
+pub(crate) struct WellKnownFile {
     /// Served (with operations merged in) when the upstream has no poppy.json.
     pub file: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PolicyFile {
+pub(crate) struct PolicyFile {
     #[serde(default)]
     pub operation: Vec<OperationFile>,
     #[serde(default)]
@@ -180,7 +180,7 @@ pub struct PolicyFile {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OperationFile {
+pub(crate) struct OperationFile {
     pub name: Spanned<String>,
     pub method: Spanned<String>,
     pub path: Spanned<String>,
@@ -201,7 +201,7 @@ pub struct OperationFile {
 /// One term: exactly one of these keys.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TermFile {
+pub(crate) struct TermFile {
     pub path: Option<String>,
     pub body: Option<String>,
     pub query: Option<String>,
@@ -216,7 +216,7 @@ pub struct TermFile {
 /// `[operation.lookup]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LookupFile {
+pub(crate) struct LookupFile {
     /// A path on the upstream, with `{term}` placeholders filled from request terms.
     pub url: Spanned<String>,
 }
@@ -224,7 +224,7 @@ pub struct LookupFile {
 /// `[mcp]` in gateway.toml.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct McpFile {
+pub(crate) struct McpFile {
     /// The MCP endpoint (Streamable HTTP) of the upstream, e.g. `/mcp`.
     pub path: Spanned<String>,
 }
@@ -233,7 +233,7 @@ pub struct McpFile {
 /// tool's name instead of method and path.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ToolFile {
+pub(crate) struct ToolFile {
     pub name: Spanned<String>,
     /// The MCP tool name, as in `tools/call` `params.name`.
     pub tool: Spanned<String>,

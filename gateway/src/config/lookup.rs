@@ -10,10 +10,10 @@ use super::file::{LookupFile, TermFile};
 use crate::policy::LookupTemplate;
 
 /// Problems, each with the span to report it at.
-pub type Problems = Vec<(Range<usize>, String)>;
+pub(crate) type Problems = Vec<(Range<usize>, String)>;
 
 /// The compiled lookup template, or every problem with it and with the `lookup` terms.
-pub fn compile_lookup(
+pub(crate) fn compile_lookup(
     lookup: Option<&Spanned<LookupFile>>,
     terms: &BTreeMap<Spanned<String>, Spanned<TermFile>>,
 ) -> Result<Option<LookupTemplate>, Problems> {

@@ -3,6 +3,7 @@
 //! [`file`] is the serde model of what users write; [`compile`] validates it into [`Config`],
 //! returning every problem with its file, line and column.
 
+mod action;
 mod compile;
 mod conversations;
 mod duration;
@@ -14,13 +15,16 @@ mod lookup;
 mod policy_file;
 mod tool_policy;
 
-pub use compile::{
-    Config, Server, SessionClaims, StoreSettings, Upstream, VERIFY_MISSING, VerifyMode, load,
-};
-pub use conversations::{Conversations, ServiceToken};
-pub use duration::parse_duration;
-pub use edge::{AccessLog, LogFormat, LogTarget, Passthrough, ProxyHeaders, Tls};
-pub use env::{Overrides, PREFIX as ENV_PREFIX};
-pub use error::{ConfigError, ConfigErrors};
-pub use policy_file::{load_policy_file, parse_policy_file};
+pub use crate::identity::VerifyMode;
+
+pub(crate) use crate::identity::SessionClaims;
+pub use compile::Server;
+pub use compile::StoreSettings;
+pub use compile::Upstream;
+pub use compile::{Config, load};
+pub(crate) use conversations::{Conversations, ServiceToken};
+pub(crate) use edge::{AccessLog, LogFormat, LogTarget, Passthrough, ProxyHeaders};
+pub use error::ConfigError;
+pub use error::ConfigErrors;
+pub use policy_file::parse_policy_file;
 pub use tool_policy::Mcp;

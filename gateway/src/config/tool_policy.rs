@@ -4,9 +4,9 @@ use std::path::Path;
 
 use toml::Spanned;
 
+use super::action::{ActionKeys, Table, compile_action};
 use super::error::ConfigError;
 use super::file::{McpFile, ToolFile};
-use super::policy_file::{ActionKeys, Table, compile_action};
 use crate::policy::{PathTemplate, Policy};
 
 /// The longest MCP tool name accepted (the MCP spec suggests 1 to 128 characters).

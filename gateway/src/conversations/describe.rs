@@ -44,19 +44,19 @@ const SET_BY_THE_SERVICE: [&str; 15] = [
 /// A description read strictly: the policy, the terms and the fingerprint the revision
 /// covers (bound to the conversation), and the request that is sent once approved.
 pub(crate) struct Described {
-    pub policy: Arc<Policy>,
-    pub reading: PolicyReading,
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) reading: PolicyReading,
     /// The request's headers, for a policy's lookup.
-    pub headers: HeaderMap,
-    pub forward: ForwardRequest,
+    pub(crate) headers: HeaderMap,
+    pub(crate) forward: ForwardRequest,
 }
 
 /// What a description is read against.
 pub(crate) struct Limits<'a> {
-    pub policies: &'a PolicySet,
-    pub max_body_bytes: usize,
+    pub(crate) policies: &'a PolicySet,
+    pub(crate) max_body_bytes: usize,
     /// `Host` of the request sent upstream (the upstream's `host:port`).
-    pub upstream_host: &'a str,
+    pub(crate) upstream_host: &'a str,
 }
 
 /// Read `description` for `context`'s conversation, or refuse it.

@@ -15,8 +15,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
 use super::wire::Answer;
+use crate::clock::now_millis;
+use crate::identity::Approver;
 use crate::protocol::{ErrorBody, SigningKey};
-use crate::proxy::{Approver, now_millis};
 use crate::store::{MessageSlot, OperationStore};
 
 /// What a delivery of a message found.
@@ -34,17 +35,17 @@ pub(crate) struct Handling {
 }
 
 pub(crate) struct Messages {
-    pub store: Arc<dyn OperationStore>,
+    pub(crate) store: Arc<dyn OperationStore>,
     /// How long one delivery may handle a message before another may take it over.
-    pub lease: Duration,
+    pub(crate) lease: Duration,
     /// Identifies this process in leases.
-    pub instance: String,
-    pub taken: AtomicU64,
+    pub(crate) instance: String,
+    pub(crate) taken: AtomicU64,
 }
 
 impl Messages {
     /// Take the message, or answer it from what the store knows.
-    pub async fn deliver(
+    pub(crate) async fn deliver(
         &self,
         approver: &Approver,
         key: &SigningKey,
@@ -91,7 +92,7 @@ impl Messages {
 
     /// Keep a final answer for the message's retries until `remember_until_ms`, or let the
     /// message go (a `503`: nothing final was said, the next delivery is handled anew).
-    pub async fn finish(&self, handling: Handling, answer: &Answer, remember_until_ms: i64) {
+    pub(crate) async fn finish(&self, handling: Handling, answer: &Answer, remember_until_ms: i64) {
         let stored = answer.is_final().then(|| answer.to_stored());
         if let Err(e) = self
             .store

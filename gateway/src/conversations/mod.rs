@@ -3,7 +3,7 @@
 //! In a conversation the operation travels in the Company Agent's own message and the
 //! approval in the Personal Agent's, so a proxy can't hold the request: the Company Agent
 //! asks this service instead, on its own listener (`[conversations]`), with the service
-//! token. It runs the proxy's policies, ingress, flow and store:
+//! token. It runs the proxy's policies, ingress, operation core, executor and store:
 //!
 //! - `POST /v1/propose`: the request the Company Agent would make (described, and read as
 //!   the proxy reads a request), the conversation and the Personal Agent's credentials →
@@ -14,7 +14,7 @@
 //!   same approval performs nothing ("already_performed").
 //! - `GET /openapi.json`: the service's OpenAPI description (`openapi.json`, no token).
 //!
-//! [`seam`] is the only file that calls the operation flow.
+//! [`seam`] is the only file that calls the executor.
 
 mod describe;
 mod messages;
@@ -29,11 +29,13 @@ use async_trait::async_trait;
 use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 
+use crate::clock::now_millis;
 use crate::config::{Config, Conversations, ServiceToken, SessionClaims};
+use crate::identity::Approver;
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{ErrorBody, declares_operations_v2};
-use crate::proxy::{Approver, OperationFlow, UpstreamClient, now_millis};
+use crate::proxy::{Executor, UpstreamClient};
 
 use describe::{Limits, describe};
 use messages::{Delivery, Messages};
@@ -62,15 +64,15 @@ pub(crate) struct ConversationsApp {
 }
 
 impl ConversationsApp {
-    pub fn new(
+    pub(crate) fn new(
         settings: &Conversations,
         config: &Config,
-        flow: Arc<OperationFlow>,
+        executor: Arc<Executor>,
         upstream: Arc<UpstreamClient>,
         policies: LivePolicies,
         metrics: Arc<Metrics>,
     ) -> ConversationsApp {
-        let seam = Seam::new(flow, upstream, metrics);
+        let seam = Seam::new(executor, upstream, metrics);
         let timeouts = config.upstream.connect_timeout + config.upstream.timeout;
         let messages = Messages {
             store: seam.store(),

@@ -1,17 +1,19 @@
-//! The one place the conversations service meets the operation flow (`proxy::flow`): the
-//! same preparation as an HTTP API request (a policy's lookup, check 2 before it), the same
-//! decision (checks 1-3 in the spec's order, the claim, one forward, the recorded answer),
-//! rendered as the service's answers. Nothing here decides anything the flow decides.
+//! The one place the conversations service meets the operation core: a described request
+//! goes through the HTTP API's own sequence (`proxy::operate`: check 2 before a policy's
+//! lookup, the lookup, then the executor: checks 1-3 in the spec's order, the claim, one
+//! forward, the recorded answer), its outcome is counted and logged as the proxy's are
+//! (`RequestOutcome::record`), and the decision is rendered as the service's answers.
+//! Nothing here decides anything the core decides.
 
 use std::sync::Arc;
 
 use super::describe::Described;
 use super::wire::Answer;
+use crate::identity::Approver;
 use crate::metrics::Metrics;
+use crate::operation::Decision;
 use crate::protocol::{ApprovalHeader, ErrorBody, SigningKey};
-use crate::proxy::{
-    ApiRequest, Approver, Decision, OperationFlow, UpstreamClient, prepare_api_request,
-};
+use crate::proxy::{ApiRequest, Executor, Operated, RequestOutcome, UpstreamClient, operate};
 use crate::store::OperationStore;
 
 /// What the flow is asked for.
@@ -24,41 +26,41 @@ pub(crate) enum Call {
 }
 
 pub(crate) struct Seam {
-    flow: Arc<OperationFlow>,
+    executor: Arc<Executor>,
     upstream: Arc<UpstreamClient>,
     metrics: Arc<Metrics>,
 }
 
 impl Seam {
-    pub fn new(
-        flow: Arc<OperationFlow>,
+    pub(crate) fn new(
+        executor: Arc<Executor>,
         upstream: Arc<UpstreamClient>,
         metrics: Arc<Metrics>,
     ) -> Seam {
         Seam {
-            flow,
+            executor,
             upstream,
             metrics,
         }
     }
 
-    /// The flow's store, for the service's own records (conversation messages).
-    pub fn store(&self) -> Arc<dyn OperationStore> {
-        Arc::clone(&self.flow.store)
+    /// The executor's store, for the service's own records (conversation messages).
+    pub(crate) fn store(&self) -> Arc<dyn OperationStore> {
+        self.executor.store()
     }
 
     /// The key that signs now, for keying who sent a message.
-    pub fn signing_key(&self) -> &SigningKey {
-        self.flow.keys.current()
+    pub(crate) fn signing_key(&self) -> &SigningKey {
+        self.executor.signing_key()
     }
 
-    /// This process, as the flow names it in claims.
-    pub fn instance(&self) -> &str {
-        &self.flow.instance
+    /// This process, as the executor names it in claims.
+    pub(crate) fn instance(&self) -> &str {
+        self.executor.instance()
     }
 
     /// Decide `described` for `approver`, with the message's approval if any.
-    pub async fn decide(
+    pub(crate) async fn decide(
         &self,
         described: Described,
         approver: Approver,
@@ -66,16 +68,6 @@ impl Seam {
         call: Call,
     ) -> Answer {
         let policy = Arc::clone(&described.policy);
-        // Check 2 comes before the lookup, as for the API: a performed operation is answered
-        // from its record even while the upstream's records can't be read.
-        if let (Some(_), Some(approval)) = (&policy.lookup, &approval)
-            && let Some(decision) = self
-                .flow
-                .answer_from_record(&policy, &approver, approval)
-                .await
-        {
-            return render(decision, approval.operation_id.as_str(), call);
-        }
         let named = approval
             .as_ref()
             .map(|a| a.operation_id.clone())
@@ -88,11 +80,14 @@ impl Seam {
             headers: described.headers,
             forward: described.forward,
         };
-        match prepare_api_request(request, &self.upstream).await {
-            Ok(request) => render(self.flow.decide(request).await, &named, call),
-            Err((reply, outcome)) => {
+        match operate(&self.executor, &self.upstream, request).await {
+            Operated::Decided(executed) => {
+                executed.outcome.record(&self.metrics);
+                render(executed.decision, &named, call)
+            }
+            Operated::Refused(reply, outcome) => {
                 // A lookup that failed, or a term it can't be filled from: nothing forwarded.
-                self.metrics.operation(&policy.name, outcome);
+                RequestOutcome::refused(&policy.name, outcome, reply.status).record(&self.metrics);
                 Answer {
                     status: reply.status,
                     body: serde_json::from_slice(&reply.body).unwrap_or_default(),

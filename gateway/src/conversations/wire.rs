@@ -15,43 +15,43 @@ use crate::store::RecordedResponse;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProposeRequest {
-    pub conversation_id: String,
-    pub poppy_session: String,
+    pub(crate) conversation_id: String,
+    pub(crate) poppy_session: String,
     #[serde(default)]
-    pub authorization: Option<String>,
-    pub poppy_extensions: String,
-    pub request: Description,
+    pub(crate) authorization: Option<String>,
+    pub(crate) poppy_extensions: String,
+    pub(crate) request: Description,
 }
 
 /// `POST /v1/perform`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PerformRequest {
-    pub conversation_id: String,
-    pub poppy_session: String,
+    pub(crate) conversation_id: String,
+    pub(crate) poppy_session: String,
     #[serde(default)]
-    pub authorization: Option<String>,
-    pub poppy_extensions: String,
+    pub(crate) authorization: Option<String>,
+    pub(crate) poppy_extensions: String,
     /// The Personal Agent's message, as received.
-    pub message: Message,
-    pub request: Description,
+    pub(crate) message: Message,
+    pub(crate) request: Description,
 }
 
 /// The conversation and the Personal Agent's credentials, as its conversation request
 /// carried them (the headers' values, verbatim).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Context<'a> {
-    pub conversation_id: &'a str,
+    pub(crate) conversation_id: &'a str,
     /// `Poppy-Session`.
-    pub poppy_session: &'a str,
+    pub(crate) poppy_session: &'a str,
     /// `Authorization`, when the Session is signed in.
-    pub authorization: Option<&'a str>,
+    pub(crate) authorization: Option<&'a str>,
     /// `Poppy-Extensions`: operations are returned only when it declares `"operations";v="2"`.
-    pub poppy_extensions: &'a str,
+    pub(crate) poppy_extensions: &'a str,
 }
 
 impl ProposeRequest {
-    pub fn context(&self) -> Context<'_> {
+    pub(crate) fn context(&self) -> Context<'_> {
         Context {
             conversation_id: &self.conversation_id,
             poppy_session: &self.poppy_session,
@@ -62,7 +62,7 @@ impl ProposeRequest {
 }
 
 impl PerformRequest {
-    pub fn context(&self) -> Context<'_> {
+    pub(crate) fn context(&self) -> Context<'_> {
         Context {
             conversation_id: &self.conversation_id,
             poppy_session: &self.poppy_session,
@@ -76,52 +76,52 @@ impl PerformRequest {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Description {
-    pub method: String,
+    pub(crate) method: String,
     /// The path as it goes on the request line (percent-encoded, starting with `/`).
-    pub path: String,
+    pub(crate) path: String,
     /// The raw query, without `?`.
     #[serde(default)]
-    pub query: Option<String>,
+    pub(crate) query: Option<String>,
     /// Extra request headers, `[name, value]` pairs, in order.
     #[serde(default)]
-    pub headers: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
     /// The body, exactly as it is sent (JSON text): what the revision covers, byte for byte.
     #[serde(default)]
-    pub body: Option<String>,
+    pub(crate) body: Option<String>,
 }
 
 /// A Personal Agent's message. Everything but `id` and `extensions.operations.approval`
 /// is ignored.
 #[derive(Debug, Deserialize)]
 pub(crate) struct Message {
-    pub id: String,
+    pub(crate) id: String,
     #[serde(default)]
-    pub extensions: Option<MessageExtensions>,
+    pub(crate) extensions: Option<MessageExtensions>,
 }
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct MessageExtensions {
     #[serde(default)]
-    pub operations: Option<OperationsContent>,
+    pub(crate) operations: Option<OperationsContent>,
 }
 
 /// `extensions.operations` of a message: `approval` in a Personal Agent's message.
 #[derive(Debug, Deserialize)]
 pub(crate) struct OperationsContent {
     #[serde(default)]
-    pub approval: Option<ApprovalContent>,
+    pub(crate) approval: Option<ApprovalContent>,
 }
 
 /// Unknown members are ignored, as for `Poppy-Approval` (spec 6).
 #[derive(Debug, Deserialize)]
 pub(crate) struct ApprovalContent {
-    pub operation_id: String,
-    pub revision: String,
+    pub(crate) operation_id: String,
+    pub(crate) revision: String,
 }
 
 impl Context<'_> {
     /// The conversation ID has the characters of spec 8.2's IDs.
-    pub fn check(&self) -> Result<(), Answer> {
+    pub(crate) fn check(&self) -> Result<(), Answer> {
         if !is_id(self.conversation_id) {
             return Err(Answer::invalid(
                 "conversation_id must be 1 to 128 characters of A-Z a-z 0-9 _ -",
@@ -133,7 +133,7 @@ impl Context<'_> {
 
 impl Message {
     /// The message's approval, if it carries one; a malformed one is refused.
-    pub fn approval(&self) -> Result<Option<ApprovalHeader>, Answer> {
+    pub(crate) fn approval(&self) -> Result<Option<ApprovalHeader>, Answer> {
         if !is_id(&self.id) {
             return Err(Answer::invalid(
                 "message.id must be 1 to 128 characters of A-Z a-z 0-9 _ -",
@@ -171,14 +171,14 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, An
 /// One answer of the service.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Answer {
-    pub status: u16,
-    pub body: Value,
+    pub(crate) status: u16,
+    pub(crate) body: Value,
     /// `Retry-After`, in seconds: the same call may be sent again then.
-    pub retry_after: Option<u32>,
+    pub(crate) retry_after: Option<u32>,
 }
 
 impl Answer {
-    pub fn ok(body: Value) -> Answer {
+    pub(crate) fn ok(body: Value) -> Answer {
         Answer {
             status: 200,
             body,
@@ -186,7 +186,7 @@ impl Answer {
         }
     }
 
-    pub fn error(status: u16, body: &ErrorBody) -> Answer {
+    pub(crate) fn error(status: u16, body: &ErrorBody) -> Answer {
         Answer {
             status,
             body: serde_json::from_slice(&body.to_bytes()).unwrap_or(Value::Null),
@@ -194,12 +194,12 @@ impl Answer {
         }
     }
 
-    pub fn invalid(detail: impl Into<String>) -> Answer {
+    pub(crate) fn invalid(detail: impl Into<String>) -> Answer {
         Answer::error(400, &ErrorBody::new("invalid_request", detail))
     }
 
     /// `503` with `Retry-After`: nothing was performed by this call; send it again later.
-    pub fn retry_later(seconds: u32, body: &ErrorBody) -> Answer {
+    pub(crate) fn retry_later(seconds: u32, body: &ErrorBody) -> Answer {
         Answer {
             retry_after: Some(seconds),
             ..Answer::error(503, body)
@@ -207,13 +207,17 @@ impl Answer {
     }
 
     /// The operation to put in the Company Agent's message (`propose`).
-    pub fn proposed(operation: &Operation) -> Answer {
+    pub(crate) fn proposed(operation: &Operation) -> Answer {
         Answer::ok(json!({ "operation": operation }))
     }
 
     /// The upstream's answer to a performed operation: performed now, before, or (its answer
     /// proves it) not at all.
-    pub fn outcome(outcome: &str, operation_id: &str, response: &RecordedResponse) -> Answer {
+    pub(crate) fn outcome(
+        outcome: &str,
+        operation_id: &str,
+        response: &RecordedResponse,
+    ) -> Answer {
         Answer::ok(json!({
             "outcome": outcome,
             "operation_id": operation_id,
@@ -223,13 +227,13 @@ impl Answer {
 
     /// How it is kept for a retried message: status and body (never a `Retry-After`, only
     /// final answers are kept).
-    pub fn to_stored(&self) -> Vec<u8> {
+    pub(crate) fn to_stored(&self) -> Vec<u8> {
         json!({ "status": self.status, "body": self.body })
             .to_string()
             .into_bytes()
     }
 
-    pub fn from_stored(bytes: &[u8]) -> Option<Answer> {
+    pub(crate) fn from_stored(bytes: &[u8]) -> Option<Answer> {
         let value: Value = serde_json::from_slice(bytes).ok()?;
         let status = u16::try_from(value.get("status")?.as_u64()?).ok()?;
         Some(Answer {

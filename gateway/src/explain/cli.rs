@@ -42,7 +42,7 @@ pub struct ExplainArgs {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ArgsError {
+pub(crate) enum ArgsError {
     #[error("cannot read {path}: {error}")]
     Read { path: String, error: std::io::Error },
     #[error("--header `{0}`: write it `Name: value`")]

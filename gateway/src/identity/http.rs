@@ -16,11 +16,11 @@ fn client() -> &'static reqwest::Client {
     })
 }
 
-pub async fn get(url: &str, timeout: Duration, max_bytes: usize) -> Result<Vec<u8>, String> {
+pub(crate) async fn get(url: &str, timeout: Duration, max_bytes: usize) -> Result<Vec<u8>, String> {
     read(client().get(url).timeout(timeout), max_bytes).await
 }
 
-pub async fn post_form(
+pub(crate) async fn post_form(
     url: &str,
     form: &[(&str, &str)],
     basic_auth: Option<(&str, &str)>,

@@ -9,14 +9,14 @@ use serde_json::Value;
 /// ES256 signature, and no key verifies `none` or an HMAC (whoever has a public JWKS would hold
 /// the secret).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
+pub(crate) enum Family {
     Rsa,
     Ec,
     Ed,
 }
 
 impl Family {
-    pub fn of(alg: Algorithm) -> Option<Family> {
+    pub(crate) fn of(alg: Algorithm) -> Option<Family> {
         match alg {
             Algorithm::RS256
             | Algorithm::RS384
@@ -31,16 +31,16 @@ impl Family {
     }
 }
 
-pub struct VerifyKey {
-    pub kid: Option<String>,
-    pub key: DecodingKey,
-    pub family: Family,
+pub(crate) struct VerifyKey {
+    pub(crate) kid: Option<String>,
+    pub(crate) key: DecodingKey,
+    pub(crate) family: Family,
     /// The key's own `alg`, when the JWK names one: then only that algorithm.
-    pub alg: Option<Algorithm>,
+    pub(crate) alg: Option<Algorithm>,
 }
 
 /// The usable keys of one JWKS.
-pub struct KeySet {
+pub(crate) struct KeySet {
     keys: Vec<VerifyKey>,
 }
 
@@ -56,7 +56,7 @@ impl std::fmt::Debug for KeySet {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum JwksError {
+pub(crate) enum JwksError {
     #[error("not a JWKS: {0}")]
     NotAJwks(String),
     #[error("no usable signature key (RSA, EC or OKP public keys, use \"sig\")")]
@@ -64,7 +64,7 @@ pub enum JwksError {
 }
 
 /// What a token's header finds in a key set.
-pub enum Lookup<'a> {
+pub(crate) enum Lookup<'a> {
     Found(&'a VerifyKey),
     /// No key with this `kid` (or, without a `kid`, none of the algorithm's type): the set may
     /// be stale.
@@ -76,7 +76,7 @@ pub enum Lookup<'a> {
 impl KeySet {
     /// Keys that cannot verify signatures (symmetric `oct` keys, encryption keys, unknown key
     /// types) are left out; a set with none left is an error.
-    pub fn parse(json: &[u8]) -> Result<KeySet, JwksError> {
+    pub(crate) fn parse(json: &[u8]) -> Result<KeySet, JwksError> {
         let doc: Value =
             serde_json::from_slice(json).map_err(|e| JwksError::NotAJwks(e.to_string()))?;
         let Some(Value::Array(entries)) = doc.get("keys") else {
@@ -89,15 +89,11 @@ impl KeySet {
         Ok(KeySet { keys })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.keys.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
-    pub fn find(&self, kid: Option<&str>, alg: Algorithm) -> Lookup<'_> {
+    pub(crate) fn find(&self, kid: Option<&str>, alg: Algorithm) -> Lookup<'_> {
         let Some(family) = Family::of(alg) else {
             return Lookup::WrongAlgorithm;
         };

@@ -4,11 +4,12 @@
 //! `jwks` and `verify` are pure; `source` and `http` are the I/O (reading and fetching JWKS
 //! documents). Follows RFC 7519 / RFC 7515: see docs/operations.md, "Verified identities".
 
+mod approver;
 mod http;
-pub mod jwks;
-pub mod source;
-pub mod token;
-pub mod verify;
+pub(crate) mod jwks;
+pub(crate) mod source;
+pub(crate) mod token;
+pub(crate) mod verify;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,10 +17,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
-pub use jwks::{JwksError, KeySet};
-pub use source::{KeySource, TrustedIssuer};
-pub use token::{Introspection, TokenError, TokenVerifier};
-pub use verify::{Expectations, VerifyError};
+pub(crate) use approver::{Approver, ApproverError};
+#[cfg(test)]
+pub(crate) use approver::{Credentials, Who};
+pub use approver::{SessionClaims, VerifyMode};
+pub(crate) use jwks::KeySet;
+pub(crate) use source::{KeySource, TrustedIssuer};
+pub(crate) use token::{Introspection, TokenError, TokenVerifier};
+pub(crate) use verify::{Expectations, VerifyError};
 
 /// The trusted agents of one deployment, by issuer (`iss`).
 #[derive(Debug)]
@@ -28,11 +33,11 @@ pub struct SessionVerifier {
     expect: Expectations,
     /// `[session.token]`: how bearer tokens are verified; `None` leaves them unverified (and
     /// a signed-in replay bound to the exact token).
-    pub token: Option<TokenVerifier>,
+    pub(crate) token: Option<TokenVerifier>,
 }
 
 impl SessionVerifier {
-    pub fn new(
+    pub(crate) fn new(
         agents: Vec<TrustedIssuer>,
         expect: Expectations,
         token: Option<TokenVerifier>,
@@ -48,7 +53,7 @@ impl SessionVerifier {
     }
 
     /// The verified claims of a bearer token (`None` without `[session.token]`).
-    pub async fn verify_token(
+    pub(crate) async fn verify_token(
         &self,
         token: &[u8],
     ) -> Option<Result<Map<String, Value>, TokenError>> {
@@ -59,19 +64,10 @@ impl SessionVerifier {
         Some(verifier.verify(token.trim(), now()).await)
     }
 
-    /// Fetch every URL source once (at startup, inside the runtime).
-    pub async fn fetch_all(&self) {
-        for agent in self.agents.values() {
-            if matches!(agent.source, KeySource::Url(_)) {
-                agent.reload().await;
-            }
-        }
-    }
-
     /// Verify a `Poppy-Session` value; its claims when it is signed by a trusted agent's key
     /// and valid now. An unknown `kid` reads the agent's keys again (rate-limited) and retries
     /// once: that is how a rotated key is picked up.
-    pub async fn verify(&self, token: &[u8]) -> Result<Map<String, Value>, VerifyError> {
+    pub(crate) async fn verify(&self, token: &[u8]) -> Result<Map<String, Value>, VerifyError> {
         let token = std::str::from_utf8(token)
             .map_err(|_| VerifyError::Malformed)?
             .trim();
@@ -101,7 +97,7 @@ impl SessionVerifier {
     }
 }
 
-pub fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

@@ -10,18 +10,18 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 
-use super::jwks::KeySet;
+use super::jwks::{JwksError, KeySet};
 
 /// The least time between two reads of one agent's keys: an unknown `kid` in every request
 /// must not turn into a fetch per request.
-pub const MIN_RELOAD: Duration = Duration::from_secs(2);
+pub(crate) const MIN_RELOAD: Duration = Duration::from_secs(2);
 /// How long one JWKS fetch may take.
-pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest JWKS document read.
-pub const MAX_JWKS_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_JWKS_BYTES: usize = 256 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeySource {
+pub(crate) enum KeySource {
     File(PathBuf),
     Url(String),
 }
@@ -36,11 +36,11 @@ impl std::fmt::Display for KeySource {
 }
 
 /// A Personal Agent (or token issuer) whose signatures the gateway accepts.
-pub struct TrustedIssuer {
-    pub issuer: String,
-    pub source: KeySource,
+pub(crate) struct TrustedIssuer {
+    pub(crate) issuer: String,
+    pub(crate) source: KeySource,
     /// How often a URL's keys are fetched again even without an unknown `kid`.
-    pub refresh: Duration,
+    pub(crate) refresh: Duration,
     keys: ArcSwapOption<KeySet>,
     loaded_at: ArcSwapOption<Instant>,
     reloading: tokio::sync::Mutex<Option<Instant>>,
@@ -56,7 +56,11 @@ impl std::fmt::Debug for TrustedIssuer {
 impl TrustedIssuer {
     /// Read a file source now (its errors are config errors); a URL is fetched by
     /// [`TrustedIssuer::reload`] once a runtime runs.
-    pub fn new(issuer: String, source: KeySource, refresh: Duration) -> Result<Self, String> {
+    pub(crate) fn new(
+        issuer: String,
+        source: KeySource,
+        refresh: Duration,
+    ) -> Result<Self, KeysReadError> {
         let trusted = TrustedIssuer {
             issuer,
             source,
@@ -73,12 +77,12 @@ impl TrustedIssuer {
         Ok(trusted)
     }
 
-    pub fn keys(&self) -> Option<Arc<KeySet>> {
+    pub(crate) fn keys(&self) -> Option<Arc<KeySet>> {
         self.keys.load_full()
     }
 
     /// A URL's keys are older than `refresh` (or were never fetched).
-    pub fn stale(&self) -> bool {
+    pub(crate) fn stale(&self) -> bool {
         match &self.source {
             KeySource::File(_) => false,
             KeySource::Url(_) => self
@@ -91,7 +95,7 @@ impl TrustedIssuer {
 
     /// Read the keys again, unless that was tried less than [`MIN_RELOAD`] ago. Returns true
     /// when new keys were read. A failed read keeps the keys there were.
-    pub async fn reload(&self) -> bool {
+    pub(crate) async fn reload(&self) -> bool {
         let mut last = self.reloading.lock().await;
         if last.is_some_and(|at| at.elapsed() < MIN_RELOAD) {
             return false;
@@ -116,12 +120,36 @@ impl TrustedIssuer {
     }
 }
 
-fn read_file(path: &PathBuf) -> Result<KeySet, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    KeySet::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+/// Why a JWKS source gave no keys.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum KeysReadError {
+    #[error("cannot read {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: {error}", path.display())]
+    Parse { path: PathBuf, error: JwksError },
+    #[error("{0}")]
+    Fetch(String),
+    #[error("{0}")]
+    FetchedParse(JwksError),
 }
 
-async fn fetch(url: &str) -> Result<KeySet, String> {
-    let bytes = super::http::get(url, FETCH_TIMEOUT, MAX_JWKS_BYTES).await?;
-    KeySet::parse(&bytes).map_err(|e| e.to_string())
+fn read_file(path: &PathBuf) -> Result<KeySet, KeysReadError> {
+    let bytes = std::fs::read(path).map_err(|error| KeysReadError::Read {
+        path: path.clone(),
+        error,
+    })?;
+    KeySet::parse(&bytes).map_err(|error| KeysReadError::Parse {
+        path: path.clone(),
+        error,
+    })
+}
+
+async fn fetch(url: &str) -> Result<KeySet, KeysReadError> {
+    let bytes = super::http::get(url, FETCH_TIMEOUT, MAX_JWKS_BYTES)
+        .await
+        .map_err(KeysReadError::Fetch)?;
+    KeySet::parse(&bytes).map_err(KeysReadError::FetchedParse)
 }

@@ -14,19 +14,19 @@ use super::source::TrustedIssuer;
 use super::verify::{self, Expectations, VerifyError};
 
 /// How long one introspection may take.
-pub const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(5);
 /// An introspection answer is kept at most this long, even if the token lives longer (a
 /// revoked token is noticed within it).
-pub const MAX_CACHE: Duration = Duration::from_secs(300);
+pub(crate) const MAX_CACHE: Duration = Duration::from_secs(300);
 /// Cached introspections kept at most.
 const CACHE_ENTRIES: usize = 10_000;
 
 /// RFC 7662 introspection endpoint and the gateway's client credentials for it.
 #[derive(Clone)]
-pub struct Introspection {
-    pub url: String,
-    pub client_id: String,
-    pub client_secret: String,
+pub(crate) struct Introspection {
+    pub(crate) url: String,
+    pub(crate) client_id: String,
+    pub(crate) client_secret: String,
 }
 
 impl std::fmt::Debug for Introspection {
@@ -40,7 +40,7 @@ impl std::fmt::Debug for Introspection {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TokenError {
+pub(crate) enum TokenError {
     #[error("the access token: {0}")]
     Jwt(VerifyError),
     #[error("the access token is not active (introspection)")]
@@ -57,11 +57,11 @@ pub enum TokenError {
 type Cached = (Map<String, Value>, u64);
 
 /// Verifies bearer tokens.
-pub struct TokenVerifier {
+pub(crate) struct TokenVerifier {
     /// JWT access tokens: their issuer and keys.
-    pub issuer: Option<Arc<TrustedIssuer>>,
-    pub expect: Expectations,
-    pub introspection: Option<Introspection>,
+    pub(crate) issuer: Option<Arc<TrustedIssuer>>,
+    pub(crate) expect: Expectations,
+    pub(crate) introspection: Option<Introspection>,
     cache: Mutex<HashMap<[u8; 32], Cached>>,
 }
 
@@ -77,7 +77,7 @@ impl std::fmt::Debug for TokenVerifier {
 }
 
 impl TokenVerifier {
-    pub fn new(
+    pub(crate) fn new(
         issuer: Option<TrustedIssuer>,
         expect: Expectations,
         introspection: Option<Introspection>,
@@ -91,7 +91,11 @@ impl TokenVerifier {
     }
 
     /// The verified claims of a bearer token.
-    pub async fn verify(&self, token: &str, now: u64) -> Result<Map<String, Value>, TokenError> {
+    pub(crate) async fn verify(
+        &self,
+        token: &str,
+        now: u64,
+    ) -> Result<Map<String, Value>, TokenError> {
         match verify::peek(token) {
             Ok(unverified) => self.verify_jwt(token, &unverified, now).await,
             // Not a JWT at all: an opaque token.

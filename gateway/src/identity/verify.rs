@@ -11,16 +11,16 @@ use super::jwks::{KeySet, Lookup};
 
 /// What every token must satisfy besides its signature.
 #[derive(Debug, Clone)]
-pub struct Expectations {
+pub(crate) struct Expectations {
     /// One of these must be in `aud`.
-    pub audience: Vec<String>,
+    pub(crate) audience: Vec<String>,
     /// Allowance for clocks that disagree, on `exp` and `nbf`.
-    pub clock_skew_secs: u64,
+    pub(crate) clock_skew_secs: u64,
 }
 
 /// Why a token was refused. The messages name claims and the issuer, never a token or a key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum VerifyError {
+pub(crate) enum VerifyError {
     #[error("not a JWT (three base64url parts with a JSON header and payload)")]
     Malformed,
     #[error("alg \"none\" is refused: the JWT must be signed")]
@@ -56,14 +56,14 @@ pub enum VerifyError {
 }
 
 /// The parts of a token read before its signature is checked, to pick the key.
-pub struct Unverified {
-    pub alg: Algorithm,
-    pub kid: Option<String>,
-    pub issuer: String,
+pub(crate) struct Unverified {
+    pub(crate) alg: Algorithm,
+    pub(crate) kid: Option<String>,
+    pub(crate) issuer: String,
 }
 
 /// Read the header and the issuer (unverified) of a compact JWS.
-pub fn peek(token: &str) -> Result<Unverified, VerifyError> {
+pub(crate) fn peek(token: &str) -> Result<Unverified, VerifyError> {
     let mut parts = token.split('.');
     let (Some(header), Some(payload), Some(_), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -92,7 +92,7 @@ pub fn peek(token: &str) -> Result<Unverified, VerifyError> {
 
 /// Verify `token` with `keys`, the key set of `unverified.issuer`: signature, `iss`, `aud`,
 /// `exp` (required) and `nbf`. Returns the payload's claims.
-pub fn verify(
+pub(crate) fn verify(
     token: &str,
     unverified: &Unverified,
     keys: &KeySet,

@@ -12,7 +12,7 @@ use super::json::{PathPart, json_path};
 
 /// Check `document` against the JSONPaths that cover it: the policy's body (or argument) terms
 /// and its `ignore` list. `what` names the document in the detail ("body", "arguments").
-pub fn check_fields<'p>(
+pub(crate) fn check_fields<'p>(
     document: &Value,
     covering: impl IntoIterator<Item = &'p str>,
     what: &str,

@@ -29,7 +29,7 @@ const POPPY_HEADERS: [&str; 3] = ["poppy-session", "poppy-approval", "poppy-exte
 /// Every request, Personal Agent or not: a Poppy header spelled with `_` is refused. CGI,
 /// WSGI and Rack servers read `Poppy_Session` as `Poppy-Session`, so the upstream would see a
 /// Personal Agent request that the gateway passed through as the company's own traffic.
-pub fn check_all(headers: &HeaderMap) -> Result<(), Refusal> {
+pub(crate) fn check_all(headers: &HeaderMap) -> Result<(), Refusal> {
     for name in headers.keys() {
         let name = name.as_str();
         if name.contains('_') {
@@ -46,7 +46,7 @@ pub fn check_all(headers: &HeaderMap) -> Result<(), Refusal> {
 }
 
 /// Every Personal Agent request (it carries `Poppy-Session`), on any route.
-pub fn check_personal_agent(headers: &HeaderMap) -> Result<(), Refusal> {
+pub(crate) fn check_personal_agent(headers: &HeaderMap) -> Result<(), Refusal> {
     for name in ["poppy-session", "authorization", "host"] {
         if headers.get_all(name).iter().count() > 1 {
             return Err(Refusal::header(
@@ -88,7 +88,7 @@ pub fn check_personal_agent(headers: &HeaderMap) -> Result<(), Refusal> {
 
 /// A Personal Agent request the gateway answers itself (a policy route, the MCP endpoint): it
 /// must not switch protocols, and its body must be readable as sent.
-pub fn check_operation_request(headers: &HeaderMap) -> Result<(), Refusal> {
+pub(crate) fn check_operation_request(headers: &HeaderMap) -> Result<(), Refusal> {
     let upgrade = headers.contains_key(http::header::UPGRADE)
         || headers
             .get_all(http::header::CONNECTION)
@@ -120,7 +120,10 @@ pub fn check_operation_request(headers: &HeaderMap) -> Result<(), Refusal> {
 }
 
 /// The value of a header term: exactly one, as text.
-pub fn single_value<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Refusal> {
+pub(crate) fn single_value<'a>(
+    headers: &'a HeaderMap,
+    name: &str,
+) -> Result<Option<&'a str>, Refusal> {
     let mut values = headers.get_all(name).iter();
     let Some(first) = values.next() else {
         return Ok(None);
@@ -143,7 +146,7 @@ pub fn single_value<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a
 
 /// Whether a `Content-Type` is JSON in UTF-8: `application/json` or `application/*+json`, with
 /// no `charset` or `charset=utf-8`.
-pub fn is_json_content_type(headers: &HeaderMap) -> bool {
+pub(crate) fn is_json_content_type(headers: &HeaderMap) -> bool {
     let mut values = headers.get_all(http::header::CONTENT_TYPE).iter();
     let (Some(value), None) = (values.next(), values.next()) else {
         return false;
@@ -166,7 +169,7 @@ pub fn is_json_content_type(headers: &HeaderMap) -> bool {
 
 /// Whether the body is a form (`application/x-www-form-urlencoded`, `multipart/form-data`),
 /// whose `_method` field some frameworks read as the real method.
-pub fn is_form_content_type(headers: &HeaderMap) -> bool {
+pub(crate) fn is_form_content_type(headers: &HeaderMap) -> bool {
     headers
         .get_all(http::header::CONTENT_TYPE)
         .iter()

@@ -19,29 +19,29 @@ use serde_json::{Map, Number, Value};
 use super::Refusal;
 
 /// Deeper bodies are refused (recursive parsers differ in their limits).
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// The largest integer every double-based parser reads exactly.
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// What a string value reads as when [`parse_strict_eliding`] leaves it out. No body can hold
 /// it: a strict body never has NUL in a string.
-pub const ELIDED: &str = "\u{0}elided";
+pub(crate) const ELIDED: &str = "\u{0}elided";
 
 /// Parse a request body strictly.
-pub fn parse_strict(bytes: &[u8]) -> Result<Value, Refusal> {
+pub(crate) fn parse_strict(bytes: &[u8]) -> Result<Value, Refusal> {
     parse(bytes, None)
 }
 
 /// [`parse_strict`], but a string value longer than `over` bytes is checked by every rule and
 /// not copied: it reads as [`ELIDED`]. Member names are always kept. For paths that select by
 /// structure alone, the same nodes are selected as in the full reading.
-pub fn parse_strict_eliding(bytes: &[u8], over: usize) -> Result<Value, Refusal> {
+pub(crate) fn parse_strict_eliding(bytes: &[u8], over: usize) -> Result<Value, Refusal> {
     parse(bytes, Some(over))
 }
 
 /// Whether `value` is, or holds, a string [`parse_strict_eliding`] left out.
-pub fn has_elided(value: &Value) -> bool {
+pub(crate) fn has_elided(value: &Value) -> bool {
     match value {
         Value::String(s) => s == ELIDED,
         Value::Array(items) => items.iter().any(has_elided),
@@ -75,7 +75,7 @@ fn parse(bytes: &[u8], elide_over: Option<usize>) -> Result<Value, Refusal> {
 
 /// The same rules for a value that was already parsed (MCP tool arguments, whose member names
 /// the JSON-RPC reader checked for duplicates): case-folded twins and integer ranges.
-pub fn check_value(value: &Value) -> Result<(), Refusal> {
+pub(crate) fn check_value(value: &Value) -> Result<(), Refusal> {
     check_value_at(value, &mut vec![], 0)
 }
 
@@ -112,7 +112,7 @@ fn check_value_at(value: &Value, path: &mut Vec<PathPart>, depth: usize) -> Resu
 
 /// Case folding as Go's `strings.EqualFold` sees it, near enough: `ſ` is `s`, `K` (Kelvin) is
 /// `k`.
-pub fn fold_case(name: &str) -> String {
+pub(crate) fn fold_case(name: &str) -> String {
     name.chars()
         .flat_map(char::to_uppercase)
         .flat_map(char::to_lowercase)

@@ -29,9 +29,14 @@ pub mod target;
 
 use crate::protocol::ErrorBody;
 
-pub use reading::{PolicyReading, read_policy_request, read_tool_call};
+pub use reading::read_policy_request;
+
+pub(crate) use reading::read_tool_call;
+
+pub use reading::PolicyReading;
 pub use route::{RouteMatch, match_route};
-pub use target::{Target, check_target};
+pub use target::Target;
+pub use target::check_target;
 
 /// Why the gateway refuses a request, before anything is forwarded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -77,7 +82,7 @@ impl Refusal {
     }
 
     /// The JSON body of the answer.
-    pub fn to_error_body(&self) -> ErrorBody {
+    pub(crate) fn to_error_body(&self) -> ErrorBody {
         let body = ErrorBody::new(self.error, self.detail.clone());
         match &self.names {
             Some((member, value)) => body.with(member, value.as_str()),

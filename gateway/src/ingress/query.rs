@@ -10,7 +10,7 @@ use super::target::decode_strict;
 /// separator some parsers still split on), invalid escapes or UTF-8, an empty name, and any
 /// name twice, including percent-encoded and case-folded twins (`a`, `%61`, `A`): Starlette
 /// acts on the last value, Flask on the first, ASP.NET joins them.
-pub fn parse_strict(query: Option<&str>) -> Result<Vec<(String, String)>, Refusal> {
+pub(crate) fn parse_strict(query: Option<&str>) -> Result<Vec<(String, String)>, Refusal> {
     let Some(query) = query else {
         return Ok(Vec::new());
     };

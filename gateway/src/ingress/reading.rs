@@ -123,7 +123,7 @@ pub fn read_policy_request(
 /// Read a held tool call's arguments strictly: every parser reads them as the gateway does
 /// (no case-folded twin names, integers within ±(2^53 − 1)), nothing in them is outside the
 /// terms and `ignore`, and every term is there. The MCP adapter and `explain` share it.
-pub fn read_tool_call(
+pub(crate) fn read_tool_call(
     policy: &Policy,
     headers: &HeaderMap,
     arguments: &Value,

@@ -32,7 +32,7 @@ pub struct Target {
 
 impl Target {
     /// The target as it goes upstream.
-    pub fn path_and_query(&self) -> String {
+    pub(crate) fn path_and_query(&self) -> String {
         match &self.query {
             Some(query) => format!("{}?{query}", self.path),
             None => self.path.clone(),

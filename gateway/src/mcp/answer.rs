@@ -5,23 +5,23 @@ use serde_json::{Value, json};
 use crate::protocol::Operation;
 
 /// `{"jsonrpc": "2.0", "id": …, "result": …}`
-pub fn result_response(id: &Value, result: Value) -> Value {
+pub(crate) fn result_response(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
 /// `{"jsonrpc": "2.0", "id": …, "error": {"code": …, "message": …}}`
-pub fn error_response(id: &Value, code: i64, message: &str) -> Value {
+pub(crate) fn error_response(id: &Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
 /// A tool error result (`isError: true`) with one text block.
-pub fn tool_error_result(text: &str) -> Value {
+pub(crate) fn tool_error_result(text: &str) -> Value {
     json!({"isError": true, "content": [{"type": "text", "text": text}]})
 }
 
 /// The operation, as a tool error (spec section 4, "MCP"). `rejected`: the call carried an
 /// approval that does not cover it; the operation is a new revision for what it asks.
-pub fn approval_required_result(operation: &Operation, rejected: bool) -> Value {
+pub(crate) fn approval_required_result(operation: &Operation, rejected: bool) -> Value {
     let text = if rejected {
         format!(
             "Not done yet. The approval sent does not cover this call as it is now (or has expired, or is not this Session's to give). This needs the user's approval: {}",
@@ -39,7 +39,7 @@ pub fn approval_required_result(operation: &Operation, rejected: bool) -> Value 
 }
 
 /// The `_meta` key of the retry advice in [`retry_result`].
-pub const RETRY_META_KEY: &str = "personalagentprotocol.org/retry";
+pub(crate) const RETRY_META_KEY: &str = "personalagentprotocol.org/retry";
 
 /// The answer to an approval that can't be answered yet (being performed, outcome unknown,
 /// store or MCP server unreachable): a tool error result, so that every SDK hands it to the
@@ -47,7 +47,7 @@ pub const RETRY_META_KEY: &str = "personalagentprotocol.org/retry";
 /// others show it as a bare transport error). Its text says that nothing failed and to send
 /// the same approval again; `_meta` says the same for programs: `error` (the HTTP API's
 /// error code), `retry_after` (seconds) and the `operation_id` when there is one.
-pub fn retry_result(
+pub(crate) fn retry_result(
     error: &str,
     operation_id: Option<&str>,
     retry_after: u32,
@@ -68,7 +68,7 @@ pub fn retry_result(
 /// The tool error for a call of a held tool from a Personal Agent that did not declare the
 /// extension: no operation may be returned to it (spec section 2), and an MCP server refuses
 /// with `extension_required` only to refuse the agent entirely.
-pub fn extension_required_result(tool: &str) -> Value {
+pub(crate) fn extension_required_result(tool: &str) -> Value {
     tool_error_result(&format!(
         "Not done. The tool `{tool}` needs the user's approval of its exact terms, and this client has not declared approval support (the Personal Agent Protocol's operations extension, version 2: Poppy-Extensions: \"operations\";v=\"2\"). Nothing was performed."
     ))

@@ -7,7 +7,7 @@ use crate::policy::canonical_json;
 /// The same tool with the same arguments (equal JSON, however its keys are ordered) is the
 /// same call; `_meta` and the JSON-RPC `id` are not part of it. The gateway forwards its own
 /// serialization of the message, whose arguments are exactly this canonical JSON.
-pub fn call_fingerprint(tool: &str, arguments: &Value) -> Vec<u8> {
+pub(crate) fn call_fingerprint(tool: &str, arguments: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     for part in [
         b"mcp tools/call".as_slice(),

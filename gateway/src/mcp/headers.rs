@@ -10,7 +10,7 @@ use super::version::McpVersion;
 /// a server may route on them. When they could name a held tool while the body does not
 /// call it (or the other way round), the POST is refused: the server might run the held
 /// tool on the strength of a header.
-pub fn check_standard_headers(
+pub(crate) fn check_standard_headers(
     incoming: &Incoming,
     method_header: Option<&[u8]>,
     name_header: Option<&[u8]>,

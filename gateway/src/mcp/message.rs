@@ -12,11 +12,11 @@ use super::no_duplicates::duplicate_member;
 use crate::protocol::{ApprovalHeader, MAX_ID_LEN, is_id};
 
 /// Where the approval is, in `params._meta` (spec section 6, "MCP").
-pub const APPROVAL_META_KEY: &str = "personalagentprotocol.org/approval";
+pub(crate) const APPROVAL_META_KEY: &str = "personalagentprotocol.org/approval";
 
 /// What a POST body is.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     /// One call of a tool that needs approval.
     Held(HeldCall),
     /// Anything else, to forward: the body as received, or re-serialized without an
@@ -27,27 +27,27 @@ pub enum Incoming {
 /// A `tools/call` request of a tool that needs approval, well-formed as far as the
 /// gateway can tell before the extension and Session checks.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HeldCall {
+pub(crate) struct HeldCall {
     /// The request's `id` (a string or a number).
-    pub id: Value,
-    pub tool: String,
+    pub(crate) id: Value,
+    pub(crate) tool: String,
     /// `params.arguments`, an object (`{}` when absent).
-    pub arguments: Value,
+    pub(crate) arguments: Value,
     /// The approval in `_meta`: absent, or present and well-formed, or a readable reason
     /// why it is malformed (answered only after the extension and Session checks).
-    pub approval: Result<Option<ApprovalHeader>, String>,
+    pub(crate) approval: Result<Option<ApprovalHeader>, String>,
     /// The message to forward once approved: the same, without the approval in `_meta`
     /// (and without `_meta` if nothing else was in it).
-    pub forward_body: Vec<u8>,
+    pub(crate) forward_body: Vec<u8>,
 }
 
 /// A JSON-RPC error the gateway answers with, instead of forwarding anything.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RpcError {
+pub(crate) struct RpcError {
     /// The request's `id`, or `null` when there is none to answer.
-    pub id: Value,
-    pub code: i64,
-    pub message: String,
+    pub(crate) id: Value,
+    pub(crate) code: i64,
+    pub(crate) message: String,
 }
 
 impl RpcError {
@@ -62,13 +62,16 @@ impl RpcError {
     /// The HTTP status to send it with: 200 for an answer to a request (it has an `id`),
     /// 400 when the POST as a whole is refused (MCP Streamable HTTP: an HTTP error status,
     /// with a JSON-RPC error that has no `id`).
-    pub fn http_status(&self) -> u16 {
+    pub(crate) fn http_status(&self) -> u16 {
         if self.id.is_null() { 400 } else { 200 }
     }
 }
 
 /// Classify a POST body. `needs_approval` says whether a tool name is held.
-pub fn classify(body: &[u8], needs_approval: impl Fn(&str) -> bool) -> Result<Incoming, RpcError> {
+pub(crate) fn classify(
+    body: &[u8],
+    needs_approval: impl Fn(&str) -> bool,
+) -> Result<Incoming, RpcError> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
         RpcError::new(
             Value::Null,

@@ -13,27 +13,29 @@ mod rewrite;
 mod sse;
 mod version;
 
-pub use answer::{
-    RETRY_META_KEY, approval_required_result, error_response, extension_required_result,
-    result_response, retry_result, tool_error_result,
+#[cfg(test)]
+pub(crate) use answer::RETRY_META_KEY;
+pub(crate) use answer::{
+    approval_required_result, error_response, extension_required_result, result_response,
+    retry_result, tool_error_result,
 };
-pub use fingerprint::call_fingerprint;
-pub use headers::check_standard_headers;
-pub use message::{APPROVAL_META_KEY, HeldCall, Incoming, RpcError, classify};
-pub use no_duplicates::duplicate_member;
-pub use output_schema::{is_tools_list, widen_tools_list_body};
-pub use rewrite::{Readdress, readdress_response};
-pub use version::{McpVersion, PROTOCOL_VERSION_META_KEY};
+pub(crate) use fingerprint::call_fingerprint;
+pub(crate) use headers::check_standard_headers;
+pub(crate) use message::{HeldCall, Incoming, RpcError, classify};
+pub(crate) use no_duplicates::duplicate_member;
+pub(crate) use output_schema::{is_tools_list, widen_tools_list_body};
+pub(crate) use rewrite::{Readdress, readdress_response};
+pub(crate) use version::McpVersion;
 
 /// JSON-RPC error codes the gateway answers with.
-pub mod codes {
+pub(crate) mod codes {
     /// Invalid JSON.
-    pub const PARSE_ERROR: i64 = -32700;
+    pub(crate) const PARSE_ERROR: i64 = -32700;
     /// Not a valid request object (or a batch the gateway refuses).
-    pub const INVALID_REQUEST: i64 = -32600;
+    pub(crate) const INVALID_REQUEST: i64 = -32600;
     /// The params (here: `arguments` or the approval in `_meta`) are malformed.
-    pub const INVALID_PARAMS: i64 = -32602;
+    pub(crate) const INVALID_PARAMS: i64 = -32602;
     /// MCP 2026-07-28: a standard header (`Mcp-Method`, `Mcp-Name`) disagrees with the body.
     /// Older versions use [`INVALID_REQUEST`].
-    pub const HEADER_MISMATCH: i64 = -32020;
+    pub(crate) const HEADER_MISMATCH: i64 = -32020;
 }

@@ -8,7 +8,7 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// The first member name found twice in one object, if any. `bytes` must be valid JSON.
-pub fn duplicate_member(bytes: &[u8]) -> Option<String> {
+pub(crate) fn duplicate_member(bytes: &[u8]) -> Option<String> {
     match serde_json::from_slice::<Checked>(bytes) {
         Ok(Checked) => None,
         Err(e) => Some(

@@ -24,7 +24,7 @@ use super::sse::{self, EventChange};
 const DOCUMENT_KEYWORDS: [&str; 5] = ["$schema", "$id", "$defs", "definitions", "$anchor"];
 
 /// The schema of the `structuredContent` of a held call's result.
-pub fn held_result_schema() -> Value {
+pub(crate) fn held_result_schema() -> Value {
     let string = json!({"type": "string"});
     json!({
         "type": "object",
@@ -44,7 +44,7 @@ pub fn held_result_schema() -> Value {
 }
 
 /// A tool's `outputSchema`, widened to admit the held result too.
-pub fn admit_held_result(schema: &Value) -> Value {
+pub(crate) fn admit_held_result(schema: &Value) -> Value {
     let Some(object) = schema.as_object() else {
         // Not a schema the gateway can read: one that admits anything the tool or the
         // gateway returns, rather than one that fails every held call.
@@ -69,7 +69,7 @@ pub fn admit_held_result(schema: &Value) -> Value {
 
 /// A `tools/list` result with each held tool's `outputSchema` widened; whether anything
 /// changed.
-pub fn widen_tools_list(message: &mut Value, is_held: impl Fn(&str) -> bool) -> bool {
+pub(crate) fn widen_tools_list(message: &mut Value, is_held: impl Fn(&str) -> bool) -> bool {
     let Some(tools) = message
         .get_mut("result")
         .and_then(|result| result.get_mut("tools"))
@@ -99,7 +99,7 @@ pub fn widen_tools_list(message: &mut Value, is_held: impl Fn(&str) -> bool) -> 
 /// A `tools/list` answer (JSON, or the response event of an SSE stream) with held tools'
 /// schemas widened, or `None` when nothing changed or it could not be read (then it is sent
 /// as it came).
-pub fn widen_tools_list_body(
+pub(crate) fn widen_tools_list_body(
     body: &[u8],
     content_type: Option<&[u8]>,
     is_held: impl Fn(&str) -> bool,
@@ -133,7 +133,7 @@ pub fn widen_tools_list_body(
 }
 
 /// Whether a JSON-RPC message is a `tools/list` request.
-pub fn is_tools_list(body: &[u8]) -> bool {
+pub(crate) fn is_tools_list(body: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
     struct Method<'a> {
         #[serde(borrow)]

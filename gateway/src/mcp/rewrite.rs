@@ -8,15 +8,15 @@ use super::McpVersion;
 use super::sse::{self, EventChange};
 
 /// How a recorded answer is readdressed to the call it answers now.
-pub struct Readdress<'a> {
+pub(crate) struct Readdress<'a> {
     /// The call's JSON-RPC `id`.
-    pub id: &'a Value,
+    pub(crate) id: &'a Value,
     /// The call's protocol version: a replayed result gets what this version requires.
-    pub version: &'a McpVersion,
+    pub(crate) version: &'a McpVersion,
     /// A replay: only the response is sent. The recorded stream's other messages answered
     /// another call: its `notifications/progress` name that call's `progressToken`, which MCP
     /// forbids once that call is over, and its own requests were answered already.
-    pub replay: bool,
+    pub(crate) replay: bool,
 }
 
 /// The body readdressed (see [`Readdress`]), or `None` when there is nothing to change (not
@@ -24,7 +24,7 @@ pub struct Readdress<'a> {
 ///
 /// Only responses (objects with `result` or `error`) are changed: in an SSE stream of a
 /// first answer, the server's own requests and notifications keep their ids.
-pub fn readdress_response(
+pub(crate) fn readdress_response(
     body: &[u8],
     content_type: Option<&[u8]>,
     to: &Readdress<'_>,
@@ -70,7 +70,7 @@ pub fn readdress_response(
 
 /// The body with the `id` of each JSON-RPC response in it set to `id` (nothing else changed).
 #[cfg(test)]
-pub fn rewrite_response_id(
+pub(crate) fn rewrite_response_id(
     body: &[u8],
     content_type: Option<&[u8]>,
     id: &Value,

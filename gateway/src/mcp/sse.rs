@@ -2,7 +2,7 @@
 //! events) to change or drop recorded events and keep everything else.
 
 /// What becomes of one event, given its data.
-pub enum EventChange {
+pub(crate) enum EventChange {
     Keep,
     Replace(String),
     Drop,
@@ -12,7 +12,10 @@ pub enum EventChange {
 /// `None` when no event changed. Lines end in `\n` in a changed stream; other fields
 /// (`event`, `id`, `retry`) and comments stay as they were.
 #[cfg(test)]
-pub fn rewrite_data(text: &str, mut replace: impl FnMut(&str) -> Option<String>) -> Option<String> {
+pub(crate) fn rewrite_data(
+    text: &str,
+    mut replace: impl FnMut(&str) -> Option<String>,
+) -> Option<String> {
     rewrite_events(text, |data| match replace(data) {
         Some(new) => EventChange::Replace(new),
         None => EventChange::Keep,
@@ -21,7 +24,10 @@ pub fn rewrite_data(text: &str, mut replace: impl FnMut(&str) -> Option<String>)
 
 /// The stream with each event that has data changed as `change(data)` says (events without
 /// data, such as comments, are kept), or `None` when nothing changed.
-pub fn rewrite_events(text: &str, mut change: impl FnMut(&str) -> EventChange) -> Option<String> {
+pub(crate) fn rewrite_events(
+    text: &str,
+    mut change: impl FnMut(&str) -> EventChange,
+) -> Option<String> {
     let (lines, ends_with_newline) = split_lines(text);
     let mut out = String::with_capacity(text.len() + 32);
     let mut changed = false;

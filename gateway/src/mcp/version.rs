@@ -10,19 +10,19 @@
 use serde_json::Value;
 
 /// The `_meta` key of a 2026-07-28 request's protocol version.
-pub const PROTOCOL_VERSION_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const PROTOCOL_VERSION_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 
 /// The revisions negotiated with `initialize`, whose results have no `resultType`.
 const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// A request's protocol version, as far as the gateway's answers depend on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct McpVersion(Option<String>);
+pub(crate) struct McpVersion(Option<String>);
 
 impl McpVersion {
     /// From the `MCP-Protocol-Version` header, else the request's `_meta`. Neither: a client
     /// of the handshake era (the transport spec says to assume 2025-03-26 then).
-    pub fn of_request(header: Option<&[u8]>, body: &[u8]) -> McpVersion {
+    pub(crate) fn of_request(header: Option<&[u8]>, body: &[u8]) -> McpVersion {
         let from_header = header
             .and_then(|v| std::str::from_utf8(v).ok())
             .map(str::trim)
@@ -34,7 +34,7 @@ impl McpVersion {
     /// Whether results must carry `resultType` (2026-07-28 and any revision the gateway
     /// does not know, which can only be newer: adding the member is harmless to older ones,
     /// whose `Result` admits any member).
-    pub fn results_have_type(&self) -> bool {
+    pub(crate) fn results_have_type(&self) -> bool {
         self.0
             .as_deref()
             .is_some_and(|v| !HANDSHAKE_VERSIONS.contains(&v))
@@ -42,7 +42,7 @@ impl McpVersion {
 
     /// The JSON-RPC code for a standard header that disagrees with the body: 2026-07-28 gave
     /// it its own, earlier versions answer an invalid request.
-    pub fn header_mismatch_code(&self) -> i64 {
+    pub(crate) fn header_mismatch_code(&self) -> i64 {
         if self.results_have_type() {
             super::codes::HEADER_MISMATCH
         } else {
@@ -51,7 +51,7 @@ impl McpVersion {
     }
 
     /// A result the gateway wrote, completed for this version.
-    pub fn finish(&self, mut result: Value) -> Value {
+    pub(crate) fn finish(&self, mut result: Value) -> Value {
         if self.results_have_type() {
             if let Some(object) = result.as_object_mut() {
                 object

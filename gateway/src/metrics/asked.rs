@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 const CAPACITY: usize = 100_000;
 
 #[derive(Debug, Default)]
-pub struct AskedOnce {
+pub(crate) struct AskedOnce {
     /// operation_id → when it may be forgotten (its approval window has closed).
     seen: Mutex<HashMap<String, Instant>>,
 }
 
 impl AskedOnce {
     /// Whether this is the first time this process asks approval for `operation_id`.
-    pub fn first(&self, operation_id: &str, expires_in: Duration) -> bool {
+    pub(crate) fn first(&self, operation_id: &str, expires_in: Duration) -> bool {
         let now = Instant::now();
         let mut seen = match self.seen.lock() {
             Ok(seen) => seen,

@@ -5,7 +5,7 @@ use super::Outcome;
 
 impl Outcome {
     /// Every outcome, for creating their series up front.
-    pub const ALL: [Outcome; 14] = [
+    pub(crate) const ALL: [Outcome; 14] = [
         Outcome::Held,
         Outcome::Performed,
         Outcome::Replayed,
@@ -25,7 +25,7 @@ impl Outcome {
 
 /// Why an approval was rejected (answered with a new revision, outcome `rejected`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rejection {
+pub(crate) enum Rejection {
     /// The operation is not this requester's to approve, or not for this action: another
     /// Session or account, another route, other `same_action` values.
     NotThisApprover,
@@ -42,7 +42,7 @@ pub enum Rejection {
 }
 
 impl Rejection {
-    pub const ALL: [Rejection; 5] = [
+    pub(crate) const ALL: [Rejection; 5] = [
         Rejection::NotThisApprover,
         Rejection::StaleGeneration,
         Rejection::RevisionInvalid,
@@ -50,7 +50,7 @@ impl Rejection {
         Rejection::NotOurs,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Rejection::NotThisApprover => "not_this_approver",
             Rejection::StaleGeneration => "stale_generation",
@@ -63,7 +63,7 @@ impl Rejection {
 
 /// One method of the operation store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreCall {
+pub(crate) enum StoreCall {
     Generation,
     Lookup,
     Claim,
@@ -74,7 +74,7 @@ pub enum StoreCall {
 }
 
 impl StoreCall {
-    pub const ALL: [StoreCall; 7] = [
+    pub(crate) const ALL: [StoreCall; 7] = [
         StoreCall::Generation,
         StoreCall::Lookup,
         StoreCall::Claim,
@@ -84,7 +84,7 @@ impl StoreCall {
         StoreCall::Ping,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             StoreCall::Generation => "generation",
             StoreCall::Lookup => "lookup",
@@ -99,7 +99,7 @@ impl StoreCall {
 
 /// The `limit` label of `poppy_limits_hit_total`: which limit refused or closed a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
+pub(crate) enum Limit {
     /// `server.max_held_body_bytes`: `503 gateway_busy`.
     HeldBodies,
     /// `server.body_read_timeout`: `408 request_timeout`.
@@ -111,14 +111,14 @@ pub enum Limit {
 }
 
 impl Limit {
-    pub const ALL: [Limit; 4] = [
+    pub(crate) const ALL: [Limit; 4] = [
         Limit::HeldBodies,
         Limit::BodyTimeout,
         Limit::HeaderTimeout,
         Limit::Connections,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Limit::HeldBodies => "held_bodies",
             Limit::BodyTimeout => "body_timeout",
@@ -130,16 +130,16 @@ impl Limit {
 
 /// Whether a policy reload applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReloadResult {
+pub(crate) enum ReloadResult {
     Success,
     /// The files did not validate: the running policies were kept.
     Failure,
 }
 
 impl ReloadResult {
-    pub const ALL: [ReloadResult; 2] = [ReloadResult::Success, ReloadResult::Failure];
+    pub(crate) const ALL: [ReloadResult; 2] = [ReloadResult::Success, ReloadResult::Failure];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ReloadResult::Success => "success",
             ReloadResult::Failure => "failure",
@@ -149,9 +149,9 @@ impl ReloadResult {
 
 /// The `class` label of passthrough requests: `none` when no response was written (the
 /// client went away first).
-pub const STATUS_CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "none"];
+pub(crate) const STATUS_CLASSES: [&str; 6] = ["1xx", "2xx", "3xx", "4xx", "5xx", "none"];
 
-pub fn status_class(status: Option<u16>) -> &'static str {
+pub(crate) fn status_class(status: Option<u16>) -> &'static str {
     match status {
         Some(100..=199) => "1xx",
         Some(200..=299) => "2xx",

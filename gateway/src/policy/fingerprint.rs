@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 /// SHA-256 of the method, target (path and query exactly as forwarded), the headers that bind
 /// it (name and raw value: `Content-Type` and every term header) and the body bytes, each
 /// length-prefixed. A digest rather than a copy: a held request costs its body once, not twice.
-pub fn request_fingerprint(
+pub(crate) fn request_fingerprint(
     method: &str,
     path_and_query: &str,
     headers: &[(&str, &[u8])],

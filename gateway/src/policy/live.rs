@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::{Captures, Policy, PolicySet};
+use super::{Policy, PolicySet};
 
 /// A handle on the running policies; clones share them.
 #[derive(Debug, Clone)]
-pub struct LivePolicies {
+pub(crate) struct LivePolicies {
     current: Arc<ArcSwap<PolicySet>>,
 }
 
@@ -22,7 +22,7 @@ impl LivePolicies {
 
     /// The set in force now. Hold it for the whole of one request, so that a reload in the
     /// middle cannot mix two sets.
-    pub fn snapshot(&self) -> Arc<PolicySet> {
+    pub(crate) fn snapshot(&self) -> Arc<PolicySet> {
         self.current.load_full()
     }
 
@@ -31,19 +31,9 @@ impl LivePolicies {
         self.current.store(Arc::new(policies));
     }
 
-    /// [`PolicySet::find_route`] on the set in force.
-    pub fn find_route(&self, method: &str, path: &str) -> Option<(Arc<Policy>, Captures)> {
-        self.current.load().find_route(method, path)
-    }
-
     /// [`PolicySet::find_tool`] on the set in force.
     pub fn find_tool(&self, tool: &str) -> Option<Arc<Policy>> {
         self.current.load().find_tool(tool)
-    }
-
-    /// [`PolicySet::has_tools`] on the set in force.
-    pub fn has_tools(&self) -> bool {
-        self.current.load().has_tools()
     }
 }
 
@@ -80,8 +70,11 @@ mod tests {
         let before = live.snapshot();
         live.clone()
             .replace(PolicySet::new(vec![policy("new", "/new/{id}")]));
-        assert!(live.find_route("POST", "/old/1").is_none());
-        assert_eq!(live.find_route("POST", "/new/1").unwrap().0.name, "new");
+        assert!(live.snapshot().find_route("POST", "/old/1").is_none());
+        assert_eq!(
+            live.snapshot().find_route("POST", "/new/1").unwrap().0.name,
+            "new"
+        );
         // A request that took its snapshot before the reload keeps the old set.
         assert!(before.find_route("POST", "/old/1").is_some());
     }

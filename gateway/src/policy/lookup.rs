@@ -38,7 +38,7 @@ pub enum LookupTemplateError {
 
 /// Why a lookup URL could not be filled from the request's terms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FillError {
+pub(crate) enum FillError {
     #[error("term `{0}` has no value to put in the lookup url")]
     Missing(String),
     #[error("term `{term}` cannot go in the lookup url: {why}")]
@@ -55,7 +55,7 @@ impl FillError {
 
 /// Why the upstream's answer to a lookup gave no terms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AnswerError {
+pub(crate) enum AnswerError {
     #[error("the lookup answer is not JSON")]
     NotJson,
     #[error("term `{term}`: the lookup answer has no value at `{path}`")]
@@ -95,7 +95,7 @@ impl LookupTemplate {
     /// Values that an upstream could resolve to another resource (empty, `.`, `..`, or with
     /// a slash or backslash, encoded or not) are refused rather than encoded: some servers
     /// decode before routing, and the lookup must read the record the policy names.
-    pub fn fill(&self, terms: &Terms) -> Result<String, FillError> {
+    pub(crate) fn fill(&self, terms: &Terms) -> Result<String, FillError> {
         let mut out = String::with_capacity(self.text.len() + 16);
         for piece in &self.pieces {
             match piece {
@@ -138,7 +138,7 @@ impl fmt::Display for LookupTemplate {
 }
 
 /// Percent-encode everything but RFC 3986 unreserved characters.
-pub fn percent_encode(text: &str) -> String {
+pub(crate) fn percent_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -152,7 +152,7 @@ pub fn percent_encode(text: &str) -> String {
 
 /// Read every `lookup` term of `terms` out of the upstream's answer body into `out`.
 /// A `null` counts as missing, as it does for request terms.
-pub fn extract_from_answer(
+pub(crate) fn extract_from_answer(
     terms: &[(String, TermSource)],
     body: &[u8],
     out: &mut Terms,

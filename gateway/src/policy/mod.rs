@@ -10,20 +10,24 @@ mod route;
 mod summary;
 mod terms;
 
-pub use fingerprint::request_fingerprint;
+pub(crate) use fingerprint::request_fingerprint;
 pub(crate) use jsonpath::query as query_json_path;
-pub use live::LivePolicies;
-pub use lookup::{
-    AnswerError, FillError, LookupTemplate, LookupTemplateError, extract_from_answer,
-    percent_encode,
-};
+pub(crate) use live::LivePolicies;
+pub use lookup::LookupTemplate;
+pub use lookup::LookupTemplateError;
+pub(crate) use lookup::{AnswerError, extract_from_answer};
 
-pub use route::{Captures, PathTemplate, TemplateError, percent_decode};
-pub use summary::{SummaryError, SummaryTemplate, escape_value};
-pub use terms::{
-    RequestParts, TermError, TermSource, Terms, canonical_json, extract, extract_from_request,
-    is_valid_json_path,
+pub use route::{PathTemplate, percent_decode};
+
+pub(crate) use route::Captures;
+
+pub use route::TemplateError;
+pub use summary::SummaryError;
+pub use summary::{SummaryTemplate, escape_value};
+pub(crate) use terms::{
+    RequestParts, canonical_json, extract, extract_from_request, is_valid_json_path,
 };
+pub use terms::{TermSource, Terms};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,7 +66,7 @@ pub struct Route {
 
 impl Policy {
     /// Whether any term is read from the JSON body.
-    pub fn needs_body(&self) -> bool {
+    pub(crate) fn needs_body(&self) -> bool {
         self.terms.iter().any(|(_, source)| source.needs_body())
     }
 
@@ -119,7 +123,7 @@ impl Policy {
     }
 
     /// The canonical bytes of the `same_action` values, which identify the action.
-    pub fn action_material(&self, terms: &Terms) -> Vec<Vec<u8>> {
+    pub(crate) fn action_material(&self, terms: &Terms) -> Vec<Vec<u8>> {
         self.same_action
             .iter()
             .map(|name| {

@@ -30,7 +30,7 @@ pub struct PathTemplate {
 }
 
 /// The values a template captured, percent-decoded, in template order.
-pub type Captures = Vec<(String, String)>;
+pub(crate) type Captures = Vec<(String, String)>;
 
 impl PathTemplate {
     pub fn parse(text: &str) -> Result<PathTemplate, TemplateError> {
@@ -65,7 +65,7 @@ impl PathTemplate {
     }
 
     /// The names this template captures.
-    pub fn capture_names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn capture_names(&self) -> impl Iterator<Item = &str> {
         self.segments.iter().filter_map(|s| match s {
             Segment::Capture(name) => Some(name.as_str()),
             Segment::Literal(_) => None,
@@ -73,7 +73,7 @@ impl PathTemplate {
     }
 
     /// Whether the last segment is a `{capture}`.
-    pub fn ends_with_capture(&self) -> bool {
+    pub(crate) fn ends_with_capture(&self) -> bool {
         matches!(self.segments.last(), Some(Segment::Capture(_)))
     }
 

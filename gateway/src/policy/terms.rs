@@ -29,7 +29,7 @@ pub enum TermSource {
 
 impl TermSource {
     /// How the source is written in a policy, for error messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             TermSource::Path(name) => format!("path capture `{name}`"),
             TermSource::Body(path) => format!("body `{path}`"),
@@ -41,7 +41,7 @@ impl TermSource {
         }
     }
 
-    pub fn needs_body(&self) -> bool {
+    pub(crate) fn needs_body(&self) -> bool {
         matches!(self, TermSource::Body(_))
     }
 }
@@ -51,7 +51,7 @@ pub type Terms = BTreeMap<String, Value>;
 
 /// What the policy reads a request from.
 #[derive(Debug, Clone, Copy)]
-pub struct RequestParts<'a> {
+pub(crate) struct RequestParts<'a> {
     pub captures: &'a Captures,
     /// The raw query string, without `?`.
     pub query: Option<&'a str>,
@@ -63,7 +63,7 @@ pub struct RequestParts<'a> {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TermError {
+pub(crate) enum TermError {
     #[error("term `{term}` is missing from the request (it comes from {from})")]
     Missing { term: String, from: String },
     #[error("term `{term}`: header `{header}` is not valid UTF-8 text")]
@@ -81,7 +81,7 @@ impl TermError {
 /// Extract every term. A `null` JSON value counts as missing, and so does a `lookup` term:
 /// an interface that doesn't run lookups must refuse the request, never render a summary
 /// without the looked-up values.
-pub fn extract(
+pub(crate) fn extract(
     terms: &[(String, TermSource)],
     request: &RequestParts<'_>,
 ) -> Result<Terms, TermError> {
@@ -90,7 +90,7 @@ pub fn extract(
 
 /// Extract every term but the `lookup` ones, which the caller then reads from the upstream's
 /// answer (`lookup::extract_from_answer`).
-pub fn extract_from_request(
+pub(crate) fn extract_from_request(
     terms: &[(String, TermSource)],
     request: &RequestParts<'_>,
 ) -> Result<Terms, TermError> {
@@ -153,12 +153,17 @@ pub(super) fn query_json(value: &Value, path: &str) -> Option<Value> {
 }
 
 /// Whether a JSONPath expression parses.
-pub fn is_valid_json_path(path: &str) -> Result<(), String> {
+pub(crate) fn is_valid_json_path(path: &str) -> Result<(), JsonPathError> {
     Value::Null
         .query(path)
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(|e| JsonPathError(e.to_string()))
 }
+
+/// A JSONPath that does not parse, with the parser's reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct JsonPathError(String);
 
 /// The first value of a query parameter, form-decoded (`+` is a space).
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
@@ -171,7 +176,7 @@ fn query_param(query: Option<&str>, name: &str) -> Option<String> {
 
 /// JSON with object keys sorted at every level and no insignificant white space, so equal
 /// values always give equal bytes (revisions and operation IDs are MACs over it).
-pub fn canonical_json(value: &Value) -> String {
+pub(crate) fn canonical_json(value: &Value) -> String {
     let mut out = String::new();
     write_canonical(value, &mut out);
     out

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 /// An operation as the Personal Agent receives it (spec section 3).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Operation {
+pub(crate) struct Operation {
     pub operation_id: String,
     pub revision: String,
     pub summary: String,
@@ -17,7 +17,7 @@ pub struct Operation {
 
 /// An error body: `{"error": "...", "detail": "...", ...extra members}`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     members: Map<String, Value>,
 }
 
@@ -30,7 +30,7 @@ impl ErrorBody {
     }
 
     /// `403 approval_required` (spec section 4, APIs).
-    pub fn approval_required(operation: &Operation, detail: impl Into<String>) -> ErrorBody {
+    pub(crate) fn approval_required(operation: &Operation, detail: impl Into<String>) -> ErrorBody {
         let operation = serde_json::to_value(operation).unwrap_or(Value::Null);
         ErrorBody::new("approval_required", detail).with("operation", operation)
     }
@@ -41,14 +41,7 @@ impl ErrorBody {
         self
     }
 
-    pub fn error(&self) -> &str {
-        self.members
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    }
-
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         // Serializing a Map of JSON values cannot fail.
         serde_json::to_vec(&self.members).unwrap_or_default()
     }

@@ -8,23 +8,27 @@ mod operation_id;
 mod revision;
 mod signing;
 
-pub use approval::{ApprovalError, ApprovalHeader};
-pub use body::{ErrorBody, Operation};
-pub use extensions::{ExtensionsError, declares_operations_v2};
-pub use operation_id::{ActionTag, OperationId, ScopeKind};
+pub use approval::ApprovalHeader;
+
+pub use approval::ApprovalError;
+pub(crate) use body::{ErrorBody, Operation};
+pub use extensions::ExtensionsError;
+pub use extensions::declares_operations_v2;
+pub(crate) use operation_id::ActionTag;
+pub use operation_id::{OperationId, ScopeKind};
 pub use revision::{Revision, RevisionInput};
-pub use signing::{Keys, SigningKey};
+pub use signing::{Keys, KeysError, SigningKey};
 
 /// The longest operation_id or revision the gateway accepts in an approval.
-pub const MAX_ID_LEN: usize = 128;
+pub(crate) const MAX_ID_LEN: usize = 128;
 
 /// The characters of IDs in spec 8.2: `A-Z a-z 0-9 _ -`.
-pub fn is_id_byte(b: u8) -> bool {
+pub(crate) fn is_id_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }
 
 /// Whether `text` is a non-empty ID of at most [`MAX_ID_LEN`] ID characters.
-pub fn is_id(text: &str) -> bool {
+pub(crate) fn is_id(text: &str) -> bool {
     !text.is_empty() && text.len() <= MAX_ID_LEN && text.bytes().all(is_id_byte)
 }
 
@@ -48,7 +52,7 @@ fn combine_lines<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
 }
 
 /// Whether two secrets are equal, in time that does not depend on where they differ.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -45,7 +45,7 @@ pub struct OperationId {
 
 /// `<prefix>_<kind><action>`: identifies an action, whatever its generation.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ActionTag {
+pub(crate) struct ActionTag {
     text: String,
     kind: ScopeKind,
 }

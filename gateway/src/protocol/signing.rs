@@ -31,7 +31,7 @@ impl SigningKey {
     }
 
     /// A random key, for `memory://` without configured keys.
-    pub fn random() -> SigningKey {
+    pub(crate) fn random() -> SigningKey {
         let secret: [u8; 32] = rand::random();
         SigningKey::new(secret.to_vec())
     }
@@ -39,13 +39,13 @@ impl SigningKey {
     /// A key bound to this process: `memory://` forgets performed operations on restart, so
     /// revisions minted before a restart must not verify after it (they could be performed
     /// again). Mixing a random per-process nonce into every key guarantees that.
-    pub fn for_this_process(&self, nonce: &[u8; 32]) -> SigningKey {
+    pub(crate) fn for_this_process(&self, nonce: &[u8; 32]) -> SigningKey {
         SigningKey::new(self.mac(b"poppy-process-key-v1", &[nonce]).to_vec())
     }
 
     /// HMAC over a domain label and length-prefixed parts, so that no two different part lists
     /// ever feed the MAC the same bytes.
-    pub fn mac(&self, domain: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    pub(crate) fn mac(&self, domain: &[u8], parts: &[&[u8]]) -> [u8; 32] {
         let mut mac = self.keyed.clone();
         update_framed(&mut mac, domain);
         for part in parts {
@@ -55,7 +55,7 @@ impl SigningKey {
     }
 
     /// The MAC as `len` base64url characters (id-safe: `A-Z a-z 0-9 _ -`).
-    pub fn tag(&self, domain: &[u8], parts: &[&[u8]], len: usize) -> String {
+    pub(crate) fn tag(&self, domain: &[u8], parts: &[&[u8]], len: usize) -> String {
         let mut text = URL_SAFE_NO_PAD.encode(self.mac(domain, parts));
         text.truncate(len);
         text
@@ -65,6 +65,19 @@ impl SigningKey {
 fn update_framed(mac: &mut HmacSha256, part: &[u8]) {
     mac.update(&(part.len() as u64).to_be_bytes());
     mac.update(part);
+}
+
+/// Why `POPPY_GATEWAY_KEYS` was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeysError {
+    #[error("POPPY_GATEWAY_KEYS: key {number} is {bytes} bytes; each key needs at least 16")]
+    TooShort { number: usize, bytes: usize },
+    #[error("POPPY_GATEWAY_KEYS is empty")]
+    Empty,
+    #[error(
+        "POPPY_GATEWAY_KEYS is not set: with a shared store every gateway needs the same keys (comma-separated, 16+ bytes each; the first signs, all verify)"
+    )]
+    NotSet,
 }
 
 /// The configured keys. Never empty.
@@ -84,23 +97,22 @@ impl Keys {
     }
 
     /// Parse `POPPY_GATEWAY_KEYS`: comma-separated secrets, each at least 16 bytes.
-    pub fn from_env_value(value: &str) -> Result<Keys, String> {
+    pub(crate) fn from_env_value(value: &str) -> Result<Keys, KeysError> {
         let mut keys = Vec::new();
         for (index, secret) in value.split(',').map(str::trim).enumerate() {
             if secret.len() < 16 {
-                return Err(format!(
-                    "POPPY_GATEWAY_KEYS: key {} is {} bytes; each key needs at least 16",
-                    index + 1,
-                    secret.len()
-                ));
+                return Err(KeysError::TooShort {
+                    number: index + 1,
+                    bytes: secret.len(),
+                });
             }
             keys.push(SigningKey::new(secret.as_bytes().to_vec()));
         }
-        Keys::new(keys).ok_or_else(|| "POPPY_GATEWAY_KEYS is empty".to_owned())
+        Keys::new(keys).ok_or(KeysError::Empty)
     }
 
     /// Every key bound to this process (see [`SigningKey::for_this_process`]).
-    pub fn for_this_process(&self) -> Keys {
+    pub(crate) fn for_this_process(&self) -> Keys {
         let nonce: [u8; 32] = rand::random();
         Keys {
             keys: self

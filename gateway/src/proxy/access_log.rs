@@ -48,7 +48,7 @@ fn open_output(target: &LogTarget) -> Result<Output, AccessLogError> {
     })
 }
 
-pub struct AccessLogger {
+pub(crate) struct AccessLogger {
     format: LogFormat,
     lines: SyncSender<Item>,
     dropped: AtomicU64,
@@ -56,18 +56,18 @@ pub struct AccessLogger {
 
 /// One request's line, as the logging hook assembles it.
 pub(crate) struct Entry<'a> {
-    pub request_id: &'a str,
-    pub started: Instant,
-    pub facts: Option<&'a ClientFacts>,
-    pub route: &'a str,
-    pub notes: &'a Notes,
+    pub(crate) request_id: &'a str,
+    pub(crate) started: Instant,
+    pub(crate) facts: Option<&'a ClientFacts>,
+    pub(crate) route: &'a str,
+    pub(crate) notes: &'a Notes,
     /// Proxied to the upstream (not answered by the gateway itself).
-    pub passthrough: bool,
+    pub(crate) passthrough: bool,
 }
 
 impl AccessLogger {
     /// Open the target (append) and start the writer thread.
-    pub fn open(settings: &AccessLog) -> Result<AccessLogger, AccessLogError> {
+    pub(crate) fn open(settings: &AccessLog) -> Result<AccessLogger, AccessLogError> {
         let mut out = open_output(&settings.target)?;
         let (lines, queue) = sync_channel::<Item>(QUEUE);
         let target = settings.target.clone();
@@ -107,7 +107,7 @@ impl AccessLogger {
     }
 
     /// What reopens the file on SIGHUP (after a rotation), for a file target.
-    pub fn reopener(&self, settings: &AccessLog) -> Option<AccessLogReopener> {
+    pub(crate) fn reopener(&self, settings: &AccessLog) -> Option<AccessLogReopener> {
         matches!(settings.target, LogTarget::File(_)).then(|| AccessLogReopener(self.lines.clone()))
     }
 
@@ -206,7 +206,7 @@ fn combined_line(session: &Session, entry: &Entry<'_>) -> String {
 
 /// Reopens the access log file on SIGHUP, so `logrotate` (without `copytruncate`) can move it
 /// away: the policy and certificate reloads listen for the same signal.
-pub struct AccessLogReopener(SyncSender<Item>);
+pub(crate) struct AccessLogReopener(SyncSender<Item>);
 
 #[async_trait::async_trait]
 impl pingora::services::background::BackgroundService for AccessLogReopener {

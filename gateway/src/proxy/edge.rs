@@ -13,19 +13,20 @@ use super::access_log::{AccessLogger, Entry};
 use super::forwarded::{self, ClientFacts, Current, Notes, UpstreamHeaders};
 use super::reply::Reply;
 use crate::config::{Passthrough, ProxyHeaders};
+use crate::metrics::Outcome;
 use crate::protocol::ErrorBody;
 
 /// Shared by all requests.
-pub struct Edge {
-    pub proxy_headers: ProxyHeaders,
+pub(crate) struct Edge {
+    pub(crate) proxy_headers: ProxyHeaders,
     /// The default route's upstream settings.
-    pub passthrough: Passthrough,
-    pub access_log: Option<AccessLogger>,
+    pub(crate) passthrough: Passthrough,
+    pub(crate) access_log: Option<AccessLogger>,
 }
 
 /// One request's part of the context.
 #[derive(Debug)]
-pub struct EdgeCtx {
+pub(crate) struct EdgeCtx {
     request_id: String,
     started: Instant,
     facts: Option<ClientFacts>,
@@ -51,6 +52,16 @@ impl EdgeCtx {
         Current {
             headers: Arc::clone(&self.headers),
             notes: Arc::clone(&self.notes),
+        }
+    }
+
+    /// The operation a request was about (empty: none named), and what became of it.
+    pub(super) fn note_operation(&self, operation_id: &str, outcome: Outcome) {
+        if let Ok(mut notes) = self.notes.lock() {
+            if !operation_id.is_empty() {
+                notes.operation_id = Some(operation_id.to_owned());
+            }
+            notes.outcome = Some(outcome.as_str());
         }
     }
 
@@ -102,7 +113,7 @@ impl Edge {
         });
         let mut notes = notes.unwrap_or_default();
         if notes.outcome.is_some() && notes.operation_id.is_none() {
-            // Answered from a record before the flow: the approval names the operation.
+            // Refused before the executor: the approval, if any, names the operation.
             notes.operation_id = crate::protocol::ApprovalHeader::parse(
                 session
                     .req_header()

@@ -3,7 +3,8 @@
 //!
 //! Passthrough applies these in pingora's `upstream_request_filter`; requests the gateway
 //! sends itself (approved forwards, lookups, poppy.json) apply them in the upstream client,
-//! which finds them through [`CURRENT`], set around the request's classification.
+//! which finds them through [`CURRENT`], set around the request's classification. What became
+//! of an operation is noted by the service, from the request's outcome (`service.rs`).
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -36,15 +37,15 @@ pub(crate) struct UpstreamHeaders {
 /// What one request says about its client, read once from the session.
 #[derive(Debug, Clone)]
 pub(crate) struct ClientFacts {
-    pub peer: Option<IpAddr>,
-    pub tls: bool,
-    pub http2: bool,
+    pub(crate) peer: Option<IpAddr>,
+    pub(crate) tls: bool,
+    pub(crate) http2: bool,
     /// `Host`, or the HTTP/2 `:authority`.
-    pub host: Option<String>,
+    pub(crate) host: Option<String>,
 }
 
 impl ClientFacts {
-    pub fn of(session: &Session) -> ClientFacts {
+    pub(crate) fn of(session: &Session) -> ClientFacts {
         let header = session.req_header();
         let host = header
             .headers
@@ -63,7 +64,7 @@ impl ClientFacts {
         }
     }
 
-    pub fn proto(&self) -> &'static str {
+    pub(crate) fn proto(&self) -> &'static str {
         if self.tls { "https" } else { "http" }
     }
 }
@@ -109,7 +110,7 @@ fn forwarded_value(value: &str) -> String {
 }
 
 impl UpstreamHeaders {
-    pub fn new(
+    pub(crate) fn new(
         facts: &ClientFacts,
         incoming: &http::HeaderMap,
         request_id: &str,
@@ -202,7 +203,7 @@ impl UpstreamHeaders {
     }
 
     /// Apply to a request about to go upstream.
-    pub fn apply(&self, request: &mut RequestHeader) -> pingora::Result<()> {
+    pub(crate) fn apply(&self, request: &mut RequestHeader) -> pingora::Result<()> {
         for name in &self.remove {
             request.remove_header(name);
         }
@@ -222,16 +223,16 @@ impl UpstreamHeaders {
 /// and the task that classifies it.
 #[derive(Debug, Default)]
 pub(crate) struct Notes {
-    pub operation_id: Option<String>,
-    pub outcome: Option<&'static str>,
-    pub upstream_status: Option<u16>,
+    pub(crate) operation_id: Option<String>,
+    pub(crate) outcome: Option<&'static str>,
+    pub(crate) upstream_status: Option<u16>,
 }
 
 /// The request being classified: its upstream headers and its notes.
 #[derive(Debug, Clone)]
 pub(crate) struct Current {
-    pub headers: Arc<UpstreamHeaders>,
-    pub notes: Arc<Mutex<Notes>>,
+    pub(crate) headers: Arc<UpstreamHeaders>,
+    pub(crate) notes: Arc<Mutex<Notes>>,
 }
 
 tokio::task_local! {
@@ -253,21 +254,6 @@ pub(crate) fn note(with: impl FnOnce(&mut Notes)) {
         if let Ok(mut notes) = c.notes.lock() {
             with(&mut notes);
         }
-    });
-}
-
-/// Note what became of the current request's operation (for the access log).
-pub fn note_outcome(outcome: &'static str) {
-    note(|notes| notes.outcome = Some(outcome));
-}
-
-/// Note the operation a request was about, and what became of it.
-pub(crate) fn note_operation(operation_id: &str, outcome: crate::metrics::Outcome) {
-    note(|notes| {
-        if !operation_id.is_empty() {
-            notes.operation_id = Some(operation_id.to_owned());
-        }
-        notes.outcome = Some(outcome.as_str());
     });
 }
 

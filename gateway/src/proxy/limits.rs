@@ -24,13 +24,13 @@ use crate::metrics::{Limit, Metrics};
 
 /// The bytes of request bodies held at once, across all requests.
 #[derive(Debug)]
-pub struct HeldBodies {
+pub(crate) struct HeldBodies {
     limit: usize,
     used: AtomicUsize,
 }
 
 impl HeldBodies {
-    pub fn new(limit: usize) -> Arc<HeldBodies> {
+    pub(crate) fn new(limit: usize) -> Arc<HeldBodies> {
         Arc::new(HeldBodies {
             limit,
             used: AtomicUsize::new(0),
@@ -38,7 +38,8 @@ impl HeldBodies {
     }
 
     /// Bytes held now.
-    pub fn used(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn used(&self) -> usize {
         self.used.load(Ordering::Relaxed)
     }
 
@@ -94,19 +95,19 @@ impl AsRef<[u8]> for HeldBody {
 
 /// How a request to an action is read.
 #[derive(Debug, Clone)]
-pub struct BodyLimits {
+pub(crate) struct BodyLimits {
     /// `server.max_body_bytes`: larger bodies are refused (`413`).
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// `server.body_read_timeout`: the whole body must arrive within it (`408`).
-    pub read_timeout: Duration,
-    pub held: Arc<HeldBodies>,
+    pub(crate) read_timeout: Duration,
+    pub(crate) held: Arc<HeldBodies>,
 }
 
 /// Read the whole body of `session`, within the limits. `413` when larger (or declared
 /// larger) than `max_body_bytes`; `503` + `Retry-After` when the gateway already holds
 /// `max_held_body_bytes` of bodies (nothing is read, claimed or forwarded); `408` when it
 /// does not arrive within `read_timeout`.
-pub async fn read_body(
+pub(crate) async fn read_body(
     session: &mut pingora::proxy::Session,
     limits: &BodyLimits,
     metrics: &Metrics,
@@ -188,7 +189,7 @@ tokio::task_local! {
 }
 
 /// Mark the current request's head as read (called from the first request hook).
-pub fn head_read() {
+pub(crate) fn head_read() {
     let _ = HEAD_READ.try_with(|read| read.store(true, Ordering::Release));
 }
 
@@ -196,14 +197,14 @@ pub fn head_read() {
 /// (beyond: `503` and close), and every request head (including the wait for the next request
 /// on a kept-alive connection) must arrive within `header_timeout` (else the connection is
 /// closed).
-pub struct LimitedApp<A> {
-    pub inner: Arc<A>,
-    pub max_connections: usize,
-    pub header_timeout: Duration,
-    pub open: AtomicUsize,
-    pub metrics: Arc<Metrics>,
+pub(crate) struct LimitedApp<A> {
+    pub(crate) inner: Arc<A>,
+    pub(crate) max_connections: usize,
+    pub(crate) header_timeout: Duration,
+    pub(crate) open: AtomicUsize,
+    pub(crate) metrics: Arc<Metrics>,
     /// Cleartext HTTP/2 is on (see h2.rs).
-    pub h2c: bool,
+    pub(crate) h2c: bool,
 }
 
 /// The body of the `503` a connection over the cap gets before it is closed.

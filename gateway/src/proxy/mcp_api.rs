@@ -14,13 +14,11 @@ use bytes::Bytes;
 use pingora::proxy::Session;
 use serde_json::Value;
 
-use super::approver::Approver;
-use super::flow::{Decision, OperationRequest};
-use super::http_api;
 use super::limits::read_body;
 use super::mcp_forward::StreamingForwarder;
+use super::operations::{Operations, declares_extension};
 use super::reply::Reply;
-use super::service::{GatewayProxy, Step};
+use super::step::Step;
 use super::upstream::{ForwardRequest, UpstreamClient, forwarded_headers};
 use crate::config::{Mcp, Upstream};
 use crate::ingress::headers::check_operation_request;
@@ -32,18 +30,19 @@ use crate::mcp::{
     tool_error_result,
 };
 use crate::metrics::Outcome;
+use crate::operation::{Decision, OperationRequest};
 use crate::policy::{PathTemplate, Policy};
-use crate::protocol::{ErrorBody, declares_operations_v2};
+use crate::protocol::ErrorBody;
 use crate::store::RecordedResponse;
 
 /// The MCP endpoint: where it is, and how messages that need no approval are forwarded.
-pub struct McpEndpoint {
+pub(crate) struct McpEndpoint {
     path: PathTemplate,
     forwarder: StreamingForwarder,
 }
 
 impl McpEndpoint {
-    pub fn new(mcp: &Mcp, client: &UpstreamClient, settings: &Upstream) -> McpEndpoint {
+    pub(crate) fn new(mcp: &Mcp, client: &UpstreamClient, settings: &Upstream) -> McpEndpoint {
         McpEndpoint {
             path: mcp.template.clone(),
             forwarder: StreamingForwarder::new(client, settings),
@@ -52,17 +51,15 @@ impl McpEndpoint {
 
     /// The endpoint's path, matched by the ingress as forgivingly as policy routes (other
     /// spellings a server might read as it, such as `/mcp;x=1`, are refused there).
-    pub fn template(&self) -> &PathTemplate {
+    pub(crate) fn template(&self) -> &PathTemplate {
         &self.path
     }
-}
 
-impl GatewayProxy {
     /// A Personal Agent request to the MCP endpoint.
-    pub(super) async fn mcp_step(
+    pub(crate) async fn handle(
         &self,
+        ops: &Operations,
         session: &mut Session,
-        mcp: &McpEndpoint,
         target: Target,
     ) -> Step {
         if session.req_header().method != http::Method::POST {
@@ -71,7 +68,7 @@ impl GatewayProxy {
         if let Err(refusal) = check_operation_request(&session.req_header().headers) {
             return Step::Respond(Reply::refusal(&refusal));
         }
-        let body = match read_body(session, &self.body_limits, &self.metrics).await {
+        let body = match read_body(session, &ops.body_limits, &ops.metrics).await {
             Ok(body) => body,
             Err(refusal) => {
                 let mut reply = rpc_error(&RpcError {
@@ -88,7 +85,7 @@ impl GatewayProxy {
         };
         let headers = session.req_header().headers.clone();
         let path_and_query = target.path_and_query();
-        let needs_approval = |name: &str| self.policies.find_tool(name).is_some();
+        let needs_approval = |name: &str| ops.policies.find_tool(name).is_some();
         let incoming = classify(&body, needs_approval).and_then(|incoming| {
             check_standard_headers(
                 &incoming,
@@ -112,12 +109,12 @@ impl GatewayProxy {
                     headers: forwarded_headers(&headers),
                     body,
                 };
-                mcp.forwarder.stream(session, request, needs_approval).await
+                self.forwarder
+                    .stream(session, request, needs_approval)
+                    .await
             }
-            Ok(Incoming::Held(call)) => match self.policies.find_tool(&call.tool) {
-                Some(policy) => {
-                    Step::Respond(self.held_call(&headers, path_and_query, policy, call).await)
-                }
+            Ok(Incoming::Held(call)) => match ops.policies.find_tool(&call.tool) {
+                Some(policy) => held_call(ops, &headers, path_and_query, policy, call).await,
                 // classify holds only calls of tools a policy names.
                 None => Step::Respond(rpc_error(&RpcError {
                     id: call.id,
@@ -127,110 +124,91 @@ impl GatewayProxy {
             },
         }
     }
+}
 
-    /// The checks before the flow, in the API's order (extension, Session, approval syntax,
-    /// terms), then the flow itself.
-    async fn held_call(
-        &self,
-        headers: &http::HeaderMap,
-        path_and_query: String,
-        policy: Arc<Policy>,
-        call: HeldCall,
-    ) -> Reply {
-        let to = ReplyTo::new(&call, headers);
-        let refused = |outcome: Outcome, reply: Reply| {
-            self.metrics.operation(&policy.name, outcome);
-            reply
-        };
-        match declares_operations_v2(
-            headers
-                .get_all("poppy-extensions")
-                .iter()
-                .map(|v| v.as_bytes()),
-        ) {
-            Err(e) => {
-                return refused(
-                    Outcome::BadRequest,
-                    Reply::error(
-                        400,
-                        &ErrorBody::new("invalid_header", e.to_string())
-                            .with("header", "Poppy-Extensions"),
-                    ),
-                );
-            }
-            Ok(false) => {
-                return refused(
-                    Outcome::ExtensionRequired,
-                    tool_result(&to, extension_required_result(&call.tool)),
-                );
-            }
-            Ok(true) => {}
+/// The checks before the flow, in the API's order (extension, Session, approval syntax,
+/// terms), then the flow itself.
+async fn held_call(
+    ops: &Operations,
+    headers: &http::HeaderMap,
+    path_and_query: String,
+    policy: Arc<Policy>,
+    call: HeldCall,
+) -> Step {
+    let to = ReplyTo::new(&call, headers);
+    let refused = |outcome: Outcome, reply: Reply| Step::refused(&policy.name, outcome, reply);
+    match declares_extension(headers) {
+        Err(e) => {
+            return refused(
+                Outcome::BadRequest,
+                Reply::error(
+                    400,
+                    &ErrorBody::new("invalid_header", e.to_string())
+                        .with("header", "Poppy-Extensions"),
+                ),
+            );
         }
-        let approver = match Approver::for_request(
-            headers
-                .get("poppy-session")
-                .map(|v| v.as_bytes())
-                .unwrap_or_default(),
-            headers
-                .get(http::header::AUTHORIZATION)
-                .map(|v| v.as_bytes()),
-            &self.session_claims,
-        )
-        .await
-        {
-            Ok(approver) => approver,
-            Err(e) => {
-                return refused(
-                    Outcome::BadRequest,
-                    Reply::error(401, &ErrorBody::new(e.code(), e.to_string())),
-                );
-            }
-        };
-        let approval = match call.approval {
-            Ok(approval) => approval,
-            Err(reason) => {
-                return refused(
-                    Outcome::BadRequest,
-                    rpc_error(&RpcError {
-                        id: call.id,
-                        code: codes::INVALID_PARAMS,
-                        message: reason,
-                    }),
-                );
-            }
-        };
-        let terms = match ingress::read_tool_call(&policy, headers, &call.arguments) {
-            Ok(terms) => terms,
-            // A tool error, not a protocol error: the model can call again with it.
-            Err(refusal) => {
-                let text = format!("Not done: {}. Nothing was performed.", refusal.detail);
-                return refused(
-                    Outcome::BadRequest,
-                    tool_result(&to, tool_error_result(&text)),
-                );
-            }
-        };
-        let mut forward = ForwardRequest {
-            method: http::Method::POST,
-            path_and_query,
-            headers: forwarded_headers(headers),
-            body: Bytes::from(call.forward_body),
-        };
-        // The answer is recorded and its `id` rewritten for replays: it must not come back
-        // compressed.
-        forward
-            .headers
-            .retain(|(name, _)| name != http::header::ACCEPT_ENCODING);
-        let request = OperationRequest {
-            policy: Arc::clone(&policy),
-            approver,
-            approval,
-            terms,
-            fingerprint: call_fingerprint(&call.tool, &call.arguments),
-            forward,
-        };
-        render(self.flow.decide(request).await, &to)
+        Ok(false) => {
+            return refused(
+                Outcome::ExtensionRequired,
+                tool_result(&to, extension_required_result(&call.tool)),
+            );
+        }
+        Ok(true) => {}
     }
+    let approver = match ops.approver(headers).await {
+        Ok(approver) => approver,
+        Err(e) => {
+            return refused(
+                Outcome::BadRequest,
+                Reply::error(401, &ErrorBody::new(e.code(), e.to_string())),
+            );
+        }
+    };
+    let approval = match call.approval {
+        Ok(approval) => approval,
+        Err(reason) => {
+            return refused(
+                Outcome::BadRequest,
+                rpc_error(&RpcError {
+                    id: call.id,
+                    code: codes::INVALID_PARAMS,
+                    message: reason,
+                }),
+            );
+        }
+    };
+    let terms = match ingress::read_tool_call(&policy, headers, &call.arguments) {
+        Ok(terms) => terms,
+        // A tool error, not a protocol error: the model can call again with it.
+        Err(refusal) => {
+            let text = format!("Not done: {}. Nothing was performed.", refusal.detail);
+            return refused(
+                Outcome::BadRequest,
+                tool_result(&to, tool_error_result(&text)),
+            );
+        }
+    };
+    let mut forward = ForwardRequest {
+        method: http::Method::POST,
+        path_and_query,
+        headers: forwarded_headers(headers),
+        body: Bytes::from(call.forward_body),
+    };
+    // The answer is recorded and its `id` rewritten for replays: it must not come back
+    // compressed.
+    forward
+        .headers
+        .retain(|(name, _)| name != http::header::ACCEPT_ENCODING);
+    let request = OperationRequest {
+        policy: Arc::clone(&policy),
+        approver,
+        approval,
+        terms,
+        fingerprint: call_fingerprint(&call.tool, &call.arguments),
+    };
+    let executed = ops.executor.run(request, &forward).await;
+    Step::Operation(render(executed.decision, &to), executed.outcome)
 }
 
 /// Who an answer to a held call goes to: the call's JSON-RPC `id`, its MCP session (the
@@ -314,7 +292,7 @@ fn render(decision: Decision, to: &ReplyTo) -> Reply {
         ),
         // A sign-in challenge is MCP's authorization challenge: HTTP 401 with
         // WWW-Authenticate, as the API answers it.
-        other @ Decision::SignInRequired => http_api::render(other),
+        other @ Decision::SignInRequired => Reply::decision(other),
     }
 }
 

@@ -16,21 +16,21 @@ use pingora::proxy::Session;
 use pingora::upstreams::peer::HttpPeer;
 
 use super::reply::Reply;
-use super::service::Step;
+use super::step::Step;
 use super::upstream::{ForwardRequest, HOP_BY_HOP, MAX_RECORDED_BODY, UpstreamClient};
 use crate::config::Upstream;
 use crate::mcp::{is_tools_list, widen_tools_list_body};
 use crate::protocol::ErrorBody;
 
 /// The gateway's streaming client for MCP messages that need no approval.
-pub struct StreamingForwarder {
+pub(crate) struct StreamingForwarder {
     connector: Connector,
     peer: HttpPeer,
     timeout: Duration,
 }
 
 impl StreamingForwarder {
-    pub fn new(client: &UpstreamClient, settings: &Upstream) -> StreamingForwarder {
+    pub(crate) fn new(client: &UpstreamClient, settings: &Upstream) -> StreamingForwarder {
         StreamingForwarder {
             connector: Connector::new(None),
             peer: client.peer().clone(),
@@ -41,7 +41,7 @@ impl StreamingForwarder {
     /// Send `request` and stream the upstream's answer to `session`. A `tools/list` answer is
     /// read whole instead, to widen the `outputSchema` of the tools that `is_held` names
     /// (see `mcp::output_schema`).
-    pub async fn stream(
+    pub(crate) async fn stream(
         &self,
         session: &mut Session,
         request: ForwardRequest,

@@ -1,31 +1,47 @@
-//! The pingora glue: the HTTP service, the operation flow and the gateway's own upstream client.
+//! The pingora glue: the HTTP service, the adapters that turn requests into operations, the
+//! executor that carries out the operation core's verdicts, and the gateway's own upstream
+//! client.
+//!
+//! One request for an operation, in order: `service` (pingora's hooks; routes it) →
+//! `http_api` or `mcp_api` (reads it through `crate::ingress`) → `executor` (asks the store,
+//! hands what it returned to `crate::operation`, carries out its verdict: claim, forward with
+//! `upstream`, record) → `reply` (renders the decision) → `service` (`outcome`: counted and
+//! logged once, noted for the access log, then the reply written).
+//!
+//! Around every request, operation or not: `edge` (request IDs, the proxy headers of
+//! `forwarded`, the `access_log` line, JSON answers when passthrough fails), and `limits` and
+//! `h2` around pingora's app (connection cap, header deadline, which connections speak
+//! HTTP/2; `first_bytes` tells when a TLS HTTP/2 connection's preface has arrived).
 
 mod access_log;
-mod approver;
 mod edge;
+mod executor;
 mod first_bytes;
-mod flow;
 mod forwarded;
 mod h2;
 mod http_api;
 mod limits;
+mod lookup;
 mod mcp_api;
 mod mcp_forward;
+mod operations;
+mod outcome;
 mod reply;
 mod service;
+mod step;
 mod upstream;
 mod well_known;
 
-pub use access_log::{AccessLogError, AccessLogReopener, AccessLogger};
-pub use approver::{Approver, ApproverError};
-pub use edge::Edge;
-pub use flow::{Decision, OperationFlow, OperationRequest, now_millis};
-pub use forwarded::note_outcome;
-pub use limits::{BodyLimits, HeldBodies, LimitedApp};
-pub use mcp_api::McpEndpoint;
-pub use reply::Reply;
-pub use service::GatewayProxy;
-pub use upstream::{ForwardError, ForwardRequest, UpstreamClient};
-// The conversations service (crate::conversations) runs the HTTP API's preparation too.
-pub(crate) use http_api::{ApiRequest, prepare as prepare_api_request};
-pub(crate) use upstream::forwarded_headers;
+pub(crate) use access_log::{AccessLogError, AccessLogger};
+pub(crate) use edge::Edge;
+pub(crate) use executor::{Executor, ExecutorParts};
+pub(crate) use limits::{BodyLimits, HeldBodies, LimitedApp};
+pub(crate) use mcp_api::McpEndpoint;
+pub(crate) use operations::Operations;
+pub(crate) use service::GatewayProxy;
+pub(crate) use upstream::UpstreamClient;
+// The conversations service (`crate::conversations`) runs described requests through the same
+// lookup and executor as the HTTP API, and records their outcomes the same way.
+pub(crate) use http_api::{ApiRequest, Operated, operate};
+pub(crate) use outcome::RequestOutcome;
+pub(crate) use upstream::{ForwardRequest, forwarded_headers};

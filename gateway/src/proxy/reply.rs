@@ -4,20 +4,21 @@ use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 
+use crate::operation::Decision;
 use crate::protocol::ErrorBody;
 use crate::store::RecordedResponse;
 
 /// A complete response the gateway writes itself.
 #[derive(Debug, Clone)]
-pub struct Reply {
-    pub status: u16,
-    pub headers: Vec<(String, Vec<u8>)>,
-    pub body: Bytes,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, Vec<u8>)>,
+    pub(crate) body: Bytes,
 }
 
 impl Reply {
     /// A JSON error body: `{"error", "detail", ...}`.
-    pub fn error(status: u16, body: &ErrorBody) -> Reply {
+    pub(crate) fn error(status: u16, body: &ErrorBody) -> Reply {
         Reply {
             status,
             headers: vec![
@@ -29,7 +30,7 @@ impl Reply {
     }
 
     /// The ingress refused the request; nothing was forwarded.
-    pub fn refusal(refusal: &crate::ingress::Refusal) -> Reply {
+    pub(crate) fn refusal(refusal: &crate::ingress::Refusal) -> Reply {
         let reply = Reply::error(refusal.status, &refusal.to_error_body());
         if refusal.status == 503 {
             // Only a limit refuses with 503 before anything is decided: try again shortly.
@@ -40,11 +41,11 @@ impl Reply {
     }
 
     /// `503` with `Retry-After`: try the same request again later.
-    pub fn retry_later(seconds: u32, body: &ErrorBody) -> Reply {
+    pub(crate) fn retry_later(seconds: u32, body: &ErrorBody) -> Reply {
         Reply::error(503, body).with_header("retry-after", seconds.to_string())
     }
 
-    pub fn json(status: u16, value: &serde_json::Value) -> Reply {
+    pub(crate) fn json(status: u16, value: &serde_json::Value) -> Reply {
         Reply {
             status,
             headers: vec![("content-type".into(), b"application/json".to_vec())],
@@ -52,13 +53,46 @@ impl Reply {
         }
     }
 
-    pub fn with_header(mut self, name: &str, value: impl Into<Vec<u8>>) -> Reply {
+    pub(crate) fn with_header(mut self, name: &str, value: impl Into<Vec<u8>>) -> Reply {
         self.headers.push((name.to_owned(), value.into()));
         self
     }
 
+    /// The HTTP answer to a decision (the MCP adapter renders its own, but for a sign-in
+    /// challenge).
+    pub(crate) fn decision(decision: Decision) -> Reply {
+        match decision {
+            Decision::ApprovalRequired { operation, rejected } => {
+                let detail = if rejected {
+                    "the approval does not match this request's current terms (or has expired, or is not this Session's to give); ask the user to approve these"
+                } else {
+                    "this action needs the user's approval of these terms; retry the same request with a Poppy-Approval header"
+                };
+                Reply::error(403, &ErrorBody::approval_required(&operation, detail))
+            }
+            Decision::SignInRequired => Reply::error(401, &ErrorBody::new("sign_in_required", "this operation belongs to an account: sign in to that account to approve it"))
+                .with_header("www-authenticate", "Bearer"),
+            Decision::Performed(response) | Decision::Released(response) | Decision::Replayed(response) => Reply::from(response),
+            Decision::InProgress(id) => Reply::retry_later(
+                1,
+                &ErrorBody::new("operation_in_progress", "this operation is being performed; send the same approval again to get its answer").with("operation_id", id.as_str()),
+            ),
+            Decision::Unknown(id) => Reply::retry_later(
+                30,
+                &ErrorBody::new(
+                    "operation_outcome_unknown",
+                    "the gateway does not know yet whether this operation took effect; it will not be performed again. Retry later, or ask the company",
+                )
+                .with("operation_id", id.as_str()),
+            ),
+            Decision::UpstreamUnavailable => Reply::retry_later(1, &ErrorBody::new("upstream_unavailable", "the API could not be reached; nothing was performed, send the same approval again")),
+            Decision::ShuttingDown => Reply::retry_later(1, &ErrorBody::new("gateway_shutting_down", "this gateway is shutting down and started nothing; send the same approval again")),
+            Decision::StoreUnavailable => Reply::retry_later(1, &ErrorBody::new("store_unavailable", "the gateway cannot reach its operation store; nothing was performed, try again")),
+        }
+    }
+
     /// Write the whole response to the downstream session.
-    pub async fn write(self, session: &mut Session) -> pingora::Result<()> {
+    pub(crate) async fn write(self, session: &mut Session) -> pingora::Result<()> {
         let mut header = ResponseHeader::build(self.status, Some(self.headers.len() + 1))?;
         for (name, value) in self.headers {
             header.append_header(name, value)?;

@@ -1,5 +1,6 @@
-//! The pingora service: classify each request, then either let it through pingora's proxy path
-//! untouched, or run the operation flow and answer it ourselves.
+//! The pingora service: route each request, then either let it through pingora's proxy path
+//! untouched, or hand it to an adapter (HTTP API or MCP) that answers it itself. Each hook
+//! says what it does for the gateway; a request's path through them is in ARCHITECTURE.md.
 
 use std::sync::Arc;
 
@@ -9,34 +10,19 @@ use pingora::http::RequestHeader;
 use pingora::prelude::HttpPeer;
 use pingora::proxy::{ProxyHttp, Session};
 
-use super::approver::{Approver, ApproverError};
 use super::edge::{Edge, EdgeCtx};
-use super::flow::OperationFlow;
-use super::http_api::{self, ApiRequest};
-use super::limits::{BodyLimits, read_body};
+use super::http_api;
 use super::mcp_api::McpEndpoint;
+use super::operations::Operations;
 use super::reply::Reply;
-use super::upstream::{ForwardRequest, UpstreamClient, forwarded_headers};
+use super::step::Step;
+use super::upstream::UpstreamClient;
 use super::well_known;
-use crate::config::SessionClaims;
-use crate::ingress::{self, RouteMatch, Target, reading::HttpRequest};
-use crate::metrics::{Metrics, Outcome};
-use crate::policy::{Captures, LivePolicies, Policy};
-use crate::protocol::{ApprovalHeader, ErrorBody, declares_operations_v2};
-
-/// What a request step decided.
-pub(super) enum Step {
-    /// Let pingora proxy the request as it is.
-    Continue,
-    /// Answer with this, without proxying.
-    Respond(Reply),
-    /// Already answered (streamed from the upstream); `Err` if that failed part way.
-    Answered(pingora::Result<()>),
-}
+use crate::ingress::{self, RouteMatch};
 
 /// What one request carries between pingora's phases.
 #[derive(Debug, Default)]
-pub struct RequestCtx {
+pub(crate) struct RequestCtx {
     /// Sent on pingora's proxy path (not answered by the gateway itself).
     passthrough: bool,
     /// Request ID, proxy headers and access-log notes (see edge.rs).
@@ -44,20 +30,15 @@ pub struct RequestCtx {
 }
 
 /// The gateway's HTTP service.
-pub struct GatewayProxy {
-    /// Swapped whole by a policy reload.
-    pub policies: LivePolicies,
-    pub flow: Arc<OperationFlow>,
-    pub upstream: Arc<UpstreamClient>,
-    pub session_claims: SessionClaims,
-    /// How bodies of requests to actions are read and held.
-    pub body_limits: BodyLimits,
-    pub well_known: Option<serde_json::Value>,
-    pub metrics: Arc<Metrics>,
+pub(crate) struct GatewayProxy {
+    /// What the adapters need to turn requests into operations.
+    pub(crate) operations: Operations,
+    pub(crate) upstream: Arc<UpstreamClient>,
+    pub(crate) well_known: Option<serde_json::Value>,
     /// `[mcp]`: the MCP endpoint, whose tool calls `[[tool]]` policies hold.
-    pub mcp: Option<McpEndpoint>,
+    pub(crate) mcp: Option<McpEndpoint>,
     /// Request IDs, proxy headers, access log, passthrough failures.
-    pub edge: Arc<Edge>,
+    pub(crate) edge: Arc<Edge>,
 }
 
 #[async_trait]
@@ -72,6 +53,7 @@ impl ProxyHttp for GatewayProxy {
 
     /// The head is read: the connection's header deadline ([`super::limits::LimitedApp`])
     /// no longer applies to this request.
+    /// Its request ID and the headers it goes upstream with are settled here (see edge.rs).
     async fn early_request_filter(
         &self,
         session: &mut Session,
@@ -88,6 +70,8 @@ impl ProxyHttp for GatewayProxy {
         session: &mut Session,
         ctx: &mut Self::CTX,
     ) -> pingora::Result<bool> {
+        // Requests the gateway sends itself for this one (approved forwards, lookups,
+        // poppy.json) carry its proxy headers and request ID (see forwarded.rs).
         let current = ctx.edge.current();
         match super::forwarded::CURRENT
             .scope(current, self.classify(session))
@@ -98,6 +82,16 @@ impl ProxyHttp for GatewayProxy {
                 Ok(false)
             }
             Step::Respond(reply) => {
+                reply.write(session).await?;
+                Ok(true)
+            }
+            Step::Operation(reply, outcome) => {
+                // The one place an operation request's outcome is counted and logged. Before
+                // the answer is written, not in `logging` (which runs after the write): a
+                // client that reads /metrics once it has its answer must see it counted.
+                outcome.record(&self.operations.metrics);
+                ctx.edge
+                    .note_operation(outcome.operation_id(), outcome.outcome());
                 reply.write(session).await?;
                 Ok(true)
             }
@@ -114,7 +108,8 @@ impl ProxyHttp for GatewayProxy {
         Ok(Box::new(self.upstream.peer().clone()))
     }
 
-    /// An approval is the gateway's business only: it never reaches the upstream.
+    /// An approval is the gateway's business only: it never reaches the upstream. The proxy
+    /// headers and request ID do.
     async fn upstream_request_filter(
         &self,
         _session: &mut Session,
@@ -125,6 +120,7 @@ impl ProxyHttp for GatewayProxy {
         self.edge.upstream_request(&ctx.edge, upstream_request)
     }
 
+    /// The upstream's status, for the access log.
     async fn upstream_response_filter(
         &self,
         _session: &mut Session,
@@ -145,7 +141,6 @@ impl ProxyHttp for GatewayProxy {
         self.edge.fail_to_proxy(session, e, &ctx.edge).await
     }
 
-    /// Count proxied requests by the status class that reached the client.
     /// A client that goes away before its answer is complete (an MCP client closing its GET
     /// stream, an agent that gave up) is routine: logged at debug, not as pingora's ERROR.
     fn suppress_error_log(&self, _session: &Session, _ctx: &Self::CTX, error: &Error) -> bool {
@@ -156,10 +151,12 @@ impl ProxyHttp for GatewayProxy {
         routine
     }
 
+    /// Count proxied requests by the status class that reached the client; write the
+    /// request's access-log line.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Self::CTX) {
         if ctx.passthrough {
             let status = session.response_written().map(|r| r.status.as_u16());
-            self.metrics.passthrough(status);
+            self.operations.metrics.passthrough(status);
         }
         self.edge.log(session, &ctx.edge, ctx.passthrough);
     }
@@ -176,6 +173,7 @@ fn client_went_away(error: &Error) -> bool {
 }
 
 impl GatewayProxy {
+    /// Route a request: the gateway's own document, a refusal, the proxy path, or an adapter.
     async fn classify(&self, session: &mut Session) -> Step {
         let header = session.req_header();
         if header.uri.path() == well_known::PATH
@@ -196,7 +194,7 @@ impl GatewayProxy {
         let routed = ingress::check_target(header.raw_path()).and_then(|target| {
             ingress::headers::check_personal_agent(&header.headers)?;
             let route = ingress::match_route(
-                &self.policies.snapshot(),
+                &self.operations.policies.snapshot(),
                 self.mcp.as_ref().map(McpEndpoint::template),
                 header.method.as_str(),
                 &target.path,
@@ -208,141 +206,24 @@ impl GatewayProxy {
             Ok(routed) => routed,
             Err(refusal) => return Step::Respond(Reply::refusal(&refusal)),
         };
-        let (policy, captures) = match route {
-            RouteMatch::None => return Step::Continue,
+        match route {
+            RouteMatch::None => Step::Continue,
             RouteMatch::Mcp => match &self.mcp {
-                Some(mcp) => return self.mcp_step(session, mcp, target).await,
-                None => return Step::Continue,
+                Some(mcp) => mcp.handle(&self.operations, session, target).await,
+                None => Step::Continue,
             },
-            RouteMatch::Policy(policy, captures) => (policy, captures),
-        };
-        let prepared = match self
-            .operation_request(session, &policy, captures, target)
-            .await
-        {
-            Ok(request) => {
-                // Check 2 comes before the lookup: a performed operation is replayed even
-                // while the upstream's records can't be read.
-                if let (Some(_), Some(approval)) = (&policy.lookup, &request.approval)
-                    && let Some(decision) = self
-                        .flow
-                        .answer_from_record(&policy, &request.approver, approval)
-                        .await
-                {
-                    return Step::Respond(http_api::render(decision));
-                }
-                http_api::prepare(request, &self.upstream).await
-            }
-            Err(refused) => Err(refused),
-        };
-        match prepared {
-            Ok(request) => Step::Respond(http_api::render(self.flow.decide(request).await)),
-            Err((reply, outcome)) => {
-                self.metrics.operation(&policy.name, outcome);
-                tracing::info!(policy = %policy.name, outcome = outcome.as_str(), status = reply.status, "operation request refused before the flow");
-                Step::Respond(reply)
-            }
-        }
-    }
-
-    /// The checks that come before the flow, in the spec's order: negotiation, Session, body
-    /// size, approval syntax, then the ingress's one strict reading of the request.
-    async fn operation_request(
-        &self,
-        session: &mut Session,
-        policy: &Arc<Policy>,
-        captures: Captures,
-        target: Target,
-    ) -> Result<ApiRequest, (Reply, Outcome)> {
-        let bad = |status: u16, body: ErrorBody| (Reply::error(status, &body), Outcome::BadRequest);
-        let header = session.req_header();
-        let headers = &header.headers;
-
-        let declared = declares_operations_v2(
-            headers
-                .get_all("poppy-extensions")
-                .iter()
-                .map(|v| v.as_bytes()),
-        )
-        .map_err(|e| {
-            bad(
-                400,
-                ErrorBody::new("invalid_header", e.to_string()).with("header", "Poppy-Extensions"),
-            )
-        })?;
-        if !declared {
-            return Err((
-                Reply::error(400, &ErrorBody::new("extension_required", "this action needs the user's approval: declare Poppy-Extensions: \"operations\";v=\"2\"").with("extension", "operations")),
-                Outcome::ExtensionRequired,
-            ));
-        }
-
-        let approver = Approver::for_request(
-            headers
-                .get("poppy-session")
-                .map(|v| v.as_bytes())
-                .unwrap_or_default(),
-            headers
-                .get(http::header::AUTHORIZATION)
-                .map(|v| v.as_bytes()),
-            &self.session_claims,
-        )
-        .await
-        .map_err(|e: ApproverError| bad(401, ErrorBody::new(e.code(), e.to_string())))?;
-
-        let method = header.method.clone();
-        let headers = headers.clone();
-        let body = read_body(session, &self.body_limits, &self.metrics)
-            .await
-            .map_err(|refusal| (Reply::refusal(&refusal), Outcome::BadRequest))?;
-
-        // After the body: a request too large is refused as that, whatever else is wrong.
-        let approval = if headers.contains_key("poppy-approval") {
-            Some(
-                ApprovalHeader::parse(
-                    headers
-                        .get_all("poppy-approval")
-                        .iter()
-                        .map(|v| v.as_bytes()),
+            RouteMatch::Policy(policy, captures) => {
+                http_api::handle(
+                    &self.operations,
+                    &self.upstream,
+                    session,
+                    policy,
+                    captures,
+                    target,
                 )
-                .map_err(|e| {
-                    bad(
-                        400,
-                        ErrorBody::new("invalid_header", e.to_string())
-                            .with("header", "Poppy-Approval"),
-                    )
-                })?,
-            )
-        } else {
-            None
-        };
-
-        let reading = ingress::read_policy_request(
-            policy,
-            &captures,
-            &HttpRequest {
-                method: method.as_str(),
-                target: &target,
-                headers: &headers,
-                body: &body,
-            },
-        )
-        .map_err(|refusal| (Reply::refusal(&refusal), Outcome::BadRequest))?;
-
-        let forward = ForwardRequest {
-            method,
-            path_and_query: target.path_and_query(),
-            headers: forwarded_headers(&headers),
-            body,
-        };
-        Ok(ApiRequest {
-            policy: Arc::clone(policy),
-            approver,
-            approval,
-            reading,
-            headers,
-            forward,
-        })
+                .await
+            }
+        }
     }
 }
 

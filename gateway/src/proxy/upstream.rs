@@ -17,10 +17,10 @@ use crate::config::Upstream;
 use crate::store::RecordedResponse;
 
 /// The largest upstream answer the gateway records for replay.
-pub const MAX_RECORDED_BODY: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_RECORDED_BODY: usize = 16 * 1024 * 1024;
 
 /// Headers that describe one connection, not the message: never forwarded or recorded.
-pub const HOP_BY_HOP: [&str; 9] = [
+pub(crate) const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "keep-alive",
     "proxy-authenticate",
@@ -35,7 +35,9 @@ pub const HOP_BY_HOP: [&str; 9] = [
 /// A Personal Agent's headers as they go upstream with an operation: without `Poppy-Approval`
 /// (the gateway's business), hop-by-hop headers, `Content-Length` (set anew for the body) and
 /// `Expect` (the body is sent at once). HTTP and MCP operations both go through here.
-pub fn forwarded_headers(headers: &http::HeaderMap) -> Vec<(http::HeaderName, http::HeaderValue)> {
+pub(crate) fn forwarded_headers(
+    headers: &http::HeaderMap,
+) -> Vec<(http::HeaderName, http::HeaderValue)> {
     headers
         .iter()
         .filter(|(name, _)| {
@@ -49,17 +51,17 @@ pub fn forwarded_headers(headers: &http::HeaderMap) -> Vec<(http::HeaderName, ht
 
 /// A request to send upstream, complete with its body.
 #[derive(Debug, Clone)]
-pub struct ForwardRequest {
-    pub method: http::Method,
+pub(crate) struct ForwardRequest {
+    pub(crate) method: http::Method,
     /// Path and query, as the Personal Agent sent them.
-    pub path_and_query: String,
-    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
-    pub body: Bytes,
+    pub(crate) path_and_query: String,
+    pub(crate) headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    pub(crate) body: Bytes,
 }
 
 /// Why a forward produced no answer.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum ForwardError {
+pub(crate) enum ForwardError {
     /// Nothing reached the upstream (no connection could be made).
     #[error("request not sent: {0}")]
     NotSent(String),
@@ -68,7 +70,7 @@ pub enum ForwardError {
     Unknown(String),
 }
 
-pub struct UpstreamClient {
+pub(crate) struct UpstreamClient {
     connector: Connector,
     peer: HttpPeer,
     timeout: Duration,
@@ -78,7 +80,7 @@ pub struct UpstreamClient {
 }
 
 impl UpstreamClient {
-    pub fn new(upstream: &Upstream) -> UpstreamClient {
+    pub(crate) fn new(upstream: &Upstream) -> UpstreamClient {
         let mut peer = HttpPeer::new(
             upstream.address.as_str(),
             upstream.tls,
@@ -114,7 +116,7 @@ impl UpstreamClient {
 
     /// Send an approved execution: as [`Self::send`], with its operation ID in the configured
     /// header so the upstream can log it.
-    pub async fn send_approved(
+    pub(crate) async fn send_approved(
         &self,
         mut request: ForwardRequest,
         operation_id: &str,
@@ -131,12 +133,15 @@ impl UpstreamClient {
     }
 
     /// The peer passthrough traffic goes to.
-    pub fn peer(&self) -> &HttpPeer {
+    pub(crate) fn peer(&self) -> &HttpPeer {
         &self.peer
     }
 
     /// Send a request on a fresh connection and read the whole answer.
-    pub async fn send(&self, request: ForwardRequest) -> Result<RecordedResponse, ForwardError> {
+    pub(crate) async fn send(
+        &self,
+        request: ForwardRequest,
+    ) -> Result<RecordedResponse, ForwardError> {
         let (mut session, _reused) = self
             .connector
             .get_http_session(&self.peer)

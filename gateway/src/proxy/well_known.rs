@@ -5,11 +5,11 @@ use serde_json::{Value, json};
 
 use super::upstream::{ForwardRequest, UpstreamClient};
 
-pub const PATH: &str = "/.well-known/poppy.json";
+pub(crate) const PATH: &str = "/.well-known/poppy.json";
 
 /// Fetch the upstream's document (or use the configured one) and list `operations` v2 in
 /// its `extensions`, keeping every other member.
-pub async fn document(
+pub(crate) async fn document(
     upstream: &UpstreamClient,
     headers: &http::HeaderMap,
     fallback: Option<&Value>,
@@ -39,7 +39,7 @@ pub async fn document(
 }
 
 /// Set `extensions.operations` to `[{"version": "2"}]`, keeping other extensions.
-pub fn merge(mut document: Value) -> Value {
+pub(crate) fn merge(mut document: Value) -> Value {
     if let Some(root) = document.as_object_mut() {
         let extensions = root.entry("extensions").or_insert_with(|| json!({}));
         if !extensions.is_object() {

@@ -5,13 +5,13 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// `prev` of the first receipt of a chain.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub(crate) const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-pub fn hash_line(line: &str) -> String {
+pub(crate) fn hash_line(line: &str) -> String {
     hex(&Sha256::digest(line.as_bytes()))
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -64,7 +64,7 @@ pub fn verify(text: &str) -> Result<usize, Broken> {
 }
 
 /// The hash the next receipt links to, after the chain in `text` (which is not verified here).
-pub fn last_hash(text: &str) -> String {
+pub(crate) fn last_hash(text: &str) -> String {
     text.lines()
         .rev()
         .find(|l| !l.is_empty())

@@ -22,7 +22,7 @@ pub enum ReceiptTarget {
 
 /// One receipt. Absent facts are `null`: an operator's resolution knows no summary or terms.
 #[derive(Debug, Clone, Serialize)]
-pub struct Receipt {
+pub(crate) struct Receipt {
     /// `performed`, `resolved_performed` or `resolved_not_performed`.
     pub kind: &'static str,
     pub operation_id: String,
@@ -48,7 +48,7 @@ pub struct Receipt {
 }
 
 /// The digest of a recorded answer kept in a receipt.
-pub fn answer_digest(status: u16, headers: &[(String, Vec<u8>)], body: &[u8]) -> String {
+pub(crate) fn answer_digest(status: u16, headers: &[(String, Vec<u8>)], body: &[u8]) -> String {
     let mut hash = Sha256::new();
     hash.update(status.to_be_bytes());
     for (name, value) in headers {
@@ -83,7 +83,7 @@ struct Tail {
 }
 
 /// The append-only sink. One lock around "link, write": concurrent receipts form one chain.
-pub struct ReceiptSink {
+pub(crate) struct ReceiptSink {
     target: ReceiptTarget,
     tail: Mutex<Tail>,
 }
@@ -124,7 +124,7 @@ impl ReceiptSink {
     }
 
     /// Append a receipt. A failure is logged (loudly): the operation itself already happened.
-    pub fn write(&self, receipt: &Receipt) {
+    pub(crate) fn write(&self, receipt: &Receipt) {
         if let Err(e) = self.try_write(receipt) {
             tracing::error!(operation_id = %receipt.operation_id, error = %e, "receipt not written");
         }
@@ -174,7 +174,7 @@ fn find_in(path: &Path, operation_id: &str) -> Result<Vec<Value>, String> {
 }
 
 /// Now as RFC 3339 with milliseconds.
-pub fn rfc3339_ms(unix_ms: i64) -> String {
+pub(crate) fn rfc3339_ms(unix_ms: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_ms) * 1_000_000)
         .ok()
         .and_then(|t| {

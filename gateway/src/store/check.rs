@@ -9,7 +9,7 @@ use crate::metrics::Metrics;
 
 /// What the check found wrong, when the gateway must not serve (or start) with it.
 #[derive(Debug, thiserror::Error)]
-pub enum CheckError {
+pub(crate) enum CheckError {
     #[error("store.require_durable: {0}")]
     NotDurable(String),
     #[error(
@@ -21,7 +21,7 @@ pub enum CheckError {
 }
 
 /// The settings the check applies, and what it last logged.
-pub struct DurabilityCheck {
+pub(crate) struct DurabilityCheck {
     pub require_durable: bool,
     /// Whether `[store] wait_replicas` was set (to anything, 0 included).
     pub wait_replicas_set: bool,

@@ -13,13 +13,16 @@ use super::{
 use crate::metrics::{Metrics, StoreCall};
 use crate::protocol::OperationId;
 
-pub struct InstrumentedStore {
+pub(crate) struct InstrumentedStore {
     inner: Arc<dyn OperationStore>,
     metrics: Arc<Metrics>,
 }
 
 impl InstrumentedStore {
-    pub fn wrap(inner: Arc<dyn OperationStore>, metrics: Arc<Metrics>) -> Arc<dyn OperationStore> {
+    pub(crate) fn wrap(
+        inner: Arc<dyn OperationStore>,
+        metrics: Arc<Metrics>,
+    ) -> Arc<dyn OperationStore> {
         Arc::new(InstrumentedStore { inner, metrics })
     }
 

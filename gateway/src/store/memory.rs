@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 
 use super::messages::{MemoryMessages, MessageSlot};
+use super::owner::{Finishable, Finisher};
 use super::{
     ActionState, Claim, ClaimOutcome, InFlightOperation, MemoryLimits, OperationRecord,
     OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome, StoreError,
@@ -60,24 +61,6 @@ struct Inner {
     /// The estimated size of every record held, live or not yet swept.
     bytes: usize,
     writes_since_sweep: usize,
-}
-
-/// Whose in-flight record a step may finish.
-#[derive(Clone, Copy)]
-enum Owner<'a> {
-    /// The claim's own (complete, release).
-    Exactly(&'a str),
-    /// Anybody's: an operator's resolution.
-    Any,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Finishable {
-    Yes,
-    NoRecord,
-    Done,
-    /// In flight under another owner.
-    NotYours,
 }
 
 struct Expiring<T> {
@@ -152,15 +135,8 @@ impl Inner {
     }
 
     /// Who may finish (complete, resolve, release) the in-flight record of `key`.
-    fn finishable(&self, key: &str, now: i64, owner: Owner<'_>) -> Finishable {
-        match self.live_record(key, now).map(|record| &record.state) {
-            None => Finishable::NoRecord,
-            Some(RecordState::Done(_)) => Finishable::Done,
-            Some(RecordState::InFlight { owner: o, .. }) => match owner {
-                Owner::Exactly(owner) if o != owner => Finishable::NotYours,
-                _ => Finishable::Yes,
-            },
-        }
+    fn finishable(&self, key: &str, now: i64, finisher: Finisher<'_>) -> Finishable {
+        finisher.finishable(self.live_record(key, now).map(|record| &record.state))
     }
 
     fn insert(&mut self, id: &OperationId, entry: Expiring<OperationRecord>) {
@@ -416,7 +392,7 @@ impl OperationStore for MemoryStore {
     ) -> Result<bool, StoreError> {
         let now = now_ms();
         let mut inner = self.lock();
-        if inner.finishable(id.as_str(), now, Owner::Exactly(owner)) != Finishable::Yes {
+        if inner.finishable(id.as_str(), now, Finisher::Owner(owner)) != Finishable::Yes {
             return Ok(false);
         }
         let Some(record) = inner.live_record(id.as_str(), now).cloned() else {
@@ -435,7 +411,7 @@ impl OperationStore for MemoryStore {
     ) -> Result<bool, StoreError> {
         let now = now_ms();
         let mut inner = self.lock();
-        let record = match inner.finishable(id.as_str(), now, Owner::Exactly(&claim.owner)) {
+        let record = match inner.finishable(id.as_str(), now, Finisher::Restore(claim)) {
             Finishable::Done | Finishable::NotYours => return Ok(false),
             Finishable::Yes => inner.live_record(id.as_str(), now).cloned(),
             Finishable::NoRecord => None,
@@ -458,7 +434,7 @@ impl OperationStore for MemoryStore {
     async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError> {
         let now = now_ms();
         let mut inner = self.lock();
-        let owned = inner.finishable(id.as_str(), now, Owner::Exactly(owner)) == Finishable::Yes;
+        let owned = inner.finishable(id.as_str(), now, Finisher::Owner(owner)) == Finishable::Yes;
         if owned {
             inner.remove(id);
             inner.wrote(now);
@@ -474,10 +450,10 @@ impl OperationStore for MemoryStore {
     ) -> Result<ResolveOutcome, StoreError> {
         let now = now_ms();
         let mut inner = self.lock();
-        match inner.finishable(id.as_str(), now, Owner::Any) {
+        match inner.finishable(id.as_str(), now, Finisher::Any) {
             Finishable::NoRecord => return Ok(ResolveOutcome::NoRecord),
             Finishable::Done => return Ok(ResolveOutcome::AlreadyDone),
-            // `Owner::Any` finishes anybody's in-flight record.
+            // `Finisher::Any` finishes anybody's in-flight record.
             Finishable::Yes | Finishable::NotYours => {}
         }
         match resolution {

@@ -23,6 +23,7 @@ mod check;
 mod instrumented;
 mod memory;
 mod messages;
+mod owner;
 mod redis;
 
 use std::sync::Arc;
@@ -31,18 +32,22 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-pub use check::{CheckError, DurabilityCheck};
-pub use instrumented::InstrumentedStore;
+pub(crate) use check::DurabilityCheck;
+pub(crate) use instrumented::InstrumentedStore;
 pub use memory::MemoryStore;
 pub use messages::MessageSlot;
-pub use redis::{CLUSTER_SCHEME, DEFAULT_NAMESPACE, MAX_WAIT_TIMEOUT, RedisStore, cluster_seeds};
-pub use redis::{Durability, NodeDurability};
+pub(crate) use redis::Durability;
+pub use redis::RedisStore;
+pub(crate) use redis::{CLUSTER_SCHEME, DEFAULT_NAMESPACE, MAX_WAIT_TIMEOUT, cluster_seeds};
 
 use crate::protocol::OperationId;
 
 /// A store failure. The gateway fails closed on any of these: nothing is forwarded.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The store's URL or options are wrong: it was never opened.
+    #[error("{0}")]
+    Invalid(String),
     #[error("store unavailable: {0}")]
     Unavailable(String),
     #[error("store returned a malformed record: {0}")]
@@ -326,23 +331,14 @@ pub fn open(url: &str) -> Result<Arc<dyn OperationStore>, StoreError> {
     open_with(url, &StoreOptions::default())
 }
 
-/// [`open`] with a key namespace for the Redis store (ignored by `memory://`).
-pub fn open_with_namespace(
-    url: &str,
-    namespace: &str,
-) -> Result<Arc<dyn OperationStore>, StoreError> {
-    let options = StoreOptions {
-        namespace: namespace.to_owned(),
-        ..StoreOptions::default()
-    };
-    open_with(url, &options)
-}
-
 /// [`open`] with every option.
-pub fn open_with(url: &str, options: &StoreOptions) -> Result<Arc<dyn OperationStore>, StoreError> {
+pub(crate) fn open_with(
+    url: &str,
+    options: &StoreOptions,
+) -> Result<Arc<dyn OperationStore>, StoreError> {
     if url == "memory://" {
         if options.wait.is_some() {
-            return Err(StoreError::Unavailable(
+            return Err(StoreError::Invalid(
                 "wait_replicas needs a Redis store: memory:// has no replicas".into(),
             ));
         }

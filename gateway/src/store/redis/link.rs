@@ -158,11 +158,11 @@ impl Links {
                 .min_retry_wait(min_wait)
                 .max_retry_wait(max_wait)
                 .build()
-                .map_err(|e| StoreError::Unavailable(format!("invalid Redis Cluster URL: {e}")))?;
+                .map_err(|e| StoreError::Invalid(format!("invalid Redis Cluster URL: {e}")))?;
             Target::Cluster(client)
         } else {
             let client = Client::open(url)
-                .map_err(|e| StoreError::Unavailable(format!("invalid Redis URL: {e}")))?;
+                .map_err(|e| StoreError::Invalid(format!("invalid Redis URL: {e}")))?;
             Target::Node(client)
         };
         Ok(Links {

@@ -40,10 +40,13 @@ use redis::Value;
 use self::codec::{
     Finished, bytes_of, corrupt, decode_record, encode_headers, finished, into_fields,
 };
-pub use self::durability::{Durability, NodeDurability};
+pub use self::durability::Durability;
+#[cfg(test)]
+pub(crate) use self::durability::NodeDurability;
 use self::link::Links;
 use self::script::{Lua, Ran};
 pub use self::url::{CLUSTER_SCHEME, cluster_seeds};
+use super::owner::Finisher;
 use super::{
     ActionState, Claim, ClaimOutcome, InFlightOperation, MessageSlot, OperationRecord,
     OperationStore, RecordState, RecordedResponse, ReplicaWait, Resolution, ResolveOutcome,
@@ -71,26 +74,6 @@ const STALE_INDEX_AFTER_MS: i64 = 60_000;
 
 /// At most this many unknown operations are counted for the gauge per scrape.
 const MAX_UNKNOWN_COUNTED: usize = 10_000;
-/// Whose in-flight record `complete.lua` and `release.lua` may finish.
-enum Mode<'a> {
-    /// The claim's own: the gateway completing or releasing.
-    Owner(&'a str),
-    /// The claim's own, and written anyway when the record vanished (complete only).
-    Restore(&'a Claim),
-    /// Anybody's: an operator's resolution.
-    Any,
-}
-
-impl Mode<'_> {
-    fn args(&self) -> (&'static str, &str) {
-        match self {
-            Mode::Owner(owner) => ("owner", owner),
-            Mode::Restore(claim) => ("restore", &claim.owner),
-            Mode::Any => ("any", ""),
-        }
-    }
-}
-
 /// The shared operation store on Redis.
 pub struct RedisStore {
     links: Links,
@@ -132,7 +115,7 @@ impl RedisStore {
         let namespace = &options.namespace;
         // A brace would move the hash tag and split an operation's keys across slots.
         if namespace.is_empty() || namespace.contains(['{', '}']) {
-            return Err(StoreError::Unavailable(format!(
+            return Err(StoreError::Invalid(format!(
                 "invalid Redis key namespace {namespace:?}: must be non-empty and without braces"
             )));
         }
@@ -140,7 +123,7 @@ impl RedisStore {
             && (wait.replicas == 0 || wait.timeout.is_zero() || wait.timeout > MAX_WAIT_TIMEOUT)
         {
             // WAIT with a zero timeout would block forever.
-            return Err(StoreError::Unavailable(format!(
+            return Err(StoreError::Invalid(format!(
                 "invalid replica wait {wait:?}: at least 1 replica, a timeout of 1ms to {MAX_WAIT_TIMEOUT:?}"
             )));
         }
@@ -240,7 +223,7 @@ impl RedisStore {
                     .await
             })
             .await?;
-        let now = crate::proxy::now_millis();
+        let now = crate::clock::now_millis();
         let mut listed = Vec::with_capacity(members.len());
         for (member, score) in members {
             let record = match OperationId::parse(&member) {
@@ -285,15 +268,15 @@ impl RedisStore {
     async fn record_answer(
         &self,
         id: &OperationId,
-        mode: Mode<'_>,
+        mode: Finisher<'_>,
         response: &RecordedResponse,
         remember_until_ms: i64,
     ) -> Result<(Finished, Ran), StoreError> {
         let restore = match &mode {
-            Mode::Restore(claim) => Some(*claim),
+            Finisher::Restore(claim) => Some(*claim),
             _ => None,
         };
-        let (mode, owner) = mode.args();
+        let (mode, owner) = mode.script_args();
         let call = self
             .complete
             .call()
@@ -328,10 +311,10 @@ impl RedisStore {
     async fn forget(
         &self,
         id: &OperationId,
-        mode: Mode<'_>,
+        mode: Finisher<'_>,
         wait: Option<ReplicaWait>,
     ) -> Result<(Finished, Ran), StoreError> {
-        let (mode, owner) = mode.args();
+        let (mode, owner) = mode.script_args();
         let call = self
             .release
             .call()
@@ -357,7 +340,7 @@ impl RedisStore {
         owner: &str,
         shortfall: String,
     ) -> StoreError {
-        if let Err(e) = self.forget(id, Mode::Owner(owner), None).await {
+        if let Err(e) = self.forget(id, Finisher::Owner(owner), None).await {
             // It stays in flight and turns unknown: never forwarded, 503 until resolved.
             tracing::error!(operation_id = %id, error = %e, "unreplicated claim not released");
         }
@@ -516,7 +499,7 @@ impl OperationStore for RedisStore {
         remember_until_ms: i64,
     ) -> Result<bool, StoreError> {
         let (finished, ran) = self
-            .record_answer(id, Mode::Owner(owner), response, remember_until_ms)
+            .record_answer(id, Finisher::Owner(owner), response, remember_until_ms)
             .await?;
         if finished == Finished::Yes
             && let Some(shortfall) = self.short_of_replicas(&ran)
@@ -536,7 +519,7 @@ impl OperationStore for RedisStore {
         remember_until_ms: i64,
     ) -> Result<bool, StoreError> {
         let (finished, ran) = self
-            .record_answer(id, Mode::Restore(claim), response, remember_until_ms)
+            .record_answer(id, Finisher::Restore(claim), response, remember_until_ms)
             .await?;
         if finished == Finished::Yes
             && let Some(shortfall) = self.short_of_replicas(&ran)
@@ -547,7 +530,7 @@ impl OperationStore for RedisStore {
     }
 
     async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError> {
-        let (finished, _) = self.forget(id, Mode::Owner(owner), None).await?;
+        let (finished, _) = self.forget(id, Finisher::Owner(owner), None).await?;
         Ok(finished == Finished::Yes)
     }
 
@@ -559,10 +542,10 @@ impl OperationStore for RedisStore {
     ) -> Result<ResolveOutcome, StoreError> {
         let (finished, ran) = match resolution {
             Resolution::Performed(response) => {
-                self.record_answer(id, Mode::Any, response, remember_until_ms)
+                self.record_answer(id, Finisher::Any, response, remember_until_ms)
                     .await?
             }
-            Resolution::NotPerformed => self.forget(id, Mode::Any, self.wait).await?,
+            Resolution::NotPerformed => self.forget(id, Finisher::Any, self.wait).await?,
         };
         match finished {
             Finished::Yes => {

@@ -10,7 +10,7 @@ pub const CLUSTER_SCHEME: &str = "redis+cluster://";
 /// database 0 and the client discovers every other node from any seed, so there is no path or
 /// query to give. Err for anything else, or a URL of another scheme.
 pub fn cluster_seeds(url: &str) -> Result<Vec<String>, StoreError> {
-    let invalid = |why: &str| StoreError::Unavailable(format!("invalid Redis Cluster URL: {why}"));
+    let invalid = |why: &str| StoreError::Invalid(format!("invalid Redis Cluster URL: {why}"));
     let rest = url
         .strip_prefix(CLUSTER_SCHEME)
         .ok_or_else(|| invalid("it must start with redis+cluster://"))?;

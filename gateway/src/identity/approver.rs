@@ -9,41 +9,69 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::config::{SessionClaims, VerifyMode};
-use crate::identity::{TokenError, VerifyError};
+use std::sync::Arc;
+
+use super::{SessionVerifier, TokenError, VerifyError};
 use crate::protocol::{ScopeKind, SigningKey};
+
+/// Which claims identify the Session, the agent, the user and the account, and who verifies
+/// the credentials they come from (`[session]`).
+#[derive(Debug, Clone)]
+pub struct SessionClaims {
+    pub verify: VerifyMode,
+    pub session_claim: String,
+    pub agent_claim: String,
+    pub user_claim: String,
+    pub account_claim: String,
+}
+
+/// `[session] verify`.
+#[derive(Debug, Clone)]
+pub enum VerifyMode {
+    /// The gateway verifies the Poppy-Session signature against trusted agents' keys.
+    Required(Arc<SessionVerifier>),
+    /// The upstream verifies; the gateway reads claims unverified, so a recorded answer is
+    /// replayed only to the exact credentials that approved it.
+    Off,
+}
+
+impl VerifyMode {
+    pub fn is_off(&self) -> bool {
+        matches!(self, VerifyMode::Off)
+    }
+}
 
 /// The approver scope of a request: operations are bound to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Approver {
-    pub kind: ScopeKind,
+pub(crate) struct Approver {
+    pub(crate) kind: ScopeKind,
     /// `s:<agent>:<session>` or `a:<agent>:<user>:<account>`, each part length-prefixed.
-    pub scope: String,
+    pub(crate) scope: String,
     /// The Session's own scope, signed in or not.
-    pub session_scope: String,
+    pub(crate) session_scope: String,
     /// A hash of the credentials the gateway did not verify (with `verify = "off"` the
     /// `Poppy-Session` and `Authorization` values; verified, an unverified bearer token):
     /// a recorded answer goes only to the same ones. `None` when everything was verified.
-    pub credentials: Option<Credentials>,
+    pub(crate) credentials: Option<Credentials>,
     /// Who, for receipts: the claims as read (verified or not, as `credentials` says).
-    pub who: Who,
+    pub(crate) who: Who,
 }
 
 /// The parties of an approval, for receipts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Who {
-    pub agent: String,
-    pub user: Option<String>,
-    pub session: String,
+pub(crate) struct Who {
+    pub(crate) agent: String,
+    pub(crate) user: Option<String>,
+    pub(crate) session: String,
     /// The account the bearer token is for (`token:<hash>` for an unverified opaque token).
-    pub account: Option<String>,
+    pub(crate) account: Option<String>,
 }
 
 /// SHA-256 of the `Poppy-Session` and `Authorization` values, length-prefixed. Never stored
 /// as is: the flow keys it with the gateway's signing key first (see
 /// [`Credentials::digest`]), so the store holds nothing a token could be guessed from.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Credentials([u8; 32]);
+pub(crate) struct Credentials([u8; 32]);
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -52,7 +80,7 @@ impl std::fmt::Debug for Credentials {
 }
 
 impl Credentials {
-    pub fn of(session: &[u8], authorization: Option<&[u8]>) -> Credentials {
+    pub(crate) fn of(session: &[u8], authorization: Option<&[u8]>) -> Credentials {
         let mut hash = Sha256::new();
         for part in [Some(session), authorization] {
             match part {
@@ -70,13 +98,13 @@ impl Credentials {
 
     /// The digest kept with a record: keyed, so that a store dump gives no way to test
     /// guesses of a token.
-    pub fn digest(&self, key: &SigningKey) -> String {
+    pub(crate) fn digest(&self, key: &SigningKey) -> String {
         key.tag(b"poppy-credentials-v1", &[&self.0], 43)
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApproverError {
+pub(crate) enum ApproverError {
     #[error("Poppy-Session is not a JWT (three base64url parts with a JSON object payload)")]
     NotAJwt,
     #[error("Poppy-Session has no string claim `{0}`")]
@@ -89,7 +117,7 @@ pub enum ApproverError {
 
 impl ApproverError {
     /// The `error` code of the 401 that refuses the request.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             ApproverError::InvalidToken(_) => "invalid_token",
             _ => "invalid_session",
@@ -100,7 +128,7 @@ impl ApproverError {
 impl Approver {
     /// The approver of a request, as `[session] verify` says: verified claims, or unverified
     /// ones bound to the exact credentials.
-    pub async fn for_request(
+    pub(crate) async fn for_request(
         session: &[u8],
         authorization: Option<&[u8]>,
         claims: &SessionClaims,
@@ -143,7 +171,7 @@ impl Approver {
 
     /// Unverified claims (`verify = "off"`, and `explain`). `authorization` is the raw
     /// `Authorization` header, if any: a bearer token means the Session is signed in.
-    pub fn from_headers(
+    pub(crate) fn from_headers(
         session: &[u8],
         authorization: Option<&[u8]>,
         claims: &SessionClaims,
@@ -202,7 +230,7 @@ impl Approver {
 
     /// The Session on its own: an operation returned while it was signed out can be approved
     /// only in that Session, even once it has signed in.
-    pub fn session_only(&self) -> Approver {
+    pub(crate) fn session_only(&self) -> Approver {
         Approver {
             kind: ScopeKind::Session,
             scope: self.session_scope.clone(),
@@ -265,7 +293,7 @@ mod tests {
 
     fn claims() -> SessionClaims {
         SessionClaims {
-            verify: crate::config::VerifyMode::Off,
+            verify: VerifyMode::Off,
             session_claim: "sid".into(),
             agent_claim: "iss".into(),
             user_claim: "sub".into(),

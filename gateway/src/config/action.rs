@@ -1,0 +1,275 @@
+//! The keys `[[operation]]` and `[[tool]]` share (name, id_prefix, expires_in, same_action,
+//! summary, terms, ignore), validated once for both.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::duration::parse_duration;
+use super::error::ConfigError;
+use super::file::TermFile;
+use crate::policy::{PathTemplate, SummaryTemplate, TermSource, is_valid_json_path};
+
+/// The longest approval window a policy may ask for: records are kept that long.
+const MAX_EXPIRES_IN: Duration = Duration::from_secs(30 * 86_400);
+
+/// Which kind of table a policy is written in: they share most keys, not every term source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Table {
+    Operation,
+    Tool,
+}
+
+impl Table {
+    fn word(self) -> &'static str {
+        match self {
+            Table::Operation => "operation",
+            Table::Tool => "tool",
+        }
+    }
+}
+
+/// The keys `[[operation]]` and `[[tool]]` share.
+pub(super) struct ActionKeys<'a> {
+    pub table: Table,
+    pub name: &'a Spanned<String>,
+    pub id_prefix: &'a Spanned<String>,
+    pub expires_in: &'a Spanned<String>,
+    pub same_action: &'a Spanned<Vec<String>>,
+    pub summary: &'a Spanned<String>,
+    pub terms: &'a BTreeMap<Spanned<String>, Spanned<TermFile>>,
+    /// `ignore`: JSONPaths of fields that are not terms (body, or tool arguments).
+    pub ignore: Option<&'a Spanned<Vec<String>>>,
+}
+
+/// The shared keys, validated.
+pub(super) struct Action {
+    pub name: String,
+    pub id_prefix: String,
+    pub expires_in: Duration,
+    pub same_action: Vec<String>,
+    pub summary: SummaryTemplate,
+    pub terms: Vec<(String, TermSource)>,
+    pub ignore: Vec<String>,
+    /// `file:line:column` of the table's name.
+    pub source: String,
+}
+
+/// Lint the shared keys; `None` (with the problems in `errors`) if any is wrong.
+pub(super) fn compile_action(
+    path: &Path,
+    source: &str,
+    op: &ActionKeys<'_>,
+    template: Option<&PathTemplate>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Action> {
+    let start = errors.len();
+    let name = op.name.get_ref();
+    let table = op.table.word();
+    let at = |span: std::ops::Range<usize>, message: String| {
+        ConfigError::at(
+            path,
+            source,
+            Some(span),
+            format!("{table} `{name}`: {message}"),
+        )
+    };
+
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        errors.push(at(
+            op.name.span(),
+            "name: use A-Z a-z 0-9 _ - (it labels metrics)".into(),
+        ));
+    }
+    let prefix = op.id_prefix.get_ref();
+    if prefix.is_empty() || prefix.len() > 16 || !prefix.bytes().all(|b| b.is_ascii_alphanumeric())
+    {
+        errors.push(at(
+            op.id_prefix.span(),
+            "id_prefix: 1 to 16 characters of A-Z a-z 0-9".into(),
+        ));
+    }
+    let expires_in = match parse_duration(op.expires_in.get_ref()) {
+        Ok(d) if d >= Duration::from_secs(1) && d <= MAX_EXPIRES_IN => d,
+        Ok(_) => {
+            errors.push(at(
+                op.expires_in.span(),
+                "expires_in: must be from 1s to 30d".into(),
+            ));
+            Duration::ZERO
+        }
+        Err(e) => {
+            errors.push(at(op.expires_in.span(), format!("expires_in: {e}")));
+            Duration::ZERO
+        }
+    };
+
+    let mut terms = Vec::new();
+    for (term_name, term) in op.terms {
+        let tn = term_name.get_ref();
+        if tn.is_empty() || !tn.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            errors.push(at(
+                term_name.span(),
+                format!("terms.{tn}: a term name uses A-Z a-z 0-9 _"),
+            ));
+        }
+        match term_source(term.get_ref()) {
+            Ok(source) => {
+                if let Some(problem) = source_problem(op.table, &source, template) {
+                    errors.push(at(term.span(), format!("terms.{tn}: {problem}")));
+                }
+                terms.push((tn.clone(), source));
+            }
+            Err(e) => errors.push(at(term.span(), format!("terms.{tn}: {e}"))),
+        }
+    }
+    if terms.is_empty() {
+        errors.push(at(
+            op.name.span(),
+            format!("no [{table}.terms]: the terms are what the User approves"),
+        ));
+    }
+
+    let summary = SummaryTemplate::parse(op.summary.get_ref())
+        .map_err(|e| errors.push(at(op.summary.span(), format!("summary: {e}"))))
+        .ok();
+    if let Some(summary) = &summary {
+        // The spec: everything that affects the action MUST be in the summary.
+        for (term_name, _) in &terms {
+            if !summary.placeholders().any(|p| p == term_name) {
+                errors.push(at(op.summary.span(), format!("summary leaves out term `{term_name}`: everything that affects the action must be in the summary (add {{{term_name}}})")));
+            }
+        }
+        for placeholder in summary.placeholders() {
+            if !terms.iter().any(|(n, _)| n == placeholder) {
+                errors.push(at(
+                    op.summary.span(),
+                    format!("summary placeholder `{{{placeholder}}}` names no term"),
+                ));
+            }
+        }
+    }
+    if op.same_action.get_ref().is_empty() {
+        errors.push(at(
+            op.same_action.span(),
+            "same_action: name the terms that identify the action (e.g. the order and item)".into(),
+        ));
+    }
+    for identifying in op.same_action.get_ref() {
+        if !terms.iter().any(|(n, _)| n == identifying) {
+            errors.push(at(
+                op.same_action.span(),
+                format!("same_action names `{identifying}`, which is not a term"),
+            ));
+        }
+    }
+
+    if errors.len() > start {
+        return None;
+    }
+    let (line, column) = {
+        let e = ConfigError::at(path, source, Some(op.name.span()), "");
+        (e.line, e.column)
+    };
+    let ignore = op
+        .ignore
+        .map(|paths| paths.get_ref().clone())
+        .unwrap_or_default();
+    for ignored in &ignore {
+        if let Err(e) = is_valid_json_path(ignored) {
+            let span = op.ignore.map(Spanned::span).unwrap_or_default();
+            errors.push(at(
+                span,
+                format!("ignore: `{ignored}` is not a JSONPath: {e}"),
+            ));
+        }
+    }
+    if errors.len() > start {
+        return None;
+    }
+    Some(Action {
+        ignore,
+        name: name.clone(),
+        id_prefix: prefix.clone(),
+        expires_in,
+        same_action: op.same_action.get_ref().clone(),
+        summary: summary?,
+        terms,
+        source: format!("{}:{line}:{column}", path.display()),
+    })
+}
+
+/// What is wrong with a term's source, if anything.
+fn source_problem(
+    table: Table,
+    source: &TermSource,
+    template: Option<&PathTemplate>,
+) -> Option<String> {
+    match (table, source) {
+        (Table::Tool, TermSource::Path(_) | TermSource::Body(_) | TermSource::Query(_)) => Some(
+            "a tool's terms come from its call: use { argument = \"$.…\" }, header or value".into(),
+        ),
+        (Table::Operation, TermSource::Argument(_)) => Some(
+            "`argument` terms are for [[tool]] tables; use path, body, query, header or value"
+                .into(),
+        ),
+        (_, TermSource::Path(capture)) => template
+            .filter(|t| !t.capture_names().any(|c| c == capture))
+            .map(|t| format!("path `{{{capture}}}` is not a capture of `{t}`")),
+        (_, TermSource::Body(path)) => is_valid_json_path(path)
+            .err()
+            .map(|e| format!("body `{path}` is not a JSONPath: {e}")),
+        (_, TermSource::Argument(path)) => is_valid_json_path(path)
+            .err()
+            .map(|e| format!("argument `{path}` is not a JSONPath: {e}")),
+        (_, TermSource::Header(name)) => http::HeaderName::from_bytes(name.as_bytes())
+            .is_err()
+            .then(|| format!("`{name}` is not a header name")),
+        (Table::Tool, TermSource::Lookup(_)) => {
+            Some("`lookup` terms are for [[operation]] tables (tools have no lookups yet)".into())
+        }
+        (_, TermSource::Lookup(path)) => is_valid_json_path(path)
+            .err()
+            .map(|e| format!("lookup `{path}` is not a JSONPath: {e}")),
+        (_, TermSource::Query(_) | TermSource::Value(_)) => None,
+    }
+}
+
+fn term_source(term: &TermFile) -> Result<TermSource, String> {
+    let mut sources = Vec::new();
+    if let Some(p) = &term.path {
+        sources.push(TermSource::Path(p.clone()));
+    }
+    if let Some(p) = &term.body {
+        sources.push(TermSource::Body(p.clone()));
+    }
+    if let Some(q) = &term.query {
+        sources.push(TermSource::Query(q.clone()));
+    }
+    if let Some(h) = &term.header {
+        sources.push(TermSource::Header(h.to_ascii_lowercase()));
+    }
+    if let Some(v) = &term.value {
+        let json = serde_json::to_value(v).map_err(|e| format!("value cannot be JSON: {e}"))?;
+        sources.push(TermSource::Value(json));
+    }
+    if let Some(p) = &term.lookup {
+        sources.push(TermSource::Lookup(p.clone()));
+    }
+    if let Some(a) = &term.argument {
+        sources.push(TermSource::Argument(a.clone()));
+    }
+    match sources.len() {
+        1 => Ok(sources.remove(0)),
+        0 => Err(
+            "give exactly one source: path, body, query, header, value, lookup or argument".into(),
+        ),
+        _ => Err("give exactly one source, not several".into()),
+    }
+}

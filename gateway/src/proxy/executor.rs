@@ -1,0 +1,620 @@
+//! The executor: carries out the operation core's verdicts (`crate::operation`) against the
+//! store and the upstream. The core decides; this only asks the store what a step needs,
+//! claims, forwards once, releases or records, and says what the request came to.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::outcome::RequestOutcome;
+use super::upstream::{ForwardError, ForwardRequest, UpstreamClient};
+use crate::clock::Clock;
+use crate::config::Upstream;
+use crate::drain::{Drain, ForwardGuard};
+use crate::identity::Approver;
+use crate::metrics::{Metrics, Rejection};
+use crate::operation::{
+    self, Answer, Approved, Decision, Minted, OperationRequest, Prepared, Remember, Start, Verdict,
+};
+use crate::policy::{LivePolicies, Policy};
+use crate::protocol::{ApprovalHeader, Keys, OperationId, SigningKey};
+use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
+use crate::store::{
+    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordedResponse, StoreError,
+};
+
+/// What the executor is built from.
+pub(crate) struct ExecutorParts {
+    pub(crate) keys: Keys,
+    pub(crate) store: Arc<dyn OperationStore>,
+    pub(crate) upstream: Arc<UpstreamClient>,
+    pub(crate) settings: Upstream,
+    pub(crate) remember_grace: Duration,
+    /// The policies in force: a completion remembers the operation as long as a revision
+    /// minted under them could be approved, even after a reload during the forward.
+    pub(crate) policies: LivePolicies,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Approved forwards in flight, for a graceful shutdown.
+    pub(crate) drain: Arc<Drain>,
+    /// `[receipts]`: a receipt for every performed operation.
+    pub(crate) receipts: Option<Arc<ReceiptSink>>,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
+/// Everything a request for an operation needs, shared by all requests.
+pub(crate) struct Executor {
+    parts: ExecutorParts,
+    /// Identifies this process in claims (`owner`), for operators reading records.
+    instance: String,
+    claims_made: AtomicU64,
+    /// Operations this process has already logged as unknown (each is logged once).
+    unknown_logged: Mutex<HashSet<String>>,
+}
+
+/// A decision, and what to count and log of it.
+pub(crate) struct Executed {
+    pub(crate) decision: Decision,
+    pub(crate) outcome: RequestOutcome,
+}
+
+/// Why a record found in flight is unknown.
+const LEASE_RAN_OUT: &str = "its lease ran out with no answer recorded";
+/// How long the gateway keeps trying to record an answer after the store failed.
+const RERECORD_FOR: Duration = Duration::from_secs(60);
+
+impl Executor {
+    pub(crate) fn new(parts: ExecutorParts) -> Executor {
+        Executor {
+            parts,
+            instance: format!("{:08x}", rand::random::<u32>()),
+            claims_made: AtomicU64::new(0),
+            unknown_logged: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The store, for the conversations service's own records (its messages).
+    pub(crate) fn store(&self) -> Arc<dyn OperationStore> {
+        Arc::clone(&self.parts.store)
+    }
+
+    /// The key that signs now.
+    pub(crate) fn signing_key(&self) -> &SigningKey {
+        self.parts.keys.current()
+    }
+
+    /// This process, as claims name it.
+    pub(crate) fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// Decide a request, and carry the decision out: mint, replay, or claim and forward it
+    /// once. The store failing at any step fails closed: nothing is forwarded.
+    pub(crate) async fn run(
+        &self,
+        request: OperationRequest,
+        forward: &ForwardRequest,
+    ) -> Executed {
+        let prepared = Prepared::new(request);
+        let policy = prepared.policy();
+        let mut rejection = None;
+        let decision = match self.decide(&prepared, forward, &mut rejection).await {
+            Ok(decision) => decision,
+            Err(e) => {
+                tracing::warn!(policy = %policy.name, error = %e, "store unavailable; nothing forwarded");
+                Decision::StoreUnavailable
+            }
+        };
+        let approval = prepared.request.approval.as_ref();
+        Executed {
+            outcome: RequestOutcome::decided(
+                &policy.name,
+                &decision,
+                approval,
+                rejection,
+                policy.expires_in,
+            ),
+            decision,
+        }
+    }
+
+    /// Checks 1 and 2 before a policy's lookup runs (see [`operation::record_before_lookup`]):
+    /// `None` when the request goes the normal way (no such record, not this approver's, or
+    /// the store can't say).
+    pub(crate) async fn answer_from_record(
+        &self,
+        policy: &Policy,
+        approver: &Approver,
+        approval: Option<&ApprovalHeader>,
+    ) -> Option<Executed> {
+        let id = operation::record_before_lookup(policy, approval)?;
+        let record = self.parts.store.lookup(&id).await.ok()??;
+        let answer =
+            operation::from_record(&self.parts.keys, policy, approver, &id, record, self.now())?;
+        let decision = self.answer(answer, &policy.name);
+        Some(Executed {
+            outcome: RequestOutcome::decided(
+                &policy.name,
+                &decision,
+                approval,
+                None,
+                policy.expires_in,
+            ),
+            decision,
+        })
+    }
+
+    async fn decide(
+        &self,
+        prepared: &Prepared,
+        forward: &ForwardRequest,
+        rejection: &mut Option<Rejection>,
+    ) -> Result<Decision, StoreError> {
+        let keys = &self.parts.keys;
+        let policy = &prepared.policy().name;
+        let mut verdict = match operation::start(prepared) {
+            Start::Decided(verdict) => verdict,
+            Start::Lookup(id) => {
+                // The action's generation comes in the same round trip, for check 1.
+                let (record, generation) = self.parts.store.lookup_with_generation(&id).await?;
+                operation::check(keys, prepared, &id, record, generation, self.now())
+            }
+        };
+        loop {
+            return match verdict {
+                Verdict::Mint(refused) => {
+                    *rejection = refused;
+                    self.mint(prepared, refused.is_some()).await
+                }
+                Verdict::Claim(approved) => match self.perform(prepared, &approved, forward).await?
+                {
+                    Ok(decision) => Ok(decision),
+                    // Claimed by somebody else meanwhile: checks 1 and 2 against their record.
+                    Err(record) => {
+                        verdict =
+                            operation::existing(keys, prepared, &approved.id, record, self.now());
+                        continue;
+                    }
+                },
+                Verdict::Answer(answer) => Ok(self.answer(answer, policy)),
+            };
+        }
+    }
+
+    fn answer(&self, answer: Answer, policy: &str) -> Decision {
+        match answer {
+            Answer::SignInRequired => Decision::SignInRequired,
+            Answer::Replay(response) => Decision::Replayed(response),
+            Answer::InProgress(id) => Decision::InProgress(id),
+            Answer::Unknown(id) => self.unknown(id, policy, LEASE_RAN_OUT),
+        }
+    }
+
+    /// A new operation for what the request asks, unless its action's outcome is unknown.
+    async fn mint(&self, prepared: &Prepared, rejected: bool) -> Result<Decision, StoreError> {
+        let keys = &self.parts.keys;
+        let action = operation::action_tag(keys, prepared);
+        let state = self.parts.store.action_state(action.as_str()).await?;
+        Ok(match operation::mint(keys, prepared, &state, self.now()) {
+            Minted::Hold(operation) => Decision::ApprovalRequired {
+                operation,
+                rejected,
+            },
+            Minted::Unknown(id) => self.unknown(id, &prepared.policy().name, LEASE_RAN_OUT),
+        })
+    }
+
+    /// Claim the operation, forward it once, and record the answer before it is delivered.
+    /// `Err(record)`: somebody claimed it first; this is their record.
+    async fn perform(
+        &self,
+        prepared: &Prepared,
+        approved: &Approved,
+        forward: &ForwardRequest,
+    ) -> Result<Result<Decision, OperationRecord>, StoreError> {
+        let now_ms = self.now();
+        let owner = format!(
+            "{}-{}",
+            self.instance,
+            self.claims_made.fetch_add(1, Ordering::Relaxed)
+        );
+        let lease_until_ms = operation::lease_until_ms(&self.parts.settings, now_ms);
+        let claim = operation::claim(
+            &self.parts.keys,
+            prepared,
+            approved,
+            owner,
+            now_ms,
+            lease_until_ms,
+        );
+        let Some(guard) = self.parts.drain.start_forward() else {
+            return Ok(Ok(Decision::ShuttingDown));
+        };
+        let id = &approved.id;
+        if let ClaimOutcome::Exists(record) = self.parts.store.claim(id, &claim).await? {
+            return Ok(Err(record));
+        }
+
+        let policy = prepared.policy();
+        let name = policy.name.as_str();
+        let receipt = self
+            .parts
+            .receipts
+            .as_ref()
+            .map(|_| operation::draft_receipt(prepared, approved, now_ms));
+        self.parts
+            .metrics
+            .approval_delay(name, approved.expires_at, policy.expires_in);
+        tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "approved; forwarding once");
+        // With its operation ID in the configured header, for the upstream's logs.
+        let sent = self
+            .parts
+            .upstream
+            .send_approved(forward.clone(), id.as_str());
+        Ok(Ok(
+            match self.parts.metrics.upstream_call(name, sent).await {
+                Ok(response) => {
+                    if operation::releases(&self.parts.settings, response.status, &response.headers)
+                    {
+                        self.release(name, id, &claim.owner).await;
+                        tracing::info!(policy = name, operation_id = %id, status = response.status, outcome = "released", "upstream performed nothing; claim released");
+                        return Ok(Ok(Decision::Released(response)));
+                    }
+                    let completion = Completion {
+                        claim,
+                        remember: Remember {
+                            expires_at: approved.expires_at,
+                            expires_in: policy.expires_in,
+                            grace: self.parts.remember_grace,
+                        },
+                        policy: name.to_owned(),
+                        policies: self.parts.policies.clone(),
+                        _guard: guard,
+                        receipt,
+                    };
+                    self.record(id, response.clone(), completion).await;
+                    Decision::Performed(response)
+                }
+                Err(ForwardError::NotSent(e)) => {
+                    self.release(name, id, &claim.owner).await;
+                    tracing::warn!(policy = name, operation_id = %id, error = %e, outcome = "released", "upstream unreachable; nothing sent, claim released");
+                    Decision::UpstreamUnavailable
+                }
+                Err(ForwardError::Unknown(e)) => self.unknown(id.clone(), name, &e),
+            },
+        ))
+    }
+
+    /// Record the answer. If the store fails now, the answer is still delivered, and recording
+    /// is retried in the background so that retries can replay it (they get 503 meanwhile).
+    /// An answer whose record vanished meanwhile is written all the same.
+    async fn record(&self, id: &OperationId, response: RecordedResponse, completion: Completion) {
+        let store = &self.parts.store;
+        let clock = Arc::clone(&self.parts.clock);
+        let until = completion.until_ms(clock.now_millis());
+        let policy = completion.policy.clone();
+        match store
+            .complete_claim(id, &completion.claim, &response, until)
+            .await
+        {
+            Ok(true) => {
+                tracing::info!(policy, operation_id = %id, status = response.status, outcome = "performed", "performed; answer recorded");
+                completion.write_receipt(self.parts.receipts.as_deref(), &response, clock.as_ref());
+            }
+            Ok(false) => {
+                tracing::error!(policy, operation_id = %id, outcome = "performed", "the record was finished by somebody else before the answer was recorded (an operator's resolution?); it was left as it is")
+            }
+            Err(e) => {
+                tracing::warn!(policy, operation_id = %id, error = %e, outcome = "performed", "answer delivered but not recorded yet; retrying in the background");
+                let store = Arc::clone(store);
+                let sink = self.parts.receipts.clone();
+                let id = id.clone();
+                tokio::spawn(async move {
+                    let deadline = tokio::time::Instant::now() + RERECORD_FOR;
+                    let mut pause = Duration::from_millis(100);
+                    while tokio::time::Instant::now() < deadline {
+                        tokio::time::sleep(pause).await;
+                        let until = completion.until_ms(clock.now_millis());
+                        match store
+                            .complete_claim(&id, &completion.claim, &response, until)
+                            .await
+                        {
+                            Ok(recorded) => {
+                                tracing::info!(policy, operation_id = %id, recorded, "answer recorded after a store failure");
+                                if recorded {
+                                    completion.write_receipt(
+                                        sink.as_deref(),
+                                        &response,
+                                        clock.as_ref(),
+                                    );
+                                }
+                                return;
+                            }
+                            Err(e) => {
+                                tracing::debug!(operation_id = %id, error = %e, "still cannot record the answer")
+                            }
+                        }
+                        pause = (pause * 2).min(Duration::from_secs(2));
+                    }
+                    tracing::error!(policy, operation_id = %id, outcome = "unknown", "answer never recorded; retries get 503 until an operator resolves the operation");
+                });
+            }
+        }
+    }
+
+    /// An unknown outcome, logged once per operation in this process (every retry would
+    /// repeat it).
+    fn unknown(&self, id: OperationId, policy: &str, why: &str) -> Decision {
+        let first = match self.unknown_logged.lock() {
+            Ok(mut seen) => {
+                if seen.len() >= 10_000 {
+                    seen.clear();
+                }
+                seen.insert(id.to_string())
+            }
+            Err(_) => true,
+        };
+        if first {
+            tracing::error!(policy, operation_id = %id, outcome = "unknown", why, "outcome unknown; the operation will not be forwarded again unless an operator resolves it as not performed");
+        }
+        Decision::Unknown(id)
+    }
+
+    async fn release(&self, policy: &str, id: &OperationId, owner: &str) {
+        if let Err(e) = self.parts.store.release(id, owner).await {
+            // The record stays in flight and turns unknown: safe, never forwarded twice.
+            tracing::error!(policy, operation_id = %id, outcome = "unknown", error = %e, "claim not released; retries will get 503 until it is resolved");
+        }
+    }
+
+    fn now(&self) -> i64 {
+        self.parts.clock.now_millis()
+    }
+}
+
+/// What completing a claim needs, also from a background retry.
+struct Completion {
+    claim: Claim,
+    remember: Remember,
+    policy: String,
+    policies: LivePolicies,
+    /// Keeps a graceful shutdown waiting until the answer is recorded.
+    _guard: ForwardGuard,
+    receipt: Option<Receipt>,
+}
+
+impl Completion {
+    /// How long to remember the answer, for a completion now: the policies in force now
+    /// count too (a reload during the forward may have made `expires_in` longer).
+    fn until_ms(&self, now_ms: i64) -> i64 {
+        let reloaded = self
+            .policies
+            .snapshot()
+            .iter()
+            .filter(|policy| policy.name == self.policy)
+            .map(|policy| policy.expires_in)
+            .max();
+        self.remember.until_ms(now_ms, reloaded)
+    }
+
+    /// Write the receipt, now that the answer is recorded (the guard goes with it).
+    fn write_receipt(
+        self,
+        sink: Option<&ReceiptSink>,
+        response: &RecordedResponse,
+        clock: &dyn Clock,
+    ) {
+        if let (Some(sink), Some(mut receipt)) = (sink, self.receipt) {
+            receipt.performed_at = rfc3339_ms(clock.now_millis());
+            receipt.upstream_status = Some(response.status);
+            receipt.answer_sha256 = Some(answer_digest(
+                response.status,
+                &response.headers,
+                &response.body,
+            ));
+            sink.write(&receipt);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The executor against a real memory store and an upstream that refuses connections:
+    //! what it carries out, and that it counts nothing itself (`RequestOutcome::record` does,
+    //! called once by service.rs).
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::path::Path;
+
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use bytes::Bytes;
+    use serde_json::json;
+
+    use super::*;
+    use crate::clock::SystemClock;
+    use crate::identity::{SessionClaims, VerifyMode};
+    use crate::metrics::Outcome;
+    use crate::policy::PolicySet;
+    use crate::protocol::SigningKey;
+    use crate::store::MemoryStore;
+
+    const POLICY: &str = r#"[[operation]]
+name = "exchange"
+method = "POST"
+path = "/orders/{order_id}/exchanges"
+id_prefix = "exc"
+expires_in = "15m"
+same_action = ["order_id"]
+summary = "Exchange on order {order_id}."
+[operation.terms]
+order_id = { path = "order_id" }
+"#;
+
+    struct World {
+        executor: Executor,
+        store: Arc<dyn OperationStore>,
+        metrics: Arc<Metrics>,
+        policy: Arc<Policy>,
+        /// Bound and never listening: every connection is refused, so nothing is sent.
+        _refusing: tokio::net::TcpSocket,
+    }
+
+    fn world() -> World {
+        let refusing = tokio::net::TcpSocket::new_v4().unwrap();
+        refusing.bind(([127, 0, 0, 1], 0).into()).unwrap();
+        let address = refusing.local_addr().unwrap().to_string();
+        let settings = Upstream {
+            url: format!("http://{address}"),
+            tls: false,
+            address: address.clone(),
+            host: "127.0.0.1".into(),
+            connect_timeout: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            release_statuses: vec![401, 429],
+            release_503_with_retry_after: true,
+            passthrough: crate::config::Passthrough::default(),
+        };
+        let policies =
+            crate::config::parse_policy_file(Path::new("exchange.toml"), POLICY).unwrap();
+        let policy = Arc::new(policies[0].clone());
+        let store: Arc<dyn OperationStore> = Arc::new(MemoryStore::new());
+        let metrics = Arc::new(Metrics::new().unwrap());
+        metrics.policies(["exchange"]);
+        let executor = Executor::new(ExecutorParts {
+            keys: Keys::new(vec![SigningKey::new(b"executor-test-key-0123".to_vec())]).unwrap(),
+            store: Arc::clone(&store),
+            upstream: Arc::new(UpstreamClient::new(&settings)),
+            settings,
+            remember_grace: Duration::from_secs(60),
+            policies: LivePolicies::new(PolicySet::new(policies)),
+            metrics: Arc::clone(&metrics),
+            drain: Arc::new(Drain::default()),
+            receipts: None,
+            clock: Arc::new(SystemClock),
+        });
+        World {
+            executor,
+            store,
+            metrics,
+            policy,
+            _refusing: refusing,
+        }
+    }
+
+    fn request(policy: &Arc<Policy>, approval: Option<ApprovalHeader>) -> OperationRequest {
+        let part = |v: serde_json::Value| URL_SAFE_NO_PAD.encode(v.to_string());
+        let session = format!(
+            "{}.{}.x",
+            part(json!({"alg": "none"})),
+            part(json!({"sid": "s1"}))
+        );
+        let claims = SessionClaims {
+            verify: VerifyMode::Off,
+            session_claim: "sid".into(),
+            agent_claim: "iss".into(),
+            user_claim: "sub".into(),
+            account_claim: "sub".into(),
+        };
+        OperationRequest {
+            policy: Arc::clone(policy),
+            approver: Approver::from_headers(session.as_bytes(), None, &claims).unwrap(),
+            approval,
+            terms: [("order_id".to_owned(), json!("o1"))].into_iter().collect(),
+            fingerprint: b"POST /orders/o1/exchanges".to_vec(),
+        }
+    }
+
+    fn forward() -> ForwardRequest {
+        ForwardRequest {
+            method: http::Method::POST,
+            path_and_query: "/orders/o1/exchanges".into(),
+            headers: Vec::new(),
+            body: Bytes::new(),
+        }
+    }
+
+    fn operations_total(metrics: &Metrics, outcome: &str) -> String {
+        let text = String::from_utf8(metrics.render()).unwrap();
+        let series =
+            format!("poppy_operations_total{{operation=\"exchange\",outcome=\"{outcome}\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&series).map(str::to_owned))
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_upstream_releases_the_claim_and_counts_nothing_itself() {
+        let world = world();
+        let held = world
+            .executor
+            .run(request(&world.policy, None), &forward())
+            .await;
+        let Decision::ApprovalRequired {
+            operation,
+            rejected: false,
+        } = &held.decision
+        else {
+            panic!("expected an operation to approve, got {:?}", held.decision)
+        };
+        assert!(matches!(
+            &held.outcome,
+            RequestOutcome::Decided {
+                outcome: Outcome::Held,
+                asked: Some(_),
+                ..
+            }
+        ));
+        // Decided, not yet counted: only RequestOutcome::record counts.
+        assert_eq!(operations_total(&world.metrics, "held"), "0");
+        held.outcome.record(&world.metrics);
+        assert_eq!(operations_total(&world.metrics, "held"), "1");
+
+        let approval = ApprovalHeader {
+            operation_id: operation.operation_id.clone(),
+            revision: operation.revision.clone(),
+        };
+        let approved = request(&world.policy, Some(approval.clone()));
+        let sent = world.executor.run(approved.clone(), &forward()).await;
+        assert!(
+            matches!(sent.decision, Decision::UpstreamUnavailable),
+            "{:?}",
+            sent.decision
+        );
+        // Nothing was sent, so the claim is gone and the same approval may come again.
+        let id = OperationId::parse(&approval.operation_id).unwrap();
+        assert_eq!(world.store.lookup(&id).await.unwrap(), None);
+        let again = world.executor.run(approved, &forward()).await;
+        assert!(matches!(again.decision, Decision::UpstreamUnavailable));
+        assert_eq!(
+            operations_total(&world.metrics, "upstream_unavailable"),
+            "0"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_approval_carries_its_reason_to_the_count() {
+        let world = world();
+        let forged = ApprovalHeader {
+            operation_id: "not-ours".into(),
+            revision: "1-x".into(),
+        };
+        let executed = world
+            .executor
+            .run(request(&world.policy, Some(forged)), &forward())
+            .await;
+        assert!(matches!(
+            executed.decision,
+            Decision::ApprovalRequired { rejected: true, .. }
+        ));
+        assert!(matches!(
+            &executed.outcome,
+            RequestOutcome::Decided {
+                outcome: Outcome::Rejected,
+                rejection: Some(Rejection::NotOurs),
+                operation_id,
+                ..
+            } if operation_id.starts_with("exc_")
+        ));
+    }
+}

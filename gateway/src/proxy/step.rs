@@ -1,0 +1,26 @@
+//! What handling a request came to, for pingora's `request_filter`.
+
+use super::outcome::RequestOutcome;
+use super::reply::Reply;
+
+/// What a request step decided.
+pub(crate) enum Step {
+    /// Let pingora proxy the request as it is.
+    Continue,
+    /// Answer with this, without proxying.
+    Respond(Reply),
+    /// Answer a request for an operation with this; its outcome is counted and logged once,
+    /// as the answer is written.
+    Operation(Reply, RequestOutcome),
+    /// Already answered (streamed from the upstream); `Err` if that failed part way.
+    Answered(pingora::Result<()>),
+}
+
+impl Step {
+    /// A request for an operation refused before the flow: nothing decided, nothing
+    /// forwarded.
+    pub(crate) fn refused(policy: &str, outcome: crate::metrics::Outcome, reply: Reply) -> Step {
+        let status = reply.status;
+        Step::Operation(reply, RequestOutcome::refused(policy, outcome, status))
+    }
+}

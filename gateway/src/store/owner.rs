@@ -1,0 +1,105 @@
+//! Whose in-flight record a step may finish: one rule for both stores. `memory.rs` applies it
+//! here ([`Finisher::finishable`]); Redis applies it in `complete.lua` and `release.lua`, which
+//! take the same three modes ([`Finisher::script_args`]).
+
+use super::{Claim, RecordState};
+
+/// Who is finishing an in-flight record.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Finisher<'a> {
+    /// The claim's own: the gateway completing or releasing.
+    Owner(&'a str),
+    /// The claim's own, and written anyway when the record vanished (`complete_claim`).
+    Restore(&'a Claim),
+    /// Anybody's: an operator's resolution.
+    Any,
+}
+
+/// What a [`Finisher`] may do with an operation's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Finishable {
+    /// In flight, and this finisher's to finish.
+    Yes,
+    NoRecord,
+    /// A recorded answer: never changed.
+    Done,
+    /// In flight under another owner.
+    NotYours,
+}
+
+impl Finisher<'_> {
+    /// The rule, given the record's state (`None`: no live record).
+    pub(crate) fn finishable(&self, state: Option<&RecordState>) -> Finishable {
+        match state {
+            None => Finishable::NoRecord,
+            Some(RecordState::Done(_)) => Finishable::Done,
+            Some(RecordState::InFlight { owner, .. }) => match self.owner() {
+                Some(mine) if mine != owner => Finishable::NotYours,
+                _ => Finishable::Yes,
+            },
+        }
+    }
+
+    /// The owner it must be, if any.
+    fn owner(&self) -> Option<&str> {
+        match self {
+            Finisher::Owner(owner) => Some(owner),
+            Finisher::Restore(claim) => Some(&claim.owner),
+            Finisher::Any => None,
+        }
+    }
+
+    /// The Lua scripts' `mode` and `owner` arguments.
+    pub(crate) fn script_args(&self) -> (&'static str, &str) {
+        match self {
+            Finisher::Owner(owner) => ("owner", owner),
+            Finisher::Restore(claim) => ("restore", &claim.owner),
+            Finisher::Any => ("any", ""),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::RecordedResponse;
+
+    #[test]
+    fn only_the_owner_or_an_operator_finishes_a_claim() {
+        let flying = RecordState::InFlight {
+            owner: "gw-1".into(),
+            lease_until_ms: 0,
+        };
+        let done = RecordState::Done(RecordedResponse {
+            status: 200,
+            headers: Vec::new(),
+            body: bytes::Bytes::new(),
+        });
+        let claim = Claim {
+            scope: String::new(),
+            policy: String::new(),
+            revision: String::new(),
+            credentials: None,
+            owner: "gw-2".into(),
+            now_ms: 0,
+            lease_until_ms: 0,
+        };
+        let mine = Finisher::Owner("gw-1");
+        assert_eq!(mine.finishable(Some(&flying)), Finishable::Yes);
+        assert_eq!(
+            Finisher::Owner("gw-2").finishable(Some(&flying)),
+            Finishable::NotYours
+        );
+        assert_eq!(
+            Finisher::Restore(&claim).finishable(Some(&flying)),
+            Finishable::NotYours
+        );
+        assert_eq!(Finisher::Any.finishable(Some(&flying)), Finishable::Yes);
+        for finisher in [mine, Finisher::Restore(&claim), Finisher::Any] {
+            assert_eq!(finisher.finishable(Some(&done)), Finishable::Done);
+            assert_eq!(finisher.finishable(None), Finishable::NoRecord);
+        }
+        assert_eq!(Finisher::Restore(&claim).script_args(), ("restore", "gw-2"));
+        assert_eq!(Finisher::Any.script_args(), ("any", ""));
+    }
+}
