@@ -13,6 +13,7 @@ mod error;
 mod file;
 mod lookup;
 mod policy_file;
+mod routes;
 mod tool_policy;
 
 pub use crate::identity::VerifyMode;
@@ -27,4 +28,5 @@ pub(crate) use edge::{AccessLog, LogFormat, LogTarget, Passthrough, ProxyHeaders
 pub use error::ConfigError;
 pub use error::ConfigErrors;
 pub use policy_file::parse_policy_file;
+pub use routes::{DEFAULT_ROUTE, RouteConfig};
 pub use tool_policy::Mcp;

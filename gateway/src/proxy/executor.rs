@@ -30,6 +30,10 @@ pub(crate) struct ExecutorParts {
     pub(crate) store: Arc<dyn OperationStore>,
     pub(crate) upstream: Arc<UpstreamClient>,
     pub(crate) settings: Upstream,
+    /// A `[[route]]`'s name: bound into what every revision it mints covers, so an approval
+    /// returned on one route never approves a request on another. `None` for the default
+    /// route (`[upstream]`), whose revisions are as they always were.
+    pub(crate) route: Option<String>,
     pub(crate) remember_grace: Duration,
     /// The policies in force: a completion remembers the operation as long as a revision
     /// minted under them could be approved, even after a reload during the forward.
@@ -92,9 +96,12 @@ impl Executor {
     /// once. The store failing at any step fails closed: nothing is forwarded.
     pub(crate) async fn run(
         &self,
-        request: OperationRequest,
+        mut request: OperationRequest,
         forward: &ForwardRequest,
     ) -> Executed {
+        if let Some(route) = &self.parts.route {
+            request.fingerprint = bound_to_route(route, &request.fingerprint);
+        }
         let prepared = Prepared::new(request);
         let policy = prepared.policy();
         let mut rejection = None;
@@ -372,6 +379,11 @@ impl Executor {
     }
 }
 
+/// A request's fingerprint, bound to the `[[route]]` it came on: what the revision covers.
+fn bound_to_route(route: &str, fingerprint: &[u8]) -> Vec<u8> {
+    crate::policy::request_fingerprint("route", route, &[], fingerprint)
+}
+
 /// What completing a claim needs, also from a background retry.
 struct Completion {
     claim: Claim,
@@ -486,6 +498,7 @@ order_id = { path = "order_id" }
             store: Arc::clone(&store),
             upstream: Arc::new(UpstreamClient::new(&settings)),
             settings,
+            route: None,
             remember_grace: Duration::from_secs(60),
             policies: LivePolicies::new(PolicySet::new(policies)),
             metrics: Arc::clone(&metrics),
