@@ -50,7 +50,12 @@ fn exchange_as(name: &str) -> String {
     policies::DEFAULT
         .split("[[operation]]")
         .nth(1)
-        .map(|exchange| format!("[[operation]]{}", exchange.replace("\"exchange\"", &format!("\"{name}\""))))
+        .map(|exchange| {
+            format!(
+                "[[operation]]{}",
+                exchange.replace("\"exchange\"", &format!("\"{name}\""))
+            )
+        })
         .unwrap()
 }
 
@@ -118,7 +123,11 @@ async fn two_upstreams_each_with_its_own_policies(store: Store) {
         .send(&exchange.clone().approve(&operation))
         .await
         .assert_upstream_answer(1, "POST", "/orders/o1/exchanges");
-    assert_eq!(counts(&world), (1, 0), "the exchange went to the orders API only");
+    assert_eq!(
+        counts(&world),
+        (1, 0),
+        "the exchange went to the orders API only"
+    );
 
     let pay = Request::agent("POST", "/billing/invoices/in7/pay", &session).json(&json!({}));
     let operation = world.gateway.send(&pay).await.operation();
@@ -134,7 +143,11 @@ async fn two_upstreams_each_with_its_own_policies(store: Store) {
         .send(&pay.approve(&operation))
         .await
         .assert_status(201, "a replay");
-    assert_eq!(counts(&world), (1, 1), "the payment went to the billing API, once");
+    assert_eq!(
+        counts(&world),
+        (1, 1),
+        "the payment went to the billing API, once"
+    );
 
     // The orders policies are not the billing route's: this path needs no approval there,
     // and the billing route's policies do not apply on /orders.
@@ -220,7 +233,10 @@ async fn an_approval_minted_on_one_route_is_not_executed_on_another(store: Store
     let operation = world.gateway.send(&on_a).await.operation();
 
     // The same request, approval and all, for the other host: held there as a new operation.
-    let on_b = on_a.clone().approve(&operation).header("Host", "b.example:8080");
+    let on_b = on_a
+        .clone()
+        .approve(&operation)
+        .header("Host", "b.example:8080");
     let answer = world.gateway.send(&on_b).await;
     assert!(
         answer.is_approval_required(),
@@ -239,7 +255,11 @@ async fn an_approval_minted_on_one_route_is_not_executed_on_another(store: Store
     assert_eq!(counts(&world), (1, 0));
     // And its replay is not served on the other route either.
     let again_on_b = world.gateway.send(&on_b).await;
-    assert!(again_on_b.is_approval_required(), "{}", again_on_b.describe());
+    assert!(
+        again_on_b.is_approval_required(),
+        "{}",
+        again_on_b.describe()
+    );
     assert_eq!(counts(&world), (1, 0));
 }
 
@@ -345,7 +365,10 @@ async fn sighup_rereads_every_routes_policies() {
         "{BILLING}\n{}",
         BILLING
             .replace("name = \"pay\"", "name = \"refund_invoice\"")
-            .replace("/billing/invoices/{invoice_id}/pay", "/billing/refunds/{invoice_id}")
+            .replace(
+                "/billing/invoices/{invoice_id}/pay",
+                "/billing/refunds/{invoice_id}"
+            )
             .replace("id_prefix = \"pay\"", "id_prefix = \"rfd\"")
             .replace("Pay invoice", "Refund")
     );
@@ -403,7 +426,11 @@ url = "http://127.0.0.1:9003"
         )
         .write();
     let run = check(&config.config);
-    assert!(!run.success(), "bad routes must fail check:\n{}", run.describe());
+    assert!(
+        !run.success(),
+        "bad routes must fail check:\n{}",
+        run.describe()
+    );
     let printed = format!("{}{}", run.stdout, run.stderr);
     assert!(printed.contains("gateway.toml:"), "{printed}");
     assert!(printed.contains("bogus"), "unknown key named:\n{printed}");
@@ -420,7 +447,10 @@ url = "http://127.0.0.1:9003"
         "path_prefix `c/` must start with `/`",
         "policy name `exchange` is used by routes `a` and `a`",
     ] {
-        assert!(printed.contains(expected), "expected {expected:?} in:\n{printed}");
+        assert!(
+            printed.contains(expected),
+            "expected {expected:?} in:\n{printed}"
+        );
     }
     let positioned = printed
         .lines()
@@ -451,7 +481,8 @@ url = "http://127.0.0.1:9002"
     let run = check(&tie.config);
     assert!(!run.success(), "{}", run.describe());
     assert!(
-        format!("{}{}", run.stdout, run.stderr).contains("matches exactly what route `one` matches"),
+        format!("{}{}", run.stdout, run.stderr)
+            .contains("matches exactly what route `one` matches"),
         "{}",
         run.describe()
     );

@@ -7,11 +7,12 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::duration::parse_duration;
-use super::edge::{self, AccessLog, Passthrough, ProxyHeaders, Tls};
+use super::edge::{self, AccessLog, ProxyHeaders, Tls};
 use super::env::{Applied, Overrides};
 use super::error::{ConfigError, ConfigErrors};
 use super::file::{GatewayFile, SessionFile, TokenFile};
 use super::routes::{Loading, RouteConfig, compile_routes};
+
 use crate::identity::{
     Expectations, Introspection, KeySource, SessionClaims, SessionVerifier, TokenVerifier,
     TrustedIssuer, VerifyMode,
@@ -86,23 +87,6 @@ pub struct Server {
     pub tls: Option<Tls>,
     /// Cleartext HTTP/2 (prior knowledge) on a listener without TLS.
     pub h2c: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    pub url: String,
-    pub tls: bool,
-    /// `host:port`.
-    pub address: String,
-    pub host: String,
-    pub connect_timeout: Duration,
-    /// How long an approved execution may take to answer.
-    pub timeout: Duration,
-    /// Statuses that prove the upstream performed nothing: the claim is released.
-    pub release_statuses: Vec<u16>,
-    pub release_503_with_retry_after: bool,
-    /// Passthrough timeouts, `Host`, and TLS to the upstream.
-    pub passthrough: Passthrough,
 }
 
 #[derive(Debug, Clone)]
@@ -777,55 +761,4 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         access_log,
         conversations,
     })
-}
-
-/// `http://host[:port]` or `https://host[:port]`, with no path.
-pub(super) fn parse_upstream_url(url: &str) -> Result<(bool, String, u16), String> {
-    let (tls, rest) = if let Some(rest) = url.strip_prefix("http://") {
-        (false, rest)
-    } else if let Some(rest) = url.strip_prefix("https://") {
-        (true, rest)
-    } else {
-        return Err(format!("`{url}` must start with http:// or https://"));
-    };
-    let authority = rest.strip_suffix('/').unwrap_or(rest);
-    if authority.contains(['/', '?', '#', '@']) || authority.is_empty() {
-        return Err(format!(
-            "`{url}`: give only scheme, host and port (no path, query or credentials)"
-        ));
-    }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => {
-            let port = port
-                .parse::<u16>()
-                .map_err(|_| format!("`{url}`: port `{port}` is not a number"))?;
-            (host.to_owned(), port)
-        }
-        _ => (authority.to_owned(), if tls { 443 } else { 80 }),
-    };
-    Ok((tls, host, port))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn upstream_urls() {
-        assert_eq!(
-            parse_upstream_url("http://127.0.0.1:9000"),
-            Ok((false, "127.0.0.1".into(), 9000))
-        );
-        assert_eq!(
-            parse_upstream_url("https://api.example.com/"),
-            Ok((true, "api.example.com".into(), 443))
-        );
-        assert_eq!(
-            parse_upstream_url("http://[::1]:8080"),
-            Ok((false, "[::1]".into(), 8080))
-        );
-        assert!(parse_upstream_url("ftp://x").is_err());
-        assert!(parse_upstream_url("http://x/api").is_err());
-        assert!(parse_upstream_url("http://x:port").is_err());
-    }
 }
