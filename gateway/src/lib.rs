@@ -17,6 +17,7 @@ mod operation;
 pub mod policy;
 pub mod protocol;
 mod proxy;
+pub mod quiet_log;
 pub mod receipts;
 mod reload;
 pub mod server;

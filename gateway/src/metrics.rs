@@ -235,6 +235,10 @@ impl Metrics {
             metrics.limits_hit.with_label_values(&[limit.as_str()]);
         }
         metrics.last_reload_successful.set(1);
+        // The log filter counts from before any registry exists: one counter per process.
+        if let Some(suppressed) = crate::quiet_log::SUPPRESSED.as_ref() {
+            metrics.registry.register(Box::new(suppressed.clone()))?;
+        }
         let build_info = IntGaugeVec::new(
             Opts::new(
                 "poppy_build_info",
@@ -418,6 +422,7 @@ mod tests {
             "poppy_operations_in_flight 0",
             "poppy_config_last_reload_successful 1",
             "poppy_policies_loaded 1",
+            "poppy_log_lines_suppressed_total ",
         ] {
             assert!(text.contains(series), "missing {series} in\n{text}");
         }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use pingora::listeners::{L4BufferSettings, ListenerConfig};
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server};
 use pingora::services::background::background_service;
@@ -242,6 +243,11 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             h2c: config.server.h2c,
         },
     );
+    // No 64 KiB read buffer per connection (TLS or not): request bodies are read whole in
+    // pingora's own body buffer, and each held body or idle connection would carry one more
+    // (RELIABILITY.md).
+    let listener =
+        ListenerConfig::tcp(&config.server.listen).l4_buffer(L4BufferSettings::default().read(0));
     match &config.server.tls {
         Some(tls) => {
             let certs = CertStore::open(CertFiles {
@@ -250,10 +256,10 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
                 http2: tls.http2,
             })?;
             let settings = certs.settings().map_err(StartError::TlsSettings)?;
-            proxy.add_tls_with_settings(&config.server.listen, None, settings);
+            proxy.add_listener(listener.tls(settings));
             server.add_service(background_service("TLS reload", CertReloader(certs)));
         }
-        None => proxy.add_tcp(&config.server.listen),
+        None => proxy.add_listener(listener),
     }
     server.add_service(proxy);
 

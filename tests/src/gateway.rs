@@ -473,6 +473,15 @@ impl Gateway {
         }
     }
 
+    /// [`Gateway::client`] whose requests may take up to `timeout` (requests the upstream
+    /// holds for a while).
+    pub fn patient_client(&self, timeout: Duration) -> Client {
+        Client {
+            http: http_client(timeout),
+            base: self.base_url(),
+        }
+    }
+
     /// Send `request` to the proxy port.
     pub async fn send(&self, request: &Request) -> Answer {
         self.client().send(request).await

@@ -37,18 +37,76 @@ impl RedisCluster {
     /// The node (an index into [`RedisCluster::nodes`]) that serves `key` now: the primary
     /// of its slot.
     pub fn primary_of(&self, key: &str) -> usize {
-        let slot: u16 = self.nodes[0]
-            .command(&["CLUSTER", "KEYSLOT", key])
-            .expect("CLUSTER KEYSLOT")
-            .parse()
-            .expect("a slot number");
-        let topology = self.topology();
-        let port = topology
+        self.primary_of_slot(self.slot_of(key))
+    }
+
+    /// The node (an index into [`RedisCluster::nodes`]) that is the primary of `slot` now.
+    pub fn primary_of_slot(&self, slot: u16) -> usize {
+        let port = self
+            .topology()
             .iter()
             .find(|node| node.primary_of.is_none() && node.slots.iter().any(|r| r.contains(&slot)))
             .unwrap_or_else(|| panic!("no primary serves slot {slot}"))
             .port;
         self.index_of(port)
+    }
+
+    /// Start moving the slot of `keys` (one slot, one hash tag) from its primary to the primary
+    /// `to`, as `redis-cli --cluster reshard` does: `to` IMPORTING, the owner MIGRATING, then
+    /// `MIGRATE` of those of `keys` that exist. Until [`RedisCluster::finish_move`], the owner
+    /// answers `ASK` for every key it no longer holds (a client must send `ASKING` to `to`).
+    pub fn start_move(&self, keys: &[&str], to: usize) -> SlotMove {
+        let slot = self.slot_of(keys[0]);
+        let from = self.primary_of_slot(slot);
+        assert_ne!(from, to, "slot {slot} is served by node {to} already");
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        let slot_text = slot.to_string();
+        let setslot = |node: usize, state: &str, id: &str| {
+            self.nodes[node]
+                .command(&["CLUSTER", "SETSLOT", &slot_text, state, id])
+                .unwrap_or_else(|e| panic!("CLUSTER SETSLOT {slot} {state} on node {node}: {e}"));
+        };
+        setslot(to, "IMPORTING", &from_id);
+        setslot(from, "MIGRATING", &to_id);
+        let to_port = self.nodes[to].port().to_string();
+        let mut migrate = vec!["MIGRATE", "127.0.0.1", &to_port, "", "0", "5000", "KEYS"];
+        migrate.extend_from_slice(keys);
+        match self.nodes[from].command(&migrate) {
+            Ok(_) => {}
+            Err(e) if e.contains("NOKEY") => {}
+            Err(e) => panic!("MIGRATE of slot {slot}: {e}"),
+        }
+        SlotMove { slot, to, to_id }
+    }
+
+    /// Give the slot to its new primary on every node: clients that still send there get
+    /// `MOVED`.
+    pub fn finish_move(&self, moved: SlotMove) {
+        let slot = moved.slot.to_string();
+        for (i, node) in self.nodes.iter().enumerate() {
+            node.command(&["CLUSTER", "SETSLOT", &slot, "NODE", &moved.to_id])
+                .unwrap_or_else(|e| panic!("CLUSTER SETSLOT {slot} NODE on node {i}: {e}"));
+        }
+        assert_eq!(
+            self.primary_of_slot(moved.slot),
+            moved.to,
+            "slot {slot} moved"
+        );
+    }
+
+    /// The hash slot of `key`.
+    pub fn slot_of(&self, key: &str) -> u16 {
+        self.nodes[0]
+            .command(&["CLUSTER", "KEYSLOT", key])
+            .expect("CLUSTER KEYSLOT")
+            .parse()
+            .expect("a slot number")
+    }
+
+    fn node_id(&self, node: usize) -> String {
+        self.nodes[node]
+            .command(&["CLUSTER", "MYID"])
+            .expect("CLUSTER MYID")
     }
 
     /// The replicas (indexes into [`RedisCluster::nodes`]) of the primary at `primary`.
@@ -69,6 +127,13 @@ impl RedisCluster {
     /// Kill one node (SIGKILL).
     pub fn stop_node(&mut self, index: usize) {
         self.nodes[index].stop();
+    }
+
+    /// Start a node killed by [`RedisCluster::stop_node`] again, on its port and with its
+    /// cluster config (and no data), and wait until every node reports the cluster ok.
+    pub fn start_node(&mut self, index: usize) {
+        self.nodes[index].restart();
+        self.wait_until_ok();
     }
 
     /// Kill every node, then start them again on their ports with their cluster config (and
@@ -212,6 +277,14 @@ impl RedisCluster {
             }
         }
     }
+}
+
+/// A slot on its way to another primary (see [`RedisCluster::start_move`]).
+#[derive(Debug)]
+pub struct SlotMove {
+    slot: u16,
+    to: usize,
+    to_id: String,
 }
 
 /// One line of `CLUSTER NODES`: `<id> <ip:port@bus> <flags> <primary id or -> … <slots…>`.

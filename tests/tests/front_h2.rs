@@ -238,3 +238,70 @@ async fn silent_http2_connections_are_closed() {
         );
     }
 }
+
+/// Over `max_connections`, an HTTP/2 client gets `503 gateway_busy` with `Retry-After` in
+/// HTTP/2 (cleartext and TLS), not HTTP/1.1 bytes it cannot read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_connection_cap_http2_gets_a_503_in_http2() {
+    use std::process::{Child, Command, Stdio};
+
+    const CAP: usize = 2;
+    for tls in [false, true] {
+        let ca = TestCa::new();
+        let leaf = ca.leaf("gateway");
+        let stack = Stack::start_with(Store::Memory, |b| {
+            let b = b.server_option("max_connections", &CAP.to_string());
+            if tls {
+                b.extra_config(&format!(
+                    "\n[server.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+                    leaf.cert.display(),
+                    leaf.key.display()
+                ))
+            } else {
+                b.server_option("h2c", "true")
+            }
+        });
+        let addr = stack.gateway.listen_addr();
+        // Connections that stay open and idle: TLS ones finish their handshake first, as
+        // the gateway counts a connection once it is established.
+        let mut idle_tcp = Vec::new();
+        let mut idle_tls: Vec<Child> = Vec::new();
+        for _ in 0..CAP {
+            if tls {
+                idle_tls.push(
+                    Command::new("openssl")
+                        .args(["s_client", "-quiet", "-connect"])
+                        .arg(addr.to_string())
+                        .stdin(Stdio::piped())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .unwrap(),
+                );
+            } else {
+                idle_tcp.push(std::net::TcpStream::connect(addr).unwrap());
+            }
+        }
+        let full = wait::until_some(ARRIVAL, || async {
+            let open = stack
+                .gateway
+                .metrics()
+                .await
+                .value("poppy_connections_open", &[]);
+            (open >= CAP as f64).then_some(())
+        })
+        .await;
+        assert!(full.is_some(), "the gateway holds {CAP} connections");
+        let ca_file = ca.ca_file();
+        let request = Request::plain("GET", "/orders/o1");
+        let answer = h2_to(request, addr.port(), tls.then_some(ca_file.as_path()))
+            .await
+            .answer;
+        answer.assert_unavailable("gateway_busy", "over the connection cap");
+        stack.assert_executions(0, "nothing forwarded over the cap");
+        for mut child in idle_tls {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}

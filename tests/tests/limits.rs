@@ -23,9 +23,10 @@ fn big_exchange(session: &Session, order: &str) -> Request {
 
 /// Bodies held at once stay within `max_held_body_bytes`: over it, `503 gateway_busy` with
 /// `Retry-After`, nothing claimed (the same approval works later). A held 1 MiB body costs at
-/// most 1.2 MiB of the gateway's memory.
+/// most 1.2 MiB of the gateway's resident memory (measured with the bodies held upstream).
 async fn held_bodies_are_bounded(store: Store) {
-    const HELD: usize = 8;
+    // Enough bodies that what one costs is measured, not the gateway's one-time costs.
+    const HELD: usize = 32;
     let stack = Stack::start_with(store, |b| {
         b.max_body_bytes(MIB as u64)
             // Room for HELD bodies (each just under 1 MiB), not for one more.
@@ -43,25 +44,38 @@ async fn held_bodies_are_bounded(store: Store) {
     let rss_before = stack.gateway.rss_kib();
 
     stack.upstream.hold();
+    // The held requests wait for the release, after everything below.
+    let client = stack.gateway.patient_client(Duration::from_secs(120));
     let mut sent = Vec::new();
-    for request in approved {
-        let client = stack.gateway.client();
+    let mut rss_half = 0;
+    for (i, request) in approved.into_iter().enumerate() {
+        let client = client.clone();
         sent.push(tokio::spawn(async move { client.send(&request).await }));
+        // One at a time: a debug build reads a 1 MiB body slowly enough that many at once
+        // starve the store's connection (503 store_unavailable, nothing held).
+        let held = i + 1;
+        assert!(
+            wait::until(Duration::from_secs(30), || stack.upstream.count() == held).await,
+            "{} of {held} approved bodies reached the upstream",
+            stack.upstream.count()
+        );
+        if held == HELD / 2 {
+            rss_half = stack.gateway.rss_kib();
+        }
     }
-    assert!(
-        wait::until(Duration::from_secs(30), || stack.upstream.count() == HELD).await,
-        "{} of {HELD} approved bodies reached the upstream",
-        stack.upstream.count()
-    );
     let rss_held = stack.gateway.rss_kib();
-    let per_body = rss_held.saturating_sub(rss_before) as f64 / HELD as f64 / 1024.0;
+    let mib_per_body = |kib: u64, bodies: usize| kib as f64 / bodies as f64 / 1024.0;
+    let per_body = mib_per_body(rss_held.saturating_sub(rss_before), HELD);
+    let marginal = mib_per_body(rss_held.saturating_sub(rss_half), HELD - HELD / 2);
     eprintln!(
-        "{store:?}: RSS {rss_before} KiB before, {rss_held} KiB with {HELD} bodies of 1 MiB held: {per_body:.2} MiB per held MiB"
+        "{store:?}: RSS {rss_before} KiB before, {rss_held} KiB with {HELD} bodies of 1 MiB held: {per_body:.3} MiB per held MiB ({marginal:.3} for the last {})",
+        HELD - HELD / 2
     );
-    // Measured 1.4 to 1.8 on this build (the target is 1.2: see RELIABILITY.md's limits).
+    // Measured 1.13 to 1.18 (debug and release builds, both stores): the body, pingora's 64 KiB body
+    // buffer and the request's state (RELIABILITY.md, "What one client can hold").
     assert!(
-        per_body <= 2.5,
-        "a held 1 MiB body costs {per_body:.2} MiB of RSS"
+        per_body <= 1.2,
+        "a held 1 MiB body costs {per_body:.3} MiB of RSS"
     );
 
     let busy = stack.gateway.send(&extra).await;

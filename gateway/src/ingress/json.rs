@@ -24,8 +24,33 @@ pub(crate) const MAX_DEPTH: usize = 64;
 /// The largest integer every double-based parser reads exactly.
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
+/// What a string value reads as when [`parse_strict_eliding`] leaves it out. No body can hold
+/// it: a strict body never has NUL in a string.
+pub(crate) const ELIDED: &str = "\u{0}elided";
+
 /// Parse a request body strictly.
 pub(crate) fn parse_strict(bytes: &[u8]) -> Result<Value, Refusal> {
+    parse(bytes, None)
+}
+
+/// [`parse_strict`], but a string value longer than `over` bytes is checked by every rule and
+/// not copied: it reads as [`ELIDED`]. Member names are always kept. For paths that select by
+/// structure alone, the same nodes are selected as in the full reading.
+pub(crate) fn parse_strict_eliding(bytes: &[u8], over: usize) -> Result<Value, Refusal> {
+    parse(bytes, Some(over))
+}
+
+/// Whether `value` is, or holds, a string [`parse_strict_eliding`] left out.
+pub(crate) fn has_elided(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s == ELIDED,
+        Value::Array(items) => items.iter().any(has_elided),
+        Value::Object(map) => map.values().any(has_elided),
+        _ => false,
+    }
+}
+
+fn parse(bytes: &[u8], elide_over: Option<usize>) -> Result<Value, Refusal> {
     if bytes.starts_with(&[0xef, 0xbb, 0xbf]) {
         return Err(Refusal::body(
             "the JSON body starts with a byte order mark: send it without one",
@@ -37,6 +62,7 @@ pub(crate) fn parse_strict(bytes: &[u8]) -> Result<Value, Refusal> {
         text,
         at: 0,
         path: vec![],
+        elide_over,
     };
     parser.skip_space();
     let value = parser.value(0)?;
@@ -170,6 +196,8 @@ struct Parser<'a> {
     text: &'a str,
     at: usize,
     path: Vec<PathPart>,
+    /// String values longer than this are checked, not copied (see [`parse_strict_eliding`]).
+    elide_over: Option<usize>,
 }
 
 impl Parser<'_> {
@@ -209,7 +237,7 @@ impl Parser<'_> {
         match self.peek() {
             Some(b'{') => self.object(depth),
             Some(b'[') => self.array(depth),
-            Some(b'"') => self.string().map(Value::String),
+            Some(b'"') => self.string(self.elide_over).map(Value::String),
             Some(b't') => self.expect("true").map(|()| Value::Bool(true)),
             Some(b'f') => self.expect("false").map(|()| Value::Bool(false)),
             Some(b'n') => self.expect("null").map(|()| Value::Null),
@@ -233,7 +261,7 @@ impl Parser<'_> {
             if self.peek() != Some(b'"') {
                 return Err(self.syntax("expected a member name"));
             }
-            let name = self.string()?;
+            let name = self.string(None)?;
             self.path.push(PathPart::Name(name.clone()));
             if map.contains_key(&name) {
                 let at = json_path(&self.path);
@@ -290,9 +318,12 @@ impl Parser<'_> {
         }
     }
 
-    fn string(&mut self) -> Result<String, Refusal> {
+    /// A string; longer than `elide_over` bytes, every rule is checked but it reads as
+    /// [`ELIDED`].
+    fn string(&mut self, elide_over: Option<usize>) -> Result<String, Refusal> {
         self.at += 1;
         let mut out = String::new();
+        let mut elided = false;
         loop {
             let rest = &self.text[self.at..];
             let Some(offset) = rest.find(['"', '\\']) else {
@@ -302,11 +333,14 @@ impl Parser<'_> {
             if plain.chars().any(|c| c < ' ') {
                 return Err(self.syntax("a control character in a string"));
             }
-            out.push_str(plain);
+            elided = elided || elide_over.is_some_and(|over| out.len() + plain.len() > over);
+            if !elided {
+                out.push_str(plain);
+            }
             self.at += offset;
             if self.peek() == Some(b'"') {
                 self.at += 1;
-                return Ok(out);
+                return Ok(if elided { ELIDED.to_owned() } else { out });
             }
             self.at += 1;
             let escaped = match self.peek() {
@@ -342,7 +376,9 @@ impl Parser<'_> {
                             ));
                         }
                         Some(c) => {
-                            out.push(c);
+                            if !elided {
+                                out.push(c);
+                            }
                             continue;
                         }
                         None => return Err(self.syntax("a lone surrogate in a string")),
@@ -350,7 +386,9 @@ impl Parser<'_> {
                 }
                 _ => return Err(self.syntax("an invalid escape")),
             };
-            out.push(escaped);
+            if !elided {
+                out.push(escaped);
+            }
             self.at += 1;
         }
     }
@@ -481,6 +519,32 @@ mod tests {
         assert!(parse_strict(b"{\"a\":\"\xff\"}").is_err());
         let deep = "[".repeat(MAX_DEPTH + 2) + &"]".repeat(MAX_DEPTH + 2);
         assert!(parse_strict(deep.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn long_strings_are_checked_but_not_copied() {
+        let long = "x".repeat(100);
+        let body = format!(r#"{{"note":"{long}","id":"short","list":["{long}\n",1],"{long}":2}}"#);
+        let elided = parse_strict_eliding(body.as_bytes(), 10).unwrap();
+        assert_eq!(
+            elided,
+            json!({"note": ELIDED, "id": "short", "list": [ELIDED, 1], long.clone(): 2}),
+            "values elided, member names kept"
+        );
+        assert!(has_elided(&elided["list"]) && !has_elided(&elided["id"]));
+        assert_eq!(
+            parse_strict_eliding(body.as_bytes(), 1000).unwrap(),
+            parse_strict(body.as_bytes()).unwrap()
+        );
+        for bad in [
+            format!(r#"{{"a":"{long}\u0000"}}"#),
+            format!(r#"{{"a":"{long}\ud800"}}"#),
+            format!(r#"{{"a":"{long}\q"}}"#),
+            format!("{{\"a\":\"{long}\t\"}}"),
+            format!(r#"{{"a":"{long}"#),
+        ] {
+            assert!(parse_strict_eliding(bad.as_bytes(), 10).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::policy::{
 
 use super::fields::check_fields;
 use super::headers::{check_operation_request, is_json_content_type, single_value};
-use super::json::{check_value, parse_strict};
+use super::json::{check_value, has_elided, parse_strict, parse_strict_eliding};
 use super::query;
 use super::{Refusal, Target};
 
@@ -65,7 +65,20 @@ pub fn read_policy_request(
         }
     }
 
-    let body = read_body(policy, request)?;
+    // A JSONPath without a filter selects by the body's structure alone, so long string values
+    // need no copy unless a term is one: a large ignored field (a note, an attachment) is then
+    // held once, in the body that is forwarded, not twice.
+    let filtered = policy
+        .terms
+        .iter()
+        .filter_map(|(_, source)| match source {
+            TermSource::Body(path) => Some(path),
+            _ => None,
+        })
+        .chain(&policy.ignore)
+        .any(|path| path.contains('?'));
+    let elide = (!filtered).then_some(COPY_STRINGS_UP_TO);
+    let body = read_body(policy, request, elide)?;
 
     let mut bound_headers = Vec::new();
     for (term, source) in &policy.terms {
@@ -82,15 +95,22 @@ pub fn read_policy_request(
         .unwrap_or_default();
     bound_headers.push(("content-type", content_type));
 
-    let parts = RequestParts {
-        captures,
-        query: request.target.query.as_deref(),
-        headers: request.headers,
-        body: body.as_ref(),
-        arguments: None,
+    let extract = |body: Option<&Value>| {
+        let parts = RequestParts {
+            captures,
+            query: request.target.query.as_deref(),
+            headers: request.headers,
+            body,
+            arguments: None,
+        };
+        extract_from_request(&policy.terms, &parts)
+            .map_err(|e| Refusal::new(400, "missing_term", e.to_string()).naming("term", e.term()))
     };
-    let terms = extract_from_request(&policy.terms, &parts)
-        .map_err(|e| Refusal::new(400, "missing_term", e.to_string()).naming("term", e.term()))?;
+    let mut terms = extract(body.as_ref())?;
+    if elide.is_some() && terms.values().any(has_elided) {
+        // A term is one of the long strings: read them all.
+        terms = extract(read_body(policy, request, None)?.as_ref())?;
+    }
     let fingerprint = request_fingerprint(
         request.method,
         &request.target.path_and_query(),
@@ -130,8 +150,17 @@ pub(crate) fn read_tool_call(
         .map_err(|e| Refusal::new(400, "missing_term", e.to_string()).naming("term", e.term()))
 }
 
+/// String values of a body up to this many bytes are copied while it is read; longer ones only
+/// when a term needs them.
+const COPY_STRINGS_UP_TO: usize = 4096;
+
 /// The body: empty, or JSON by its `Content-Type`, strictly parsed, every field covered.
-fn read_body(policy: &Policy, request: &HttpRequest<'_>) -> Result<Option<Value>, Refusal> {
+/// String values longer than `elide_over` are checked but read as [`super::json::ELIDED`].
+fn read_body(
+    policy: &Policy,
+    request: &HttpRequest<'_>,
+    elide_over: Option<usize>,
+) -> Result<Option<Value>, Refusal> {
     if request.body.is_empty() {
         if policy.needs_body() {
             return Err(Refusal::body(
@@ -146,7 +175,10 @@ fn read_body(policy: &Policy, request: &HttpRequest<'_>) -> Result<Option<Value>
         )
         .naming("header", "content-type"));
     }
-    let body = parse_strict(request.body)?;
+    let body = match elide_over {
+        Some(over) => parse_strict_eliding(request.body, over)?,
+        None => parse_strict(request.body)?,
+    };
     let covering = policy
         .terms
         .iter()
@@ -157,4 +189,66 @@ fn read_body(policy: &Policy, request: &HttpRequest<'_>) -> Result<Option<Value>
         .chain(policy.ignore.iter().map(String::as_str));
     check_fields(&body, covering, "body")?;
     Ok(Some(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingress::{RouteMatch, check_target, match_route};
+    use crate::policy::PolicySet;
+
+    fn read(policy_text: &str, body: &str) -> Result<PolicyReading, Refusal> {
+        let file = std::path::Path::new("t.toml");
+        let policies = PolicySet::new(crate::config::parse_policy_file(file, policy_text).unwrap());
+        let target = check_target(b"/orders/o1/notes").unwrap();
+        let Ok(RouteMatch::Policy(policy, captures)) =
+            match_route(&policies, None, "POST", &target.path, false)
+        else {
+            panic!("the route matches");
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            "application/json".parse().unwrap(),
+        );
+        let request = HttpRequest {
+            method: "POST",
+            target: &target,
+            headers: &headers,
+            body: body.as_bytes(),
+        };
+        read_policy_request(&policy, &captures, &request)
+    }
+
+    fn policy(terms: &str) -> String {
+        format!(
+            "[[operation]]\nname = \"note\"\nmethod = \"POST\"\npath = \"/orders/{{order}}/notes\"\nid_prefix = \"not\"\nexpires_in = \"15m\"\nsame_action = [\"order\"]\nsummary = \"Note {{text}} on {{order}}.\"\nignore = [\"$.attachment\", \"$.parts[*].kind\"]\n[operation.terms]\norder = {{ path = \"order\" }}\n{terms}\n"
+        )
+    }
+
+    #[test]
+    fn long_strings_read_the_same_whether_copied_or_not() {
+        let long = "x".repeat(COPY_STRINGS_UP_TO + 1);
+        let plain = policy("text = { body = \"$.text\" }");
+        // An ignored long field is not a term: the terms are the short ones.
+        let reading = read(&plain, &format!(r#"{{"text":"hi","attachment":"{long}"}}"#)).unwrap();
+        assert_eq!(reading.terms["text"], "hi");
+        // A long term is read whole.
+        let reading = read(
+            &plain,
+            &format!(r#"{{"text":"{long}","attachment":"{long}"}}"#),
+        )
+        .unwrap();
+        assert_eq!(reading.terms["text"], long.as_str());
+        // A long field outside the terms is refused as any other.
+        let refused = read(&plain, &format!(r#"{{"text":"hi","other":"{long}"}}"#)).unwrap_err();
+        assert_eq!(refused.names, Some(("field", "$.other".to_owned())));
+        // A filter reads string contents: nothing is left out for it.
+        let filtered = policy(&format!(
+            "text = {{ body = \"$.parts[?(@.kind == '{long}')].text\" }}"
+        ));
+        let body = format!(r#"{{"parts":[{{"kind":"{long}","text":"a"}},{{"kind":"y"}}]}}"#);
+        let reading = read(&filtered, &body).unwrap();
+        assert_eq!(reading.terms["text"], "a");
+    }
 }

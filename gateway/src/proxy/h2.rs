@@ -4,6 +4,10 @@
 //! mark never reaches the connection's header deadline; an HTTP/2 connection is instead
 //! closed when idle by pingora's `h2_idle_timeout` (set to the same deadline).
 
+use std::time::Duration;
+
+use bytes::Bytes;
+use pingora::protocols::http::v2::server::handshake;
 use pingora::protocols::{ALPN, Stream};
 
 /// The HTTP/2 connection preface (RFC 9113 section 3.4).
@@ -35,4 +39,37 @@ pub(super) async fn opening(stream: &mut Stream, h2c: bool) -> Opening {
     } else {
         Opening::Http1
     }
+}
+
+/// Answer the first request of an HTTP/2 connection with `503`, `Retry-After` and the JSON
+/// `body`, then close the connection (GOAWAY), all within `within`.
+pub(super) async fn refuse(stream: Stream, body: &'static str, within: Duration) {
+    let refused = async {
+        let mut connection = match handshake(stream, None).await {
+            Ok(connection) => connection,
+            Err(e) => {
+                tracing::debug!(error = %e, "HTTP/2 connection over the cap: no handshake");
+                return;
+            }
+        };
+        let accepted = connection.accept().await;
+        tracing::debug!(?accepted, "HTTP/2 connection over the cap: first stream");
+        if let Some(Ok((_request, mut respond))) = accepted {
+            let response = http::Response::builder()
+                .status(http::StatusCode::SERVICE_UNAVAILABLE)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .header(http::header::RETRY_AFTER, "1")
+                .body(());
+            if let Ok(response) = response
+                && let Ok(mut sent) = respond.send_response(response, false)
+            {
+                let _ = sent.send_data(Bytes::from_static(body.as_bytes()), true);
+            }
+        }
+        connection.graceful_shutdown();
+        // Polling the connection writes the answer and the GOAWAY; streams the client opened
+        // meanwhile are reset when dropped.
+        while let Some(Ok(_)) = connection.accept().await {}
+    };
+    let _ = tokio::time::timeout(within, refused).await;
 }

@@ -207,12 +207,14 @@ pub(crate) struct LimitedApp<A> {
     pub(crate) h2c: bool,
 }
 
-/// What a connection over the cap gets before it is closed.
+/// The body of the `503` a connection over the cap gets before it is closed.
+const BUSY_BODY: &str = r#"{"error":"gateway_busy","detail":"the gateway has as many connections open as it may; nothing was performed, try again"}"#;
+
+/// That answer in HTTP/1.1.
 fn busy_response() -> Vec<u8> {
-    let body = r#"{"error":"gateway_busy","detail":"the gateway has as many connections open as it may; nothing was performed, try again"}"#;
     format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BUSY_BODY}",
+        BUSY_BODY.len()
     )
     .into_bytes()
 }
@@ -234,8 +236,20 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for LimitedApp<A> {
         };
         if open > self.max_connections {
             self.metrics.limit_hit(Limit::Connections);
-            let _ = stream.write_all(&busy_response()).await;
-            let _ = stream.shutdown().await;
+            // An HTTP/2 client gets the answer in HTTP/2: HTTP/1.1 bytes would be a protocol
+            // error to it, not a 503.
+            let opening = tokio::time::timeout(
+                self.header_timeout,
+                super::h2::opening(&mut stream, self.h2c),
+            )
+            .await
+            .unwrap_or(Opening::Http1);
+            if opening == Opening::Http1 {
+                let _ = stream.write_all(&busy_response()).await;
+                let _ = stream.shutdown().await;
+            } else {
+                super::h2::refuse(stream, BUSY_BODY, self.header_timeout).await;
+            }
             return None;
         }
         let read = Arc::new(AtomicBool::new(false));

@@ -4,6 +4,8 @@
 //! write this connection made so far); a pipeline keeps both on the connection, and a cluster
 //! connection sends a pipeline to the primary of its first key's slot, the one that wrote.
 
+use std::time::Duration;
+
 use redis::{Cmd, ToRedisArgs, Value};
 
 use super::codec::corrupt;
@@ -78,10 +80,11 @@ pub(super) struct Ran {
 /// with `EVAL`, which caches it again on the node that runs it.
 ///
 /// On a cluster, the client follows a `MOVED`/`ASK` answer a few times itself, but during a
-/// failover the slot map can take longer to settle, and the answer came back as a store
-/// failure (`503 store_unavailable`). Such an answer means the script did not run; the call
-/// then pauses, reads the key with a plain command (which the client follows, learning the
-/// new slot owner) and tries again: at most [`REDIRECTS`] times, within the call's bound.
+/// failover the slot map can take longer to settle, and while a resharding moves the slot a
+/// script that needs a missing key is answered `TRYAGAIN` until the move ends: the answer came
+/// back as a store failure (`503 store_unavailable`). Such an answer means the script did not
+/// run; the call then pauses, reads the key with a plain command (which the client follows,
+/// learning the new slot owner) and tries again, for at most [`REDIRECT_BUDGET`].
 pub(super) async fn run(
     links: &Links,
     call: &Call<'_>,
@@ -89,6 +92,7 @@ pub(super) async fn run(
 ) -> Result<Ran, StoreError> {
     let ran = links
         .run(|mut link| async move {
+            let started = tokio::time::Instant::now();
             let mut redirects = 0;
             loop {
                 let attempt = match attempt(&mut link, call, true, wait).await {
@@ -102,11 +106,13 @@ pub(super) async fn run(
                     other => other?,
                 };
                 match attempt {
-                    Attempt::Redirected(error) if redirects < REDIRECTS => {
+                    Attempt::Redirected(error)
+                        if started.elapsed() + redirect_pause(redirects + 1) < REDIRECT_BUDGET =>
+                    {
                         redirects += 1;
                         tracing::debug!(error = %error, "slot moved; following it");
-                        // Give a failover a moment to settle, then learn the new owner.
-                        tokio::time::sleep(REDIRECT_PAUSE * redirects).await;
+                        // Give a failover or a move a moment to settle, then learn the owner.
+                        tokio::time::sleep(redirect_pause(redirects)).await;
                         follow_slot(&mut link, call).await?;
                     }
                     Attempt::Redirected(error) => return Err(error),
@@ -122,11 +128,15 @@ pub(super) async fn run(
     }
 }
 
-/// How many `MOVED`/`ASK` (or `TRYAGAIN`/`CLUSTERDOWN`) answers one call follows.
-const REDIRECTS: u32 = 3;
-/// The pause before following one, times the number followed: at most 600 ms in all, well
-/// within the call's bound.
-const REDIRECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long one call keeps following `MOVED`/`ASK` (or waiting out `TRYAGAIN`/`CLUSTERDOWN`):
+/// long enough for a failover's slot map to settle or a slot's keys to be migrated, well
+/// within the call's bound ([`super::link::CALL_TIMEOUT`]).
+const REDIRECT_BUDGET: Duration = Duration::from_millis(1500);
+
+/// The pause before following the `n`th redirection: 50 ms, doubling, at most 400 ms.
+fn redirect_pause(n: u32) -> Duration {
+    Duration::from_millis(50 << n.saturating_sub(1).min(3))
+}
 
 /// A cluster answer that says another node serves the slot (or will soon): nothing ran.
 fn is_redirection(error: &redis::RedisError) -> bool {
