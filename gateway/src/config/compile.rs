@@ -719,7 +719,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     let policies = PolicySet::new(
         routes
             .iter()
-            .flat_map(|r| r.policies.iter().map(|p| crate::policy::Policy::clone(&p)))
+            .flat_map(|r| r.policies.iter().map(|p| crate::policy::Policy::clone(p)))
             .collect(),
     );
     let policy_files = routes
