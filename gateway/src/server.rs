@@ -212,17 +212,23 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             passthrough: route.upstream.passthrough.clone(),
         });
     }
+    let access_log = config
+        .access_log
+        .as_ref()
+        .map(AccessLogger::open)
+        .transpose()?;
+    if let (Some(logger), Some(settings)) = (&access_log, &config.access_log)
+        && let Some(reopener) = logger.reopener(settings)
+    {
+        server.add_service(background_service("access log reopen", reopener));
+    }
     let gateway = GatewayProxy {
         routes: Routes::new(routes),
         metrics: Arc::clone(&metrics),
         well_known: config.well_known.clone(),
         edge: Arc::new(Edge {
             proxy_headers: config.proxy_headers.clone(),
-            access_log: config
-                .access_log
-                .as_ref()
-                .map(AccessLogger::open)
-                .transpose()?,
+            access_log,
         }),
     };
     // The connection cap and header deadline sit around pingora's HTTP app (see limits.rs).

@@ -428,6 +428,102 @@ async fn the_access_log_has_one_line_per_request_field_by_field() {
     }
 }
 
+/// After a rotation moves the file away, SIGHUP reopens the access log at its path: lines
+/// before it are in the moved file, lines after it in the new one, none lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_log_reopens_on_sighup_after_a_rotation() {
+    let stack = Stack::start_with(Store::Memory, |b| {
+        b.extra_config("\n[access_log]\npath = \"access.log\"\nformat = \"json\"\n")
+    });
+    let dir = stack.gateway.config_path().parent().unwrap().to_path_buf();
+    let (log, rotated) = (dir.join("access.log"), dir.join("access.log.1"));
+    let send = |request_id: &'static str| {
+        let gateway = &stack.gateway;
+        async move {
+            gateway
+                .send(&Request::plain("GET", "/orders/o1").header("X-Request-Id", request_id))
+                .await
+                .assert_status(200, "passthrough");
+        }
+    };
+    send("before").await;
+    assert!(wait::until(Duration::from_secs(10), || log_lines(&log).len() == 1).await);
+    std::fs::rename(&log, &rotated).unwrap();
+    stack.gateway.signal("HUP");
+    assert!(
+        wait::until(Duration::from_secs(10), || stack
+            .gateway
+            .log()
+            .contains("SIGHUP: access log reopened"))
+        .await,
+        "the gateway says it reopened the access log:\n{}",
+        stack.gateway.log()
+    );
+    send("after").await;
+    assert!(wait::until(Duration::from_secs(10), || log_lines(&log).len() == 1).await);
+    let ids = |path: &Path| -> Vec<Value> {
+        log_lines(path)
+            .into_iter()
+            .map(|l| l["request_id"].clone())
+            .collect()
+    };
+    assert_eq!(ids(&rotated), ["before"]);
+    assert_eq!(ids(&log), ["after"]);
+}
+
+/// The front settings can come from the environment alone, as in a container:
+/// `[server.tls]`, `[access_log]` and `[proxy_headers]` keys by `POPPY_GATEWAY__…` variables.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn front_settings_come_from_the_environment_too() {
+    let ca = TestCa::new();
+    let leaf = ca.leaf("gateway");
+    let stack = Stack::start_with(Store::Memory, |b| {
+        b.env(
+            "POPPY_GATEWAY__SERVER__TLS__CERT_FILE",
+            &leaf.cert.display().to_string(),
+        )
+        .env(
+            "POPPY_GATEWAY__SERVER__TLS__KEY_FILE",
+            &leaf.key.display().to_string(),
+        )
+        .env("POPPY_GATEWAY__ACCESS_LOG__PATH", "access.log")
+        .env("POPPY_GATEWAY__PROXY_HEADERS__X_FORWARDED", "false")
+    });
+    let port = stack.gateway.listen_addr().port();
+    let ca_file = ca.ca_file();
+    let answer = tokio::task::spawn_blocking(move || {
+        curl::send(
+            &Request::plain("GET", "/orders/o1"),
+            port,
+            Some(&ca_file),
+            Protocol::Http2,
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        answer.version, "HTTP/2",
+        "TLS with ALPN from the environment"
+    );
+    answer.answer.assert_status(200, "passthrough");
+    let seen = stack.upstream.requests();
+    let headers = &seen.last().expect("the upstream saw the request").headers;
+    assert!(
+        !headers.iter().any(|(name, _)| name == "x-forwarded-for"),
+        "x_forwarded = false from the environment: {headers:?}"
+    );
+    let log = stack
+        .gateway
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("access.log");
+    assert!(
+        wait::until(Duration::from_secs(10), || log_lines(&log).len() == 1).await,
+        "the access log path from the environment"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_combined_access_log_reads_like_nginx() {
     let stack = Stack::start_with(Store::Memory, |b| {

@@ -24,9 +24,33 @@ pub enum AccessLogError {
     Open(String, std::io::Error),
 }
 
+/// What the writer thread is sent.
+enum Item {
+    Line(String),
+    /// Open the file again (a rotation moved it away).
+    Reopen,
+}
+
+/// Where lines go.
+type Output = Box<dyn Write + Send>;
+
+/// Open `target` for appending.
+fn open_output(target: &LogTarget) -> Result<Output, AccessLogError> {
+    Ok(match target {
+        LogTarget::Stdout => Box::new(std::io::stdout()),
+        LogTarget::File(path) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| AccessLogError::Open(path.display().to_string(), e))?,
+        ),
+    })
+}
+
 pub(crate) struct AccessLogger {
     format: LogFormat,
-    lines: SyncSender<String>,
+    lines: SyncSender<Item>,
     dropped: AtomicU64,
 }
 
@@ -44,24 +68,33 @@ pub(crate) struct Entry<'a> {
 impl AccessLogger {
     /// Open the target (append) and start the writer thread.
     pub(crate) fn open(settings: &AccessLog) -> Result<AccessLogger, AccessLogError> {
-        let mut out: Box<dyn Write + Send> = match &settings.target {
-            LogTarget::Stdout => Box::new(std::io::stdout()),
-            LogTarget::File(path) => Box::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .map_err(|e| AccessLogError::Open(path.display().to_string(), e))?,
-            ),
-        };
-        let (lines, queue) = sync_channel::<String>(QUEUE);
+        let mut out = open_output(&settings.target)?;
+        let (lines, queue) = sync_channel::<Item>(QUEUE);
+        let target = settings.target.clone();
         std::thread::Builder::new()
             .name("access-log".into())
             .spawn(move || {
-                // Each line is written whole (one write call) so readers never see half lines.
-                for line in queue {
-                    if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
-                        tracing::error!(error = %e, "access log: a line could not be written");
+                for item in queue {
+                    match item {
+                        // Each line is written whole (one write call) so readers never see
+                        // half lines.
+                        Item::Line(line) => {
+                            if let Err(e) = out.write_all(line.as_bytes()).and_then(|()| out.flush())
+                            {
+                                tracing::error!(error = %e, "access log: a line could not be written");
+                            }
+                        }
+                        // A rotated file is let go only once its successor is open.
+                        Item::Reopen => match open_output(&target) {
+                            Ok(reopened) => {
+                                out = reopened;
+                                tracing::info!("SIGHUP: access log reopened");
+                            }
+                            Err(e) => tracing::error!(
+                                error = %e,
+                                "SIGHUP: access log not reopened; writing on to the open file"
+                            ),
+                        },
                     }
                 }
             })
@@ -73,13 +106,18 @@ impl AccessLogger {
         })
     }
 
+    /// What reopens the file on SIGHUP (after a rotation), for a file target.
+    pub(crate) fn reopener(&self, settings: &AccessLog) -> Option<AccessLogReopener> {
+        matches!(settings.target, LogTarget::File(_)).then(|| AccessLogReopener(self.lines.clone()))
+    }
+
     pub(crate) fn log(&self, session: &Session, entry: &Entry<'_>) {
         let mut line = match self.format {
             LogFormat::Json => json_line(session, entry).to_string(),
             LogFormat::Combined => combined_line(session, entry),
         };
         line.push('\n');
-        match self.lines.try_send(line) {
+        match self.lines.try_send(Item::Line(line)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
@@ -164,4 +202,34 @@ fn combined_line(session: &Session, entry: &Entry<'_>) -> String {
         op = dash(entry.notes.operation_id.clone()),
         outcome = entry.notes.outcome.unwrap_or("-"),
     )
+}
+
+/// Reopens the access log file on SIGHUP, so `logrotate` (without `copytruncate`) can move it
+/// away: the policy and certificate reloads listen for the same signal.
+pub(crate) struct AccessLogReopener(SyncSender<Item>);
+
+#[async_trait::async_trait]
+impl pingora::services::background::BackgroundService for AccessLogReopener {
+    async fn start(&self, mut shutdown: pingora::server::ShutdownWatch) {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut hangups = match signal(SignalKind::hangup()) {
+            Ok(hangups) => hangups,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot handle SIGHUP: the access log will not reopen");
+                return;
+            }
+        };
+        loop {
+            tokio::select! {
+                received = hangups.recv() => match received {
+                    // Queued behind the lines already sent: they go to the old file.
+                    Some(()) => if self.0.try_send(Item::Reopen).is_err() {
+                        tracing::error!("SIGHUP: access log not reopened (its writer is behind or gone)");
+                    },
+                    None => return,
+                },
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
 }
