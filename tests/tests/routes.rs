@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use poppy_e2e::curl;
 use poppy_e2e::mcp_client::{self, approved, assert_performed, call, call_ok, held_operation};
 use poppy_e2e::mcp_stack::TOOL_POLICIES;
 use poppy_e2e::metrics::Metrics;
@@ -297,6 +298,26 @@ async fn host_routing_is_case_and_port_blind_and_host_with_prefix_wins() {
     assert_eq!(counts(&world), (2, 2));
     let log = std::fs::read_to_string(world.gateway.log_path()).unwrap_or_default();
     assert!(!log.contains("panicked"), "{log}");
+}
+
+/// Over HTTP/2 the client's `:authority` is its Host (curl sends `-H Host:` as `:authority`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_authority_counts_as_host() {
+    let world = start(Store::Memory, |a, b| {
+        by_host(a, b).server_option("h2c", "true")
+    });
+    let port = world.gateway.listen_addr().port();
+    for (host, expected) in [("b.example", (0, 1)), ("A.example", (1, 1))] {
+        let request = Request::plain("GET", "/orders/o1").header("Host", host);
+        let sent = tokio::task::spawn_blocking(move || {
+            curl::send(&request, port, None, curl::Protocol::Http2)
+        })
+        .await
+        .unwrap();
+        assert_eq!(sent.version, "HTTP/2", "{}", sent.verbose);
+        sent.answer.assert_status(200, host);
+        assert_eq!(counts(&world), expected, "{host}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
