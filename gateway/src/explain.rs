@@ -127,7 +127,7 @@ pub fn explain(config: &Config, request: &ExplainRequest, now: i64) -> Explanati
     let method = request.method.to_ascii_uppercase();
     let route = ingress::match_route(
         &config.policies,
-        config.mcp.as_ref().map(|mcp| &mcp.template),
+        config.first_mcp().map(|mcp| &mcp.template),
         &method,
         &target.path,
         ingress::headers::is_form_content_type(&request.headers),
@@ -255,7 +255,7 @@ fn explained_terms(policy: &Policy, terms: &Terms) -> Vec<ExplainedTerm> {
 
 fn mcp_pass_through(config: &Config, tool: Option<&str>) -> Explanation {
     Explanation::McpPassThrough {
-        endpoint: config.mcp.as_ref().map(|mcp| mcp.path.clone()),
+        endpoint: config.first_mcp().map(|mcp| mcp.path.clone()),
         tool: tool.map(str::to_owned),
         held: config
             .policies
@@ -273,7 +273,7 @@ fn explain_tool(
     arguments: &[u8],
     now: i64,
 ) -> Explanation {
-    let policy = match (&config.mcp, config.policies.find_tool(tool)) {
+    let policy = match (&config.first_mcp(), config.policies.find_tool(tool)) {
         (Some(_), Some(policy)) => policy,
         _ => return mcp_pass_through(config, Some(tool)),
     };

@@ -153,13 +153,13 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
         }
         Ok(config) => {
             println!("{}: ok", config.path.display());
-            println!(
-                "upstream {}  store {}",
-                config.upstream.url,
-                server::redact(&config.store.url)
-            );
-            if let Some(mcp) = &config.mcp {
-                println!("mcp endpoint {}", mcp.path);
+            let store = server::redact(&config.store.url);
+            let only_default = config.routes.len() == 1 && config.default_route().is_some();
+            if only_default {
+                let route = &config.routes[0];
+                println!("upstream {}  store {store}", route.upstream.url);
+            } else {
+                println!("store {store}");
             }
             if let Some(conversations) = &config.conversations {
                 println!(
@@ -167,36 +167,50 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
                     conversations.listen, conversations.token_source
                 );
             }
-            for policy in config.policies.iter() {
-                if let Some(tool) = &policy.tool {
+            for route in &config.routes {
+                if !only_default {
                     println!(
-                        "  {:<7} {:<40} {:<16} {}_…  expires in {:?}  ({})",
-                        "TOOL",
-                        tool,
-                        policy.name,
-                        policy.id_prefix,
-                        policy.expires_in,
-                        policy.source
+                        "route {}  host {}  path_prefix {}  → {}",
+                        route.name,
+                        route.host.as_deref().unwrap_or("*"),
+                        route.path_prefix.as_deref().unwrap_or("*"),
+                        route.upstream.url
                     );
                 }
-                if let Some(route) = &policy.route {
-                    println!(
-                        "  {:<7} {:<40} {:<16} {}_…  expires in {:?}  ({})",
-                        route.method,
-                        route.path.to_string(),
-                        policy.name,
-                        policy.id_prefix,
-                        policy.expires_in,
-                        policy.source
-                    );
-                    if let Some(lookup) = &policy.lookup {
-                        println!("          lookup GET {lookup}");
-                    }
+                if let Some(mcp) = &route.mcp {
+                    println!("mcp endpoint {}", mcp.path);
                 }
-                println!("          {}", policy.accepted_parts());
+                print_policies(&route.policies);
             }
             ExitCode::SUCCESS
         }
+    }
+}
+
+/// `check`'s lines for one route's policies.
+fn print_policies(policies: &poppy_gateway::policy::PolicySet) {
+    for policy in policies.iter() {
+        if let Some(tool) = &policy.tool {
+            println!(
+                "  {:<7} {:<40} {:<16} {}_…  expires in {:?}  ({})",
+                "TOOL", tool, policy.name, policy.id_prefix, policy.expires_in, policy.source
+            );
+        }
+        if let Some(route) = &policy.route {
+            println!(
+                "  {:<7} {:<40} {:<16} {}_…  expires in {:?}  ({})",
+                route.method,
+                route.path.to_string(),
+                policy.name,
+                policy.id_prefix,
+                policy.expires_in,
+                policy.source
+            );
+            if let Some(lookup) = &policy.lookup {
+                println!("          lookup GET {lookup}");
+            }
+        }
+        println!("          {}", policy.accepted_parts());
     }
 }
 

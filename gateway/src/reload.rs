@@ -25,7 +25,10 @@ pub(crate) struct PolicyReloader {
     path: PathBuf,
     /// The settings only a restart applies, as the process started with them.
     started_with: RestartSettings,
+    /// Every route's policies together (the admin API's view).
     policies: LivePolicies,
+    /// Each route's own policies, by route name: what its requests are matched against.
+    routes: Vec<(String, LivePolicies)>,
     metrics: Arc<Metrics>,
 }
 
@@ -49,8 +52,15 @@ impl PolicyReloader {
             path: config.path.clone(),
             started_with: RestartSettings::of(config),
             policies,
+            routes: Vec::new(),
             metrics,
         }
+    }
+
+    /// The routes whose policies a reload replaces, by name.
+    pub(crate) fn with_routes(mut self, routes: Vec<(String, LivePolicies)>) -> PolicyReloader {
+        self.routes = routes;
+        self
     }
 
     /// Load the files again and apply their policies if they validate. Counts the result.
@@ -66,6 +76,13 @@ impl PolicyReloader {
         let names: Vec<String> = config.policies.iter().map(|p| p.name.clone()).collect();
         self.metrics.policies(names.iter().map(String::as_str));
         let restart_needed_for = self.started_with.changed_in(&RestartSettings::of(&config));
+        // Routes themselves only change on a restart (RestartSettings says so); the policies
+        // of every route that is still configured are replaced, each with its own.
+        for (name, live) in &self.routes {
+            if let Some(route) = config.routes.iter().find(|r| &r.name == name) {
+                live.replace(route.policies.clone());
+            }
+        }
         self.policies.replace(config.policies);
         self.metrics.reload(ReloadResult::Success);
         Ok(Reloaded {
@@ -151,6 +168,20 @@ impl BackgroundService for ReloadService {
     }
 }
 
+/// The routes as configured, without what a reload applies (their policies).
+fn routes_without_policies(config: &Config) -> Vec<crate::config::RouteConfig> {
+    config
+        .routes
+        .iter()
+        .cloned()
+        .map(|mut route| {
+            route.policies = PolicySet::default();
+            route.policy_files.clear();
+            route
+        })
+        .collect()
+}
+
 /// The settings a reload cannot apply, compared by their `Debug` text so that sections added
 /// to [`Config`] later are covered without a change here.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,7 +195,10 @@ impl RestartSettings {
     fn of(config: &Config) -> RestartSettings {
         let sections = vec![
             ("[server]", format!("{:?}", config.server)),
-            ("[upstream]", format!("{:?}", config.upstream)),
+            (
+                "[upstream] and [[route]]",
+                format!("{:?}", routes_without_policies(config)),
+            ),
             ("[admin]", format!("{:?}", config.admin_listen)),
             ("[store]", format!("{:?}", config.store)),
             ("[session]", format!("{:?}", config.session)),
@@ -173,6 +207,7 @@ impl RestartSettings {
         let mut rest = config.clone();
         rest.policies = PolicySet::default();
         rest.policy_files.clear();
+        rest.routes = routes_without_policies(config);
         RestartSettings {
             sections,
             rest: format!("{rest:?}"),

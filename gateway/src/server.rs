@@ -16,7 +16,7 @@ use crate::drain::{Drain, DrainOnSignal};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{Keys, KeysError, SigningKey};
-use crate::proxy::{AccessLogger, Edge};
+use crate::proxy::{AccessLogger, Edge, RouteRuntime, Routes};
 use crate::proxy::{
     BodyLimits, Executor, ExecutorParts, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint,
     Operations, UpstreamClient,
@@ -124,9 +124,9 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         None => None,
     };
     metrics.policies(config.policies.iter().map(|p| p.name.as_str()));
+    // Every route's policies together, for the admin API; each route matches its own.
     let policies = LivePolicies::new(config.policies.clone());
     let admin_policies = policies.clone();
-    let upstream = Arc::new(UpstreamClient::new(&config.upstream));
 
     // The drain (see drain.rs) waits for approved forwards before pingora's own shutdown
     // starts; pingora's grace period is then only for writing the last responses.
@@ -138,11 +138,11 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         grace_period_seconds: Some(grace),
         graceful_shutdown_timeout_seconds: Some(1),
         // Trust anchors for an https:// upstream on pingora's passthrough connector.
+        // `load` makes every route's ca_file the same one.
         ca_file: config
-            .upstream
-            .passthrough
-            .ca_file
-            .as_ref()
+            .routes
+            .iter()
+            .find_map(|r| r.upstream.passthrough.ca_file.as_ref())
             .map(|p| p.display().to_string()),
         ..ServerConf::default()
     };
@@ -150,37 +150,67 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
     server.bootstrap();
 
-    let executor = Arc::new(Executor::new(ExecutorParts {
-        keys,
-        store: Arc::clone(&store),
-        upstream: Arc::clone(&upstream),
-        settings: config.upstream.clone(),
-        remember_grace: config.store.remember_grace,
-        policies: policies.clone(),
-        metrics: Arc::clone(&metrics),
-        drain: Arc::clone(&drain),
-        receipts: receipts.clone(),
-        clock: Arc::new(SystemClock),
-    }));
-    let mcp = config
-        .mcp
-        .as_ref()
-        .map(|mcp| McpEndpoint::new(mcp, &upstream, &config.upstream));
-    // `[conversations]`: the operations service for Company Agents, on its own listener.
-    if let Some(settings) = &config.conversations {
-        let mut service = Service::new(
-            "poppy-gateway conversations".to_owned(),
-            crate::conversations::ConversationsApp::new(
-                settings,
-                &config,
-                Arc::clone(&executor),
-                Arc::clone(&upstream),
-                policies.clone(),
-                Arc::clone(&metrics),
-            ),
-        );
-        service.add_tcp(&settings.listen);
-        server.add_service(service);
+    let held = HeldBodies::new(config.server.max_held_body_bytes);
+    let mut routes = Vec::new();
+    let mut reloaded_routes = Vec::new();
+    for route in &config.routes {
+        let upstream = Arc::new(UpstreamClient::new(&route.upstream));
+        let route_policies = LivePolicies::new(route.policies.clone());
+        reloaded_routes.push((route.name.clone(), route_policies.clone()));
+        let executor = Arc::new(Executor::new(ExecutorParts {
+            keys: keys.clone(),
+            store: Arc::clone(&store),
+            upstream: Arc::clone(&upstream),
+            settings: route.upstream.clone(),
+            route: (!route.is_default()).then(|| route.name.clone()),
+            remember_grace: config.store.remember_grace,
+            policies: route_policies.clone(),
+            metrics: Arc::clone(&metrics),
+            drain: Arc::clone(&drain),
+            receipts: receipts.clone(),
+            clock: Arc::new(SystemClock),
+        }));
+        // `[conversations]`: the operations service for Company Agents, on its own listener;
+        // it runs the default route (`load` requires one).
+        if let Some(settings) = &config.conversations
+            && route.is_default()
+        {
+            let mut service = Service::new(
+                "poppy-gateway conversations".to_owned(),
+                crate::conversations::ConversationsApp::new(
+                    settings,
+                    &config,
+                    Arc::clone(&executor),
+                    Arc::clone(&upstream),
+                    route_policies.clone(),
+                    Arc::clone(&metrics),
+                ),
+            );
+            service.add_tcp(&settings.listen);
+            server.add_service(service);
+        }
+        routes.push(RouteRuntime {
+            name: route.name.clone(),
+            host: route.host.clone(),
+            path_prefix: route.path_prefix.clone(),
+            mcp: route
+                .mcp
+                .as_ref()
+                .map(|mcp| McpEndpoint::new(mcp, &upstream, &route.upstream)),
+            operations: Operations {
+                policies: route_policies,
+                executor,
+                session_claims: config.session.clone(),
+                body_limits: BodyLimits {
+                    max_body_bytes: config.server.max_body_bytes,
+                    read_timeout: config.server.body_read_timeout,
+                    held: Arc::clone(&held),
+                },
+                metrics: Arc::clone(&metrics),
+            },
+            upstream,
+            passthrough: route.upstream.passthrough.clone(),
+        });
     }
     let access_log = config
         .access_log
@@ -193,23 +223,11 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         server.add_service(background_service("access log reopen", reopener));
     }
     let gateway = GatewayProxy {
-        operations: Operations {
-            policies: policies.clone(),
-            executor,
-            session_claims: config.session.clone(),
-            body_limits: BodyLimits {
-                max_body_bytes: config.server.max_body_bytes,
-                read_timeout: config.server.body_read_timeout,
-                held: HeldBodies::new(config.server.max_held_body_bytes),
-            },
-            metrics: Arc::clone(&metrics),
-        },
-        upstream,
+        routes: Routes::new(routes),
+        metrics: Arc::clone(&metrics),
         well_known: config.well_known.clone(),
-        mcp,
         edge: Arc::new(Edge {
             proxy_headers: config.proxy_headers.clone(),
-            passthrough: config.upstream.passthrough.clone(),
             access_log,
         }),
     };
@@ -255,7 +273,9 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     // `/healthz` answers, a SIGHUP reloads instead of ending the process.
     let reloader = server.add_service(background_service(
         "policy reload",
-        PolicyReloader::new(&config, policies, Arc::clone(&metrics)).service(),
+        PolicyReloader::new(&config, policies, Arc::clone(&metrics))
+            .with_routes(reloaded_routes)
+            .service(),
     ));
     if let Some(listen) = &config.admin_listen {
         let mut admin = Service::new(
@@ -283,12 +303,17 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             .conversations
             .as_ref()
             .map_or("off", |c| c.listen.as_str()),
-        upstream = %config.upstream.url,
+        routes = %config
+            .routes
+            .iter()
+            .map(|r| format!("{} → {}", r.name, r.upstream.url))
+            .collect::<Vec<_>>()
+            .join(", "),
         store = %redact(&config.store.url),
         policies = config.policies.iter().count(),
         "poppy-gateway starting"
     );
-    let limit = config.upstream.connect_timeout + config.upstream.timeout + Duration::from_secs(1);
+    let limit = config.longest_execution() + Duration::from_secs(1);
     server.run(RunArgs {
         shutdown_signal: Box::new(DrainOnSignal { drain, limit }),
     });

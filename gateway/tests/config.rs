@@ -35,7 +35,10 @@ fn a_minimal_config_gets_documented_defaults() {
     assert_eq!(config.server.max_body_bytes, 1024 * 1024);
     assert_eq!(config.store.url, "memory://");
     assert_eq!(config.store.namespace, "poppy");
-    assert_eq!(config.upstream.release_statuses, vec![401, 429]);
+    assert_eq!(
+        config.default_route().unwrap().upstream.release_statuses,
+        vec![401, 429]
+    );
     assert_eq!(config.session.session_claim, "sid");
     assert_eq!(config.admin_listen, None);
     let policy = config.policies.iter().next().unwrap();

@@ -32,7 +32,7 @@ channel = { value = "mcp" }
 #[test]
 fn a_tool_policy_loads_with_its_endpoint() {
     let config = Files::new(GATEWAY, TOOL).load_with(config::load).unwrap();
-    assert_eq!(config.mcp.as_ref().unwrap().path, "/mcp");
+    assert_eq!(config.first_mcp().unwrap().path, "/mcp");
     let policy = config.policies.find_tool("exchange_item").unwrap();
     assert_eq!(policy.name, "exchange_tool");
     assert!(policy.route.is_none());

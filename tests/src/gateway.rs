@@ -50,6 +50,9 @@ pub struct GatewayBuilder {
     binary: Option<PathBuf>,
     /// `[conversations]` on this port, with [`CONVERSATIONS_TOKEN`] in its environment.
     conversations_port: Option<u16>,
+    /// Write `[upstream]` and the top-level `policies` (the default route); off for configs
+    /// of `[[route]]`s only.
+    default_route: bool,
 }
 
 /// The service token of a test gateway's `[conversations]` (from `POPPY_E2E_SERVICE_TOKEN`).
@@ -83,7 +86,15 @@ impl GatewayBuilder {
             args: Vec::new(),
             binary: None,
             conversations_port: None,
+            default_route: true,
         }
+    }
+
+    /// Leave out `[upstream]` and the top-level `policies`: the config's `[[route]]`s (in
+    /// [`Self::extra_config`]) are all there is.
+    pub fn without_default_route(mut self) -> GatewayBuilder {
+        self.default_route = false;
+        self
     }
 
     /// Run the operations service for Company Agents (`[conversations]`) on a free port,
@@ -187,7 +198,7 @@ impl GatewayBuilder {
 
     /// The gateway.toml text for these ports.
     pub fn render(&self, listen_port: u16, admin_port: u16) -> String {
-        format!(
+        let text = format!(
             r#"policies = ["policies/*.toml"]
 
 [server]
@@ -220,7 +231,17 @@ url = "{store}"
                 "\n[conversations]\nlisten = \"127.0.0.1:{port}\"\ntoken_env = \"POPPY_E2E_SERVICE_TOKEN\"\n"
             )),
             extra = self.extra_config,
-        )
+        );
+        if self.default_route {
+            return text;
+        }
+        // The same text without the default route's two parts.
+        let text = text.replacen("policies = [\"policies/*.toml\"]\n", "", 1);
+        let start = text.find("[upstream]\n").unwrap_or(text.len());
+        let end = text[start..]
+            .find("[admin]")
+            .map_or(text.len(), |i| start + i);
+        format!("{}{}", &text[..start], &text[end..])
     }
 
     /// Write gateway.toml and the policies to a new temporary folder, with free ports.

@@ -7,17 +7,17 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::duration::parse_duration;
-use super::edge::{self, AccessLog, Passthrough, ProxyHeaders, Tls};
+use super::edge::{self, AccessLog, ProxyHeaders, Tls};
 use super::env::{Applied, Overrides};
 use super::error::{ConfigError, ConfigErrors};
 use super::file::{GatewayFile, SessionFile, TokenFile};
-use super::policy_file::load_policy_file;
-use super::tool_policy::{Mcp, check_tools, compile_mcp};
+use super::routes::{Loading, RouteConfig, compile_routes};
+
 use crate::identity::{
     Expectations, Introspection, KeySource, SessionClaims, SessionVerifier, TokenVerifier,
     TrustedIssuer, VerifyMode,
 };
-use crate::policy::{Policy, PolicySet};
+use crate::policy::PolicySet;
 use crate::receipts::ReceiptTarget;
 use crate::store::{self, MAX_WAIT_TIMEOUT, MemoryLimits, ReplicaWait, StoreOptions};
 
@@ -26,17 +26,17 @@ use crate::store::{self, MAX_WAIT_TIMEOUT, MemoryLimits, ReplicaWait, StoreOptio
 pub struct Config {
     pub path: PathBuf,
     pub server: Server,
-    pub upstream: Upstream,
+    /// `[[route]]`s in file order, then the default route (`[upstream]`) when configured.
+    pub routes: Vec<RouteConfig>,
     pub admin_listen: Option<String>,
     pub store: StoreSettings,
     pub session: SessionClaims,
     /// The fallback poppy.json document, read at load time.
     pub well_known: Option<serde_json::Value>,
+    /// Every route's policies (metrics labels, the admin API, `explain`).
     pub policies: PolicySet,
     /// The policy files that were loaded, for `check`.
     pub policy_files: Vec<PathBuf>,
-    /// `[mcp]`: the MCP endpoint whose tool calls `[[tool]]` policies hold.
-    pub mcp: Option<Mcp>,
     /// `[receipts]`: where approval receipts go (none without the table).
     pub receipts: Option<ReceiptTarget>,
     /// `[proxy_headers]`: what the upstream learns about the client.
@@ -45,6 +45,27 @@ pub struct Config {
     pub access_log: Option<AccessLog>,
     /// `[conversations]`: the operations service for Company Agents (off without the table).
     pub conversations: Option<super::Conversations>,
+}
+
+impl Config {
+    /// The default route (`[upstream]`), when configured.
+    pub fn default_route(&self) -> Option<&RouteConfig> {
+        self.routes.iter().find(|r| r.is_default())
+    }
+
+    /// The first MCP endpoint configured (for `explain`, which reads one request offline).
+    pub fn first_mcp(&self) -> Option<&super::Mcp> {
+        self.routes.iter().find_map(|r| r.mcp.as_ref())
+    }
+
+    /// The longest an approved execution may take on any route (connect and answer).
+    pub fn longest_execution(&self) -> Duration {
+        self.routes
+            .iter()
+            .map(|r| r.upstream.connect_timeout + r.upstream.timeout)
+            .max()
+            .unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -66,23 +87,6 @@ pub struct Server {
     pub tls: Option<Tls>,
     /// Cleartext HTTP/2 (prior knowledge) on a listener without TLS.
     pub h2c: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    pub url: String,
-    pub tls: bool,
-    /// `host:port`.
-    pub address: String,
-    pub host: String,
-    pub connect_timeout: Duration,
-    /// How long an approved execution may take to answer.
-    pub timeout: Duration,
-    /// Statuses that prove the upstream performed nothing: the claim is released.
-    pub release_statuses: Vec<u16>,
-    pub release_503_with_retry_after: bool,
-    /// Passthrough timeouts, `Host`, and TLS to the upstream.
-    pub passthrough: Passthrough,
 }
 
 #[derive(Debug, Clone)]
@@ -464,48 +468,6 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     let h2c = file.server.h2c.unwrap_or(false);
     let proxy_headers = edge::compile_proxy_headers(file.proxy_headers.as_ref(), &at, &mut errors);
     let access_log = edge::compile_access_log(file.access_log.as_ref(), folder, &at, &mut errors);
-    let passthrough = edge::compile_passthrough(
-        file.upstream.passthrough_keys(),
-        "upstream",
-        folder,
-        &at,
-        &mut errors,
-    );
-
-    // [upstream]
-    let upstream = match parse_upstream_url(file.upstream.url.get_ref()) {
-        Ok((tls, host, port)) => Some((tls, host, port)),
-        Err(e) => {
-            errors.push(at(file.upstream.url.span(), format!("upstream.url: {e}")));
-            None
-        }
-    };
-    let connect_timeout = duration(
-        &file.upstream.connect_timeout,
-        Duration::from_secs(2),
-        "upstream.connect_timeout",
-        &mut errors,
-    );
-    let timeout = duration(
-        &file.upstream.timeout,
-        Duration::from_secs(30),
-        "upstream.timeout",
-        &mut errors,
-    );
-    let release_statuses = match &file.upstream.release_statuses {
-        None => vec![401, 429],
-        Some(list) => {
-            if let Some(bad) = list
-                .get_ref()
-                .iter()
-                .find(|s| !(100..=599).contains(*s) || (200..=299).contains(*s))
-            {
-                errors.push(at(list.span(), format!("upstream.release_statuses: {bad} is not an error status (a 2xx answer means the action was performed)")));
-            }
-            list.get_ref().clone()
-        }
-    };
-
     // [admin]
     let admin_listen = file.admin.as_ref().map(|a| {
         if a.listen.get_ref().parse::<std::net::SocketAddr>().is_err() {
@@ -724,69 +686,6 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         }
     };
 
-    // Policies.
-    let mut policy_files = Vec::new();
-    for pattern in file.policies.get_ref() {
-        let full = folder.join(pattern);
-        let full_text = full.to_string_lossy().into_owned();
-        match glob::glob(&full_text) {
-            Err(e) => errors.push(at(
-                file.policies.span(),
-                format!("policies: `{pattern}` is not a valid glob: {e}"),
-            )),
-            Ok(paths) => {
-                let mut found: Vec<PathBuf> = paths.filter_map(Result::ok).collect();
-                found.sort();
-                if found.is_empty() {
-                    errors.push(at(
-                        file.policies.span(),
-                        format!("policies: `{pattern}` matches no file (looked for {full_text})"),
-                    ));
-                }
-                policy_files.extend(found);
-            }
-        }
-    }
-    if file.policies.get_ref().is_empty() {
-        errors.push(at(
-            file.policies.span(),
-            "policies: name at least one policy file".into(),
-        ));
-    }
-    let mut policies = Vec::new();
-    for policy_path in &policy_files {
-        match load_policy_file(policy_path) {
-            Ok(mut loaded) => policies.append(&mut loaded),
-            Err(mut e) => errors.append(&mut e.0),
-        }
-    }
-    // Names and prefixes must be unique across files: they label metrics and operation IDs.
-    for (i, policy) in policies.iter().enumerate() {
-        if policies[..i].iter().any(|p: &Policy| p.name == policy.name) {
-            errors.push(ConfigError::whole_file(
-                path,
-                format!(
-                    "policy name `{}` is used twice (again at {})",
-                    policy.name, policy.source
-                ),
-            ));
-        }
-    }
-
-    let mcp = file
-        .mcp
-        .as_ref()
-        .and_then(|m| compile_mcp(path, &source, m, &mut errors));
-    let mcp_path = file.mcp.as_ref().map(|m| &m.path);
-    check_tools(
-        path,
-        mcp.as_ref(),
-        mcp_path,
-        &source,
-        &policies,
-        &mut errors,
-    );
-
     let taken: Vec<&str> = std::iter::once(listen.as_str())
         .chain(admin_listen.as_deref())
         .collect();
@@ -795,10 +694,38 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         .as_ref()
         .and_then(|table| super::conversations::compile(table, folder, &taken, &at, &mut errors));
 
+    let routes = compile_routes(
+        &file,
+        &Loading {
+            path,
+            source: &source,
+            folder,
+            at: &at,
+        },
+        &mut errors,
+    );
+    if let Some(table) = &file.conversations
+        && !routes.iter().any(RouteConfig::is_default)
+    {
+        errors.push(at(
+            table.span(),
+            "conversations: needs [upstream] (the service runs the default route's policies)"
+                .into(),
+        ));
+    }
     if !errors.is_empty() {
         return Err(env.relocate(path, ConfigErrors(errors)));
     }
-    let (tls, host, port) = upstream.unwrap_or_default();
+    let policies = PolicySet::new(
+        routes
+            .iter()
+            .flat_map(|r| r.policies.iter().map(|p| crate::policy::Policy::clone(p)))
+            .collect(),
+    );
+    let policy_files = routes
+        .iter()
+        .flat_map(|r| r.policy_files.iter().cloned())
+        .collect();
     Ok(Config {
         path: path.to_owned(),
         server: Server {
@@ -813,20 +740,6 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             tls: listener_tls,
             h2c,
         },
-        upstream: Upstream {
-            url: file.upstream.url.get_ref().clone(),
-            tls,
-            address: format!("{host}:{port}"),
-            host,
-            connect_timeout,
-            timeout,
-            release_statuses,
-            release_503_with_retry_after: file
-                .upstream
-                .release_503_with_retry_after
-                .unwrap_or(true),
-            passthrough,
-        },
         admin_listen,
         store: StoreSettings {
             url: store_url,
@@ -840,63 +753,12 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         },
         session,
         well_known,
-        policies: PolicySet::new(policies),
+        policies,
         policy_files,
-        mcp,
+        routes,
         receipts,
         proxy_headers,
         access_log,
         conversations,
     })
-}
-
-/// `http://host[:port]` or `https://host[:port]`, with no path.
-fn parse_upstream_url(url: &str) -> Result<(bool, String, u16), String> {
-    let (tls, rest) = if let Some(rest) = url.strip_prefix("http://") {
-        (false, rest)
-    } else if let Some(rest) = url.strip_prefix("https://") {
-        (true, rest)
-    } else {
-        return Err(format!("`{url}` must start with http:// or https://"));
-    };
-    let authority = rest.strip_suffix('/').unwrap_or(rest);
-    if authority.contains(['/', '?', '#', '@']) || authority.is_empty() {
-        return Err(format!(
-            "`{url}`: give only scheme, host and port (no path, query or credentials)"
-        ));
-    }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => {
-            let port = port
-                .parse::<u16>()
-                .map_err(|_| format!("`{url}`: port `{port}` is not a number"))?;
-            (host.to_owned(), port)
-        }
-        _ => (authority.to_owned(), if tls { 443 } else { 80 }),
-    };
-    Ok((tls, host, port))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn upstream_urls() {
-        assert_eq!(
-            parse_upstream_url("http://127.0.0.1:9000"),
-            Ok((false, "127.0.0.1".into(), 9000))
-        );
-        assert_eq!(
-            parse_upstream_url("https://api.example.com/"),
-            Ok((true, "api.example.com".into(), 443))
-        );
-        assert_eq!(
-            parse_upstream_url("http://[::1]:8080"),
-            Ok((false, "[::1]".into(), 8080))
-        );
-        assert!(parse_upstream_url("ftp://x").is_err());
-        assert!(parse_upstream_url("http://x/api").is_err());
-        assert!(parse_upstream_url("http://x:port").is_err());
-    }
 }

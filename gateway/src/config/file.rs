@@ -12,10 +12,14 @@ use super::edge::{AccessLogFile, PassthroughKeys, ProxyHeadersFile, TlsFile};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct GatewayFile {
-    /// Policy files or globs, relative to this file's folder.
-    pub policies: Spanned<Vec<String>>,
+    /// Policy files or globs, relative to this file's folder (the default route's).
+    pub policies: Option<Spanned<Vec<String>>>,
     pub server: ServerFile,
-    pub upstream: UpstreamFile,
+    /// The default route's upstream: requests no `[[route]]` matches go there.
+    pub upstream: Option<Spanned<UpstreamFile>>,
+    /// `[[route]]`: upstreams chosen by host and/or path prefix (see `routes.rs`).
+    #[serde(default)]
+    pub route: Vec<Spanned<RouteFile>>,
     pub admin: Option<AdminFile>,
     #[serde(default)]
     pub store: StoreFile,
@@ -87,6 +91,18 @@ impl UpstreamFile {
             operation_id_header: self.operation_id_header.as_ref(),
         }
     }
+}
+
+/// One `[[route]]`: what it matches, its upstream, policies and MCP endpoint.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RouteFile {
+    pub name: Spanned<String>,
+    pub host: Option<Spanned<String>>,
+    pub path_prefix: Option<Spanned<String>>,
+    pub policies: Spanned<Vec<String>>,
+    pub upstream: UpstreamFile,
+    pub mcp: Option<McpFile>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -73,7 +73,8 @@ impl ConversationsApp {
         metrics: Arc<Metrics>,
     ) -> ConversationsApp {
         let seam = Seam::new(executor, upstream, metrics);
-        let timeouts = config.upstream.connect_timeout + config.upstream.timeout;
+        // The service runs the default route (`load` refuses [conversations] without one).
+        let timeouts = config.longest_execution();
         let messages = Messages {
             store: seam.store(),
             // A lookup and the forward, each bounded by the upstream's timeouts, and the
@@ -91,7 +92,10 @@ impl ConversationsApp {
             max_body_bytes: config.server.max_body_bytes,
             body_read_timeout: config.server.body_read_timeout,
             remember_grace: config.store.remember_grace,
-            upstream_host: config.upstream.address.clone(),
+            upstream_host: config
+                .default_route()
+                .map(|r| r.upstream.address.clone())
+                .unwrap_or_default(),
         }
     }
 

@@ -19,8 +19,6 @@ use crate::protocol::ErrorBody;
 /// Shared by all requests.
 pub(crate) struct Edge {
     pub(crate) proxy_headers: ProxyHeaders,
-    /// The default route's upstream settings.
-    pub(crate) passthrough: Passthrough,
     pub(crate) access_log: Option<AccessLogger>,
 }
 
@@ -74,7 +72,8 @@ impl EdgeCtx {
 
 impl Edge {
     /// The request's head is read: its ID, its client, and the headers it goes upstream with.
-    pub(super) fn begin(&self, session: &Session) -> EdgeCtx {
+    /// `passthrough`: the settings of the request's route (none when it matches no route).
+    pub(super) fn begin(&self, session: &Session, passthrough: &Passthrough) -> EdgeCtx {
         let facts = ClientFacts::of(session);
         let incoming = &session.req_header().headers;
         let request_id = forwarded::request_id(incoming);
@@ -83,7 +82,7 @@ impl Edge {
             incoming,
             &request_id,
             &self.proxy_headers,
-            &self.passthrough,
+            passthrough,
         );
         EdgeCtx {
             request_id,
@@ -102,7 +101,7 @@ impl Edge {
         ctx.headers.apply(request)
     }
 
-    pub(super) fn log(&self, session: &Session, ctx: &EdgeCtx, passthrough: bool) {
+    pub(super) fn log(&self, session: &Session, ctx: &EdgeCtx, route: &str, passthrough: bool) {
         let Some(logger) = &self.access_log else {
             return;
         };
@@ -131,7 +130,7 @@ impl Edge {
                 request_id: &ctx.request_id,
                 started: ctx.started,
                 facts: ctx.facts.as_ref(),
-                route: "default",
+                route,
                 notes: &notes,
                 passthrough,
             },

@@ -30,6 +30,10 @@ pub(crate) struct ExecutorParts {
     pub(crate) store: Arc<dyn OperationStore>,
     pub(crate) upstream: Arc<UpstreamClient>,
     pub(crate) settings: Upstream,
+    /// A `[[route]]`'s name: bound into what every revision it mints covers, so an approval
+    /// returned on one route never approves a request on another. `None` for the default
+    /// route (`[upstream]`), whose revisions are as they always were.
+    pub(crate) route: Option<String>,
     pub(crate) remember_grace: Duration,
     /// The policies in force: a completion remembers the operation as long as a revision
     /// minted under them could be approved, even after a reload during the forward.
@@ -92,9 +96,12 @@ impl Executor {
     /// once. The store failing at any step fails closed: nothing is forwarded.
     pub(crate) async fn run(
         &self,
-        request: OperationRequest,
+        mut request: OperationRequest,
         forward: &ForwardRequest,
     ) -> Executed {
+        if let Some(route) = &self.parts.route {
+            request.fingerprint = bound_to_route(route, &request.fingerprint);
+        }
         let prepared = Prepared::new(request);
         let policy = prepared.policy();
         let mut rejection = None;
@@ -372,6 +379,11 @@ impl Executor {
     }
 }
 
+/// A request's fingerprint, bound to the `[[route]]` it came on: what the revision covers.
+fn bound_to_route(route: &str, fingerprint: &[u8]) -> Vec<u8> {
+    crate::policy::request_fingerprint("route", route, &[], fingerprint)
+}
+
 /// What completing a claim needs, also from a background retry.
 struct Completion {
     claim: Claim,
@@ -461,6 +473,11 @@ order_id = { path = "order_id" }
     }
 
     fn world() -> World {
+        world_on(None)
+    }
+
+    /// A world whose executor serves `route` (`None`: the default route).
+    fn world_on(route: Option<&str>) -> World {
         let refusing = tokio::net::TcpSocket::new_v4().unwrap();
         refusing.bind(([127, 0, 0, 1], 0).into()).unwrap();
         let address = refusing.local_addr().unwrap().to_string();
@@ -486,6 +503,7 @@ order_id = { path = "order_id" }
             store: Arc::clone(&store),
             upstream: Arc::new(UpstreamClient::new(&settings)),
             settings,
+            route: route.map(str::to_owned),
             remember_grace: Duration::from_secs(60),
             policies: LivePolicies::new(PolicySet::new(policies)),
             metrics: Arc::clone(&metrics),
@@ -615,6 +633,65 @@ order_id = { path = "order_id" }
                 operation_id,
                 ..
             } if operation_id.starts_with("exc_")
+        ));
+    }
+
+    /// The same policy, keys and request on two routes: an approval returned on one is a
+    /// refused approval on the other (a new operation to hold), and is performed on its own.
+    #[tokio::test]
+    async fn an_approval_is_bound_to_the_route_that_returned_it() {
+        let (a, b) = (world_on(Some("a")), world_on(Some("b")));
+        let held = a.executor.run(request(&a.policy, None), &forward()).await;
+        let Decision::ApprovalRequired { operation, .. } = &held.decision else {
+            panic!("expected an operation, got {:?}", held.decision)
+        };
+        let approval = ApprovalHeader {
+            operation_id: operation.operation_id.clone(),
+            revision: operation.revision.clone(),
+        };
+        let elsewhere = b
+            .executor
+            .run(request(&b.policy, Some(approval.clone())), &forward())
+            .await;
+        assert!(
+            matches!(
+                elsewhere.decision,
+                Decision::ApprovalRequired { rejected: true, .. }
+            ),
+            "{:?}",
+            elsewhere.decision
+        );
+        let id = OperationId::parse(&approval.operation_id).unwrap();
+        assert_eq!(b.store.lookup(&id).await.unwrap(), None, "nothing claimed");
+        // On its own route the approval is good: it is claimed and forwarded (to an upstream
+        // that refuses the connection, so the claim is released).
+        let home = a
+            .executor
+            .run(request(&a.policy, Some(approval)), &forward())
+            .await;
+        assert!(
+            matches!(home.decision, Decision::UpstreamUnavailable),
+            "{:?}",
+            home.decision
+        );
+        // The default route's revisions are not a [[route]]'s either.
+        let default = world();
+        let unbound = default
+            .executor
+            .run(
+                request(
+                    &default.policy,
+                    Some(ApprovalHeader {
+                        operation_id: operation.operation_id.clone(),
+                        revision: operation.revision.clone(),
+                    }),
+                ),
+                &forward(),
+            )
+            .await;
+        assert!(matches!(
+            unbound.decision,
+            Decision::ApprovalRequired { rejected: true, .. }
         ));
     }
 }

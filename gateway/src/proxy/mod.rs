@@ -27,6 +27,7 @@ mod mcp_forward;
 mod operations;
 mod outcome;
 mod reply;
+mod routes;
 mod service;
 mod step;
 mod upstream;
@@ -38,6 +39,7 @@ pub(crate) use executor::{Executor, ExecutorParts};
 pub(crate) use limits::{BodyLimits, HeldBodies, LimitedApp};
 pub(crate) use mcp_api::McpEndpoint;
 pub(crate) use operations::Operations;
+pub(crate) use routes::{RouteRuntime, Routes};
 pub(crate) use service::GatewayProxy;
 pub(crate) use upstream::UpstreamClient;
 // The conversations service (`crate::conversations`) runs described requests through the same

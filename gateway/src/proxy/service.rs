@@ -13,12 +13,13 @@ use pingora::proxy::{ProxyHttp, Session};
 use super::edge::{Edge, EdgeCtx};
 use super::http_api;
 use super::mcp_api::McpEndpoint;
-use super::operations::Operations;
 use super::reply::Reply;
+use super::routes::{RouteRuntime, Routes};
 use super::step::Step;
-use super::upstream::UpstreamClient;
 use super::well_known;
-use crate::ingress::{self, RouteMatch};
+use crate::ingress::{self, Refusal, RouteMatch};
+use crate::metrics::Metrics;
+use crate::protocol::ErrorBody;
 
 /// What one request carries between pingora's phases.
 #[derive(Debug, Default)]
@@ -27,16 +28,46 @@ pub(crate) struct RequestCtx {
     passthrough: bool,
     /// Request ID, proxy headers and access-log notes (see edge.rs).
     edge: EdgeCtx,
+    /// The route matched when the head was read: the only one this request ever uses.
+    route: Picked,
+}
+
+/// What matching the request against the routes gave.
+#[derive(Default)]
+enum Picked {
+    /// No route matches: `404 no_route`, nothing forwarded.
+    #[default]
+    None,
+    Route(Arc<RouteRuntime>),
+    /// `[[route]]`s are configured and the target is not one plain path.
+    Refused(Refusal),
+}
+
+impl std::fmt::Debug for Picked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Picked::None => f.write_str("None"),
+            Picked::Route(route) => write!(f, "Route({})", route.name),
+            Picked::Refused(refusal) => write!(f, "Refused({refusal:?})"),
+        }
+    }
+}
+
+impl Picked {
+    fn name(&self) -> &str {
+        match self {
+            Picked::Route(route) => &route.name,
+            Picked::None | Picked::Refused(_) => "none",
+        }
+    }
 }
 
 /// The gateway's HTTP service.
 pub(crate) struct GatewayProxy {
-    /// What the adapters need to turn requests into operations.
-    pub(crate) operations: Operations,
-    pub(crate) upstream: Arc<UpstreamClient>,
+    /// The routes: each an upstream with its own policies, executor and MCP endpoint.
+    pub(crate) routes: Routes,
+    pub(crate) metrics: Arc<Metrics>,
     pub(crate) well_known: Option<serde_json::Value>,
-    /// `[mcp]`: the MCP endpoint, whose tool calls `[[tool]]` policies hold.
-    pub(crate) mcp: Option<McpEndpoint>,
     /// Request IDs, proxy headers, access log, passthrough failures.
     pub(crate) edge: Arc<Edge>,
 }
@@ -60,7 +91,16 @@ impl ProxyHttp for GatewayProxy {
         ctx: &mut Self::CTX,
     ) -> pingora::Result<()> {
         super::limits::head_read();
-        ctx.edge = self.edge.begin(session);
+        ctx.route = match self.routes.pick(session) {
+            Ok(Some(route)) => Picked::Route(route),
+            Ok(None) => Picked::None,
+            Err(refusal) => Picked::Refused(refusal),
+        };
+        let passthrough = match &ctx.route {
+            Picked::Route(route) => route.passthrough.clone(),
+            Picked::None | Picked::Refused(_) => crate::config::Passthrough::default(),
+        };
+        ctx.edge = self.edge.begin(session, &passthrough);
         Ok(())
     }
 
@@ -74,7 +114,7 @@ impl ProxyHttp for GatewayProxy {
         // poppy.json) carry its proxy headers and request ID (see forwarded.rs).
         let current = ctx.edge.current();
         match super::forwarded::CURRENT
-            .scope(current, self.classify(session))
+            .scope(current, self.classify(session, &ctx.route))
             .await
         {
             Step::Continue => {
@@ -89,7 +129,7 @@ impl ProxyHttp for GatewayProxy {
                 // The one place an operation request's outcome is counted and logged. Before
                 // the answer is written, not in `logging` (which runs after the write): a
                 // client that reads /metrics once it has its answer must see it counted.
-                outcome.record(&self.operations.metrics);
+                outcome.record(&self.metrics);
                 ctx.edge
                     .note_operation(outcome.operation_id(), outcome.outcome());
                 reply.write(session).await?;
@@ -99,13 +139,20 @@ impl ProxyHttp for GatewayProxy {
         }
     }
 
-    /// Passthrough goes to the one configured upstream.
+    /// Passthrough goes to the upstream of the route matched when the head was read.
     async fn upstream_peer(
         &self,
         _session: &mut Session,
-        _ctx: &mut Self::CTX,
+        ctx: &mut Self::CTX,
     ) -> pingora::Result<Box<HttpPeer>> {
-        Ok(Box::new(self.upstream.peer().clone()))
+        match &ctx.route {
+            Picked::Route(route) => Ok(Box::new(route.upstream.peer().clone())),
+            // `classify` answers these itself; never forwarded.
+            Picked::None | Picked::Refused(_) => Err(Error::explain(
+                pingora::ErrorType::InternalError,
+                "no route for the request",
+            )),
+        }
     }
 
     /// An approval is the gateway's business only: it never reaches the upstream. The proxy
@@ -156,9 +203,10 @@ impl ProxyHttp for GatewayProxy {
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Self::CTX) {
         if ctx.passthrough {
             let status = session.response_written().map(|r| r.status.as_u16());
-            self.operations.metrics.passthrough(status);
+            self.metrics.passthrough(status);
         }
-        self.edge.log(session, &ctx.edge, ctx.passthrough);
+        self.edge
+            .log(session, &ctx.edge, ctx.route.name(), ctx.passthrough);
     }
 }
 
@@ -173,14 +221,28 @@ fn client_went_away(error: &Error) -> bool {
 }
 
 impl GatewayProxy {
-    /// Route a request: the gateway's own document, a refusal, the proxy path, or an adapter.
-    async fn classify(&self, session: &mut Session) -> Step {
+    /// Route a request: the gateway's own document, a refusal, the proxy path, or an adapter,
+    /// all of the one route matched when its head was read.
+    async fn classify(&self, session: &mut Session, picked: &Picked) -> Step {
+        let route = match picked {
+            Picked::Route(route) => route,
+            Picked::Refused(refusal) => return Step::Respond(Reply::refusal(refusal)),
+            Picked::None => {
+                return Step::Respond(Reply::error(
+                    404,
+                    &ErrorBody::new(
+                        "no_route",
+                        "no route of this gateway serves this host and path; nothing was forwarded",
+                    ),
+                ));
+            }
+        };
         let header = session.req_header();
         if header.uri.path() == well_known::PATH
             && (header.method == http::Method::GET || header.method == http::Method::HEAD)
         {
             let doc =
-                well_known::document(&self.upstream, &header.headers, self.well_known.as_ref())
+                well_known::document(&route.upstream, &header.headers, self.well_known.as_ref())
                     .await;
             return Step::Respond(Reply::json(200, &doc));
         }
@@ -191,31 +253,32 @@ impl GatewayProxy {
         if !header.headers.contains_key("poppy-session") {
             return Step::Continue;
         }
+        let operations = &route.operations;
         let routed = ingress::check_target(header.raw_path()).and_then(|target| {
             ingress::headers::check_personal_agent(&header.headers)?;
-            let route = ingress::match_route(
-                &self.operations.policies.snapshot(),
-                self.mcp.as_ref().map(McpEndpoint::template),
+            let matched = ingress::match_route(
+                &operations.policies.snapshot(),
+                route.mcp.as_ref().map(McpEndpoint::template),
                 header.method.as_str(),
                 &target.path,
                 ingress::headers::is_form_content_type(&header.headers),
             )?;
-            Ok((target, route))
+            Ok((target, matched))
         });
-        let (target, route) = match routed {
+        let (target, matched) = match routed {
             Ok(routed) => routed,
             Err(refusal) => return Step::Respond(Reply::refusal(&refusal)),
         };
-        match route {
+        match matched {
             RouteMatch::None => Step::Continue,
-            RouteMatch::Mcp => match &self.mcp {
-                Some(mcp) => mcp.handle(&self.operations, session, target).await,
+            RouteMatch::Mcp => match &route.mcp {
+                Some(mcp) => mcp.handle(operations, session, target).await,
                 None => Step::Continue,
             },
             RouteMatch::Policy(policy, captures) => {
                 http_api::handle(
-                    &self.operations,
-                    &self.upstream,
+                    operations,
+                    &route.upstream,
                     session,
                     policy,
                     captures,
