@@ -344,6 +344,16 @@ async fn an_unreachable_upstream_is_a_json_502_without_its_address() {
     );
 }
 
+/// `access.log` next to the gateway's config (where `path = "access.log"` puts it).
+fn access_log_path(stack: &Stack) -> std::path::PathBuf {
+    stack
+        .gateway
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("access.log")
+}
+
 fn log_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -357,12 +367,7 @@ async fn the_access_log_has_one_line_per_request_field_by_field() {
     let stack = Stack::start_with(Store::Memory, |b| {
         b.extra_config("\n[access_log]\npath = \"access.log\"\nformat = \"json\"\n")
     });
-    let log = stack
-        .gateway
-        .config_path()
-        .parent()
-        .unwrap()
-        .join("access.log");
+    let log = access_log_path(&stack);
     let session = Session::signed_out("ses_log");
     stack
         .gateway
@@ -512,12 +517,7 @@ async fn front_settings_come_from_the_environment_too() {
         !headers.iter().any(|(name, _)| name == "x-forwarded-for"),
         "x_forwarded = false from the environment: {headers:?}"
     );
-    let log = stack
-        .gateway
-        .config_path()
-        .parent()
-        .unwrap()
-        .join("access.log");
+    let log = access_log_path(&stack);
     assert!(
         wait::until(Duration::from_secs(10), || log_lines(&log).len() == 1).await,
         "the access log path from the environment"
@@ -529,12 +529,7 @@ async fn the_combined_access_log_reads_like_nginx() {
     let stack = Stack::start_with(Store::Memory, |b| {
         b.extra_config("\n[access_log]\npath = \"access.log\"\nformat = \"combined\"\n")
     });
-    let log = stack
-        .gateway
-        .config_path()
-        .parent()
-        .unwrap()
-        .join("access.log");
+    let log = access_log_path(&stack);
     stack
         .gateway
         .send(&Request::plain("GET", "/orders/o1").header("X-Request-Id", "r-2"))
