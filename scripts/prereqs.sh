@@ -36,8 +36,10 @@ if [[ $what == demo ]]; then
     need jq jq
 fi
 if [[ $what == test ]]; then
-    # tests/tests/front.rs drives the system curl over TLS with HTTP/2 (Debian's has nghttp2).
+    # tests/tests/front*.rs drive the system curl over TLS with HTTP/2 (Debian's has nghttp2),
+    # and openssl s_client for connections that complete TLS and then stay silent.
     need curl curl
+    need openssl openssl
     need redis-server redis-server
     need redis-cli redis-tools
     need prometheus prometheus
