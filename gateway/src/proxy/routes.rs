@@ -89,9 +89,15 @@ fn matches(route: &RouteRuntime, host: Option<&str>, path: &str) -> bool {
 }
 
 /// At a segment boundary: `/billing` matches `/billing` and `/billing/x`, never `/billingx`.
+/// As forgiving as the policy routes' matcher (ASCII case, empty segments): a spelling an
+/// upstream or framework could read as under the prefix (`/Billing/x`, `//billing/x`) must not
+/// reach another route's upstream and policies.
 fn prefix_matches(prefix: &str, path: &str) -> bool {
-    path.strip_prefix(prefix)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    let mut path = path.split('/').filter(|s| !s.is_empty());
+    prefix.split('/').filter(|s| !s.is_empty()).all(|want| {
+        path.next()
+            .is_some_and(|seg| seg.eq_ignore_ascii_case(want))
+    })
 }
 
 /// `Host` in lower case without its port (`[::1]:80` → `[::1]`) or trailing dot.
@@ -115,6 +121,12 @@ mod tests {
         assert!(!prefix_matches("/billing", "/bill"));
         assert!(prefix_matches("/a/b", "/a/b/c"));
         assert!(!prefix_matches("/a/b", "/a/bc"));
+        // Spellings the policy matcher (and lenient frameworks) read as the same path.
+        assert!(prefix_matches("/billing", "/Billing/x"));
+        assert!(prefix_matches("/billing", "//billing//x"));
+        assert!(prefix_matches("/billing", "/billing/"));
+        assert!(!prefix_matches("/billing", "/BillingX"));
+        assert!(!prefix_matches("/a/b", "/a"));
     }
 
     #[test]
