@@ -282,7 +282,8 @@ fn jwt_payload(token: &[u8]) -> Option<serde_json::Map<String, Value>> {
 fn frame(kind: &str, parts: &[&str]) -> String {
     let mut out = kind.to_owned();
     for part in parts {
-        out.push_str(&format!(":{}:{part}", part.len()));
+        use std::fmt::Write as _;
+        let _ = write!(out, ":{}:{part}", part.len());
     }
     out
 }

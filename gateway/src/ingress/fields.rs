@@ -26,10 +26,18 @@ pub(crate) fn check_fields<'p>(
     walk(document, &covered, &mut Vec::new(), what)
 }
 
-fn walk(
-    node: &Value,
+/// A step of the walk's path, borrowed from the document: names are copied only for the
+/// error that names the field.
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Name(&'a str),
+    Index(usize),
+}
+
+fn walk<'d>(
+    node: &'d Value,
     covered: &HashSet<*const Value>,
-    path: &mut Vec<PathPart>,
+    path: &mut Vec<Step<'d>>,
     what: &str,
 ) -> Result<(), Refusal> {
     if covered.contains(&(node as *const Value)) {
@@ -38,7 +46,7 @@ fn walk(
     match node {
         Value::Object(map) if !map.is_empty() || path.is_empty() => {
             for (name, member) in map {
-                path.push(PathPart::Name(name.clone()));
+                path.push(Step::Name(name));
                 walk(member, covered, path, what)?;
                 path.pop();
             }
@@ -46,14 +54,21 @@ fn walk(
         }
         Value::Array(items) if !items.is_empty() => {
             for (i, item) in items.iter().enumerate() {
-                path.push(PathPart::Index(i));
+                path.push(Step::Index(i));
                 walk(item, covered, path, what)?;
                 path.pop();
             }
             Ok(())
         }
         _ => {
-            let at = json_path(path);
+            let parts: Vec<PathPart> = path
+                .iter()
+                .map(|step| match *step {
+                    Step::Name(name) => PathPart::Name(name.to_owned()),
+                    Step::Index(i) => PathPart::Index(i),
+                })
+                .collect();
+            let at = json_path(&parts);
             Err(Refusal::new(
                 400,
                 "unexpected_field",

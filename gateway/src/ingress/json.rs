@@ -113,6 +113,10 @@ fn check_value_at(value: &Value, path: &mut Vec<PathPart>, depth: usize) -> Resu
 /// Case folding as Go's `strings.EqualFold` sees it, near enough: `ſ` is `s`, `K` (Kelvin) is
 /// `k`.
 pub(crate) fn fold_case(name: &str) -> String {
+    // ASCII folds to its lowercase: the per-character Unicode mapping is for the rest.
+    if name.is_ascii() {
+        return name.to_ascii_lowercase();
+    }
     name.chars()
         .flat_map(char::to_uppercase)
         .flat_map(char::to_lowercase)
@@ -450,6 +454,20 @@ impl Parser<'_> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn ascii_folds_as_the_unicode_mapping_does() {
+        let all: String = (0u8..128).map(char::from).collect();
+        let unicode: String = all
+            .chars()
+            .flat_map(char::to_uppercase)
+            .flat_map(char::to_lowercase)
+            .collect();
+        assert_eq!(fold_case(&all), unicode);
+        assert_eq!(fold_case("\u{212A}ey"), fold_case("KEY"));
+        assert_eq!(fold_case("ſku"), "sku");
+    }
+
     use super::*;
     use serde_json::json;
 

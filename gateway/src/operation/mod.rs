@@ -38,7 +38,7 @@ pub(crate) use receipt::draft_receipt;
 pub(crate) use remember::{Remember, lease_until_ms, releases};
 pub(crate) use verdict::{
     Answer, Approved, Minted, Start, Verdict, action_tag, check, claim, existing, from_record,
-    mint, record_before_lookup, start,
+    mint, mint_for, record_before_lookup, start,
 };
 
 /// A request for an operation, prepared by its interface (HTTP API or MCP).

@@ -226,12 +226,24 @@ fn approved_by(keys: &Keys, record: &OperationRecord, approver: &Approver) -> bo
 /// The operation for what the request asks, given its action's state. Answering a refused
 /// approval, never with the revision it named (the agent would retry it in a loop).
 pub(crate) fn mint(keys: &Keys, prepared: &Prepared, state: &ActionState, now_ms: i64) -> Minted {
+    mint_for(keys, prepared, &action_tag(keys, prepared), state, now_ms)
+}
+
+/// [`mint`], with the action tag the caller already derived to read the action's state (two
+/// MACs fewer per mint).
+pub(crate) fn mint_for(
+    keys: &Keys,
+    prepared: &Prepared,
+    action: &ActionTag,
+    state: &ActionState,
+    now_ms: i64,
+) -> Minted {
     if let Some((unknown, _)) = state.in_flight.iter().find(|(_, lease)| *lease < now_ms) {
         return Minted::Unknown(unknown.clone());
     }
     let request = &prepared.request;
     let key = keys.current();
-    let id = action_tag(keys, prepared).operation_id(key, state.generation);
+    let id = action.operation_id(key, state.generation);
     let input = revision_input(&id, prepared);
     let mut expires_at = now_ms
         .div_euclid(1000)

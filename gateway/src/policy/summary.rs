@@ -81,6 +81,25 @@ fn is_removed(c: char) -> bool {
 
 /// Escape a value so CommonMark (and GitHub-flavoured autolinks) read it as plain text.
 pub fn escape_value(raw: &str) -> String {
+    if needs_no_escape(raw) {
+        return raw.to_owned();
+    }
+    escape_each_char(raw)
+}
+
+/// Most values (IDs, SKUs) are letters, digits, inner hyphens and intraword underscores,
+/// none of which [`escape_each_char`] escapes or removes: they skip its per-character walk.
+fn needs_no_escape(raw: &str) -> bool {
+    let bytes = raw.as_bytes();
+    let alnum = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_alphanumeric);
+    bytes.iter().enumerate().all(|(i, b)| match b {
+        b'-' => i > 0,
+        b'_' => i > 0 && alnum(i - 1) && alnum(i + 1),
+        b => b.is_ascii_alphanumeric(),
+    })
+}
+
+fn escape_each_char(raw: &str) -> String {
     let cleaned: String = raw
         .chars()
         .map(|c| {
@@ -140,6 +159,16 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    proptest! {
+        #[test]
+        fn values_that_skip_the_walk_are_those_it_leaves_alone(raw in "[a-zA-Z0-9_.-]{0,10}") {
+            if needs_no_escape(&raw) {
+                prop_assert_eq!(escape_each_char(&raw), raw.clone());
+            }
+            prop_assert_eq!(escape_value(&raw), escape_each_char(&raw));
+        }
+    }
 
     fn terms(pairs: &[(&str, Value)]) -> Terms {
         pairs

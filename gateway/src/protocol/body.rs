@@ -35,6 +35,41 @@ impl ErrorBody {
         ErrorBody::new("approval_required", detail).with("operation", operation)
     }
 
+    /// The bytes of [`ErrorBody::approval_required`], written straight from the operation
+    /// (members in the same, sorted order) without building a map of JSON values first: it is
+    /// the answer to every mint.
+    pub(crate) fn approval_required_bytes(operation: &Operation, detail: &str) -> Vec<u8> {
+        /// [`Operation`]'s members, sorted as a `serde_json::Map` sorts them.
+        #[derive(Serialize)]
+        struct SortedOperation<'a> {
+            expires_at: &'a str,
+            operation_id: &'a str,
+            revision: &'a str,
+            summary: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            terms: Option<&'a Value>,
+        }
+        #[derive(Serialize)]
+        struct Body<'a> {
+            detail: &'a str,
+            error: &'static str,
+            operation: SortedOperation<'a>,
+        }
+        let body = Body {
+            detail,
+            error: "approval_required",
+            operation: SortedOperation {
+                expires_at: &operation.expires_at,
+                operation_id: &operation.operation_id,
+                revision: &operation.revision,
+                summary: &operation.summary,
+                terms: operation.terms.as_ref(),
+            },
+        };
+        // Serializing strings and JSON values cannot fail.
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+
     /// Add a member, such as `term` or `extension`.
     pub fn with(mut self, name: &str, value: impl Into<Value>) -> ErrorBody {
         self.members.insert(name.to_owned(), value.into());
@@ -65,5 +100,22 @@ mod tests {
         assert_eq!(body["error"], "approval_required");
         assert_eq!(body["operation"]["operation_id"], "exc_1");
         assert!(body["operation"].get("terms").is_none());
+    }
+
+    #[test]
+    fn approval_required_bytes_are_those_of_the_error_body() {
+        for terms in [None, Some(serde_json::json!({"b": 1, "a": "x\"y"}))] {
+            let op = Operation {
+                operation_id: "exc_1".into(),
+                revision: "1-a".into(),
+                summary: "Do **it**.".into(),
+                terms,
+                expires_at: "2026-10-08T19:20:00Z".into(),
+            };
+            assert_eq!(
+                ErrorBody::approval_required_bytes(&op, "why"),
+                ErrorBody::approval_required(&op, "why").to_bytes()
+            );
+        }
     }
 }

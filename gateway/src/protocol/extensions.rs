@@ -7,6 +7,9 @@ use sfv::{BareItem, List, ListEntry, Parser};
 #[error("Poppy-Extensions is not an RFC 9651 List: {0}")]
 pub struct ExtensionsError(String);
 
+/// How the spec writes the declaration.
+const SPEC_SPELLING: &str = r#""operations";v="2""#;
+
 /// Whether the request declares `"operations";v="2"`. Several header lines are combined as
 /// RFC 9651 says (joined with commas). Other extensions and other versions may be listed
 /// beside it; a different major version does not count.
@@ -16,6 +19,11 @@ pub fn declares_operations_v2<'a>(
     let joined = super::combine_lines(lines);
     if joined.is_empty() {
         return Ok(false);
+    }
+    // The spec's own spelling, which nearly every agent sends: it parses to exactly this, so
+    // the structured-field parser (1% of a mint's CPU) is skipped.
+    if joined == SPEC_SPELLING.as_bytes() {
+        return Ok(true);
     }
     let list: List = Parser::new(&joined)
         .parse()
@@ -51,6 +59,22 @@ mod tests {
 
     fn declares(value: &str) -> Result<bool, ExtensionsError> {
         declares_operations_v2([value.as_bytes()])
+    }
+
+    #[test]
+    fn the_spec_spelling_parses_to_what_its_shortcut_answers() {
+        let list: List = Parser::new(SPEC_SPELLING.as_bytes()).parse().unwrap();
+        assert_eq!(list.len(), 1);
+        let ListEntry::Item(item) = &list[0] else {
+            panic!("not an item")
+        };
+        assert!(names_operations(&item.bare_item));
+        assert_eq!(item.params.len(), 1);
+        assert!(
+            item.params
+                .iter()
+                .all(|(k, v)| k.as_str() == "v" && is_major_two(v))
+        );
     }
 
     #[test]

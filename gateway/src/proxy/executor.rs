@@ -202,13 +202,15 @@ impl Executor {
         let keys = &self.parts.keys;
         let action = operation::action_tag(keys, prepared);
         let state = self.parts.store.action_state(action.as_str()).await?;
-        Ok(match operation::mint(keys, prepared, &state, self.now()) {
-            Minted::Hold(operation) => Decision::ApprovalRequired {
-                operation,
-                rejected,
+        Ok(
+            match operation::mint_for(keys, prepared, &action, &state, self.now()) {
+                Minted::Hold(operation) => Decision::ApprovalRequired {
+                    operation,
+                    rejected,
+                },
+                Minted::Unknown(id) => self.unknown(id, &prepared.policy().name, LEASE_RAN_OUT),
             },
-            Minted::Unknown(id) => self.unknown(id, &prepared.policy().name, LEASE_RAN_OUT),
-        })
+        )
     }
 
     /// Claim the operation, forward it once, and record the answer before it is delivered.

@@ -84,29 +84,52 @@ pub(crate) fn request_id(headers: &http::HeaderMap) -> String {
         Some(v) if well_formed_request_id(v.as_bytes()) => {
             String::from_utf8_lossy(v.as_bytes()).into_owned()
         }
-        _ => format!("{:032x}", rand::random::<u128>()),
+        _ => new_request_id(),
     }
 }
 
-/// A `Forwarded` node: IPv6 addresses are bracketed and quoted (RFC 7239 section 6).
-fn node(ip: IpAddr) -> String {
+/// 32 lowercase hex digits of a random `u128`, without `format!` (every request without an
+/// ID of its own gets one: it is on the passthrough path).
+fn new_request_id() -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bits = rand::random::<u128>();
+    let digits: Vec<u8> = (0..32)
+        .rev()
+        .map(|i| HEX[((bits >> (i * 4)) & 0xf) as usize])
+        .collect();
+    String::from_utf8(digits).unwrap_or_default()
+}
+
+/// Append a `Forwarded` node: IPv6 addresses are bracketed and quoted (RFC 7239 section 6).
+fn push_node(out: &mut String, ip: IpAddr, text: &str) {
     match ip {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+        IpAddr::V4(_) => out.push_str(text),
+        IpAddr::V6(_) => {
+            out.push_str("\"[");
+            out.push_str(text);
+            out.push_str("]\"");
+        }
     }
 }
 
-/// A `Forwarded` value: a token, or a quoted string when it is not one.
-fn forwarded_value(value: &str) -> String {
+/// Append a `Forwarded` value: a token, or a quoted string when it is not one.
+fn push_forwarded_value(out: &mut String, value: &str) {
     let token = !value.is_empty()
         && value
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
     if token {
-        value.to_owned()
-    } else {
-        format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
+        out.push_str(value);
+        return;
     }
+    out.push('"');
+    for c in value.chars() {
+        if matches!(c, '\\' | '"') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
 }
 
 impl UpstreamHeaders {
@@ -118,6 +141,7 @@ impl UpstreamHeaders {
         upstream: &Passthrough,
     ) -> UpstreamHeaders {
         let trusted = facts.peer.is_some_and(|ip| settings.trusts(ip));
+        // What a trusted proxy said about earlier hops, joined; each list is then extended.
         let kept = |name: &HeaderName| -> Option<String> {
             if !trusted {
                 return None;
@@ -129,18 +153,18 @@ impl UpstreamHeaders {
                 .collect();
             (!values.is_empty()).then(|| values.join(", "))
         };
-        let mut set = Vec::new();
+        let mut set = Vec::with_capacity(5);
         let mut push = |name: HeaderName, value: String| {
-            if let Ok(value) = HeaderValue::from_str(&value) {
+            if let Ok(value) = HeaderValue::try_from(value) {
                 set.push((name, value));
             }
         };
         push(X_REQUEST_ID, request_id.to_owned());
-        let peer = facts.peer.map(|ip| ip.to_string());
+        let peer = facts.peer.map(|ip| (ip, ip.to_string()));
         if settings.x_forwarded {
-            if let Some(peer) = &peer {
+            if let Some((_, peer)) = &peer {
                 let xff = match kept(&X_FORWARDED_FOR) {
-                    Some(before) => format!("{before}, {peer}"),
+                    Some(before) => before + ", " + peer,
                     None => peer.clone(),
                 };
                 push(X_FORWARDED_FOR, xff);
@@ -154,24 +178,23 @@ impl UpstreamHeaders {
             }
         }
         if settings.forwarded {
-            let mut element = Vec::new();
-            if let Some(ip) = facts.peer {
-                element.push(format!("for={}", node(ip)));
+            let mut value = kept(&FORWARDED).map_or_else(String::new, |before| before + ", ");
+            if let Some((ip, text)) = &peer {
+                value.push_str("for=");
+                push_node(&mut value, *ip, text);
+                value.push(';');
             }
             if let Some(host) = &facts.host {
-                element.push(format!("host={}", forwarded_value(host)));
+                value.push_str("host=");
+                push_forwarded_value(&mut value, host);
+                value.push(';');
             }
-            element.push(format!("proto={}", facts.proto()));
-            let element = element.join(";");
-            push(
-                FORWARDED,
-                match kept(&FORWARDED) {
-                    Some(before) => format!("{before}, {element}"),
-                    None => element,
-                },
-            );
+            value.push_str("proto=");
+            value.push_str(facts.proto());
+            push(FORWARDED, value);
         }
-        // What a client that is not a trusted proxy says about earlier hops is not passed on.
+        // What a client that is not a trusted proxy says about earlier hops is not passed on;
+        // only headers it sent need removing.
         let remove = if trusted {
             Vec::new()
         } else {
@@ -182,7 +205,7 @@ impl UpstreamHeaders {
                 FORWARDED,
             ]
             .into_iter()
-            .filter(|name| !set.iter().any(|(n, _)| n == name))
+            .filter(|name| incoming.contains_key(name) && !set.iter().any(|(n, _)| n == name))
             .collect()
         };
         let configured = upstream
@@ -349,6 +372,26 @@ mod tests {
             get(&r, "forwarded"),
             "for=\"[::1]\";host=shop.example;proto=https"
         );
+    }
+
+    #[test]
+    fn new_request_ids_are_32_hex_digits_and_differ() {
+        let (a, b) = (new_request_id(), new_request_id());
+        assert_eq!(a.len(), 32, "{a}");
+        assert!(
+            a.bytes()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+            "{a}"
+        );
+        assert_ne!(a, b);
+        assert_eq!(request_id(&http::HeaderMap::new()).len(), 32);
+    }
+
+    #[test]
+    fn quoted_forwarded_hosts_escape_quotes_and_backslashes() {
+        let mut out = String::new();
+        push_forwarded_value(&mut out, "a\"b\\c d");
+        assert_eq!(out, "\"a\\\"b\\\\c d\"");
     }
 
     #[test]

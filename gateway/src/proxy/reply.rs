@@ -19,13 +19,18 @@ pub(crate) struct Reply {
 impl Reply {
     /// A JSON error body: `{"error", "detail", ...}`.
     pub(crate) fn error(status: u16, body: &ErrorBody) -> Reply {
+        Reply::error_bytes(status, body.to_bytes())
+    }
+
+    /// An error body already serialized.
+    fn error_bytes(status: u16, body: Vec<u8>) -> Reply {
         Reply {
             status,
             headers: vec![
                 ("content-type".into(), b"application/json".to_vec()),
                 ("cache-control".into(), b"no-store".to_vec()),
             ],
-            body: Bytes::from(body.to_bytes()),
+            body: Bytes::from(body),
         }
     }
 
@@ -68,7 +73,7 @@ impl Reply {
                 } else {
                     "this action needs the user's approval of these terms; retry the same request with a Poppy-Approval header"
                 };
-                Reply::error(403, &ErrorBody::approval_required(&operation, detail))
+                Reply::error_bytes(403, ErrorBody::approval_required_bytes(&operation, detail))
             }
             Decision::SignInRequired => Reply::error(401, &ErrorBody::new("sign_in_required", "this operation belongs to an account: sign in to that account to approve it"))
                 .with_header("www-authenticate", "Bearer"),

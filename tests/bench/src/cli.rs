@@ -53,7 +53,7 @@ pub struct RunArgs {
     /// Gateway threads, and nginx worker processes.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
-    /// Rows to run, comma-separated (1,2,2p,3,1g,2g,2pg,3g,4,5,6,7a,7b,7c) or `all`.
+    /// Rows to run, comma-separated (1,2,2p,3,1g,2g,2pg,3g,2a,2pa,4,5,6,7a,7b,7c) or `all`.
     #[arg(long, default_value = "all", value_delimiter = ',')]
     pub rows: Vec<String>,
     /// The poppy-gateway binary [default: next to poppy-bench].

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::procs::{Proc, Spawn, free_port, loopback};
+use crate::rows::Role;
 
 /// The nginx.conf of the baseline.
 pub fn config(
@@ -17,11 +18,20 @@ pub fn config(
     upstream: SocketAddr,
     workers: usize,
     as_root: bool,
+    role: Role,
 ) -> String {
     let dir = dir.display();
     // Run as root, nginx would switch its workers to `nobody`, who cannot enter the bench's
     // private temporary folder; the workers stay root instead.
     let user = if as_root { "user root;\n" } else { "" };
+    let location = match role {
+        Role::Proxy => "proxy_pass http://bench_upstream;\n            proxy_http_version 1.1;\n            proxy_set_header Connection \"\";".to_owned(),
+        Role::Answer => format!(
+            "default_type application/json;\n            add_header cache-control no-store always;\n            return 403 \"{}\";",
+            // An nginx string in double quotes: the body has single quotes, no `$` or `\\`.
+            crate::scenario::MINT_ANSWER.replace('"', "\\\"")
+        ),
+    };
     format!(
         r#"{user}worker_processes {workers};
 daemon off;
@@ -49,9 +59,7 @@ http {{
     server {{
         listen 127.0.0.1:{listen};
         location / {{
-            proxy_pass http://bench_upstream;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
+            {location}
         }}
     }}
 }}
@@ -66,11 +74,12 @@ pub fn start(
     upstream: SocketAddr,
     workers: usize,
     cpus: Option<&str>,
+    role: Role,
 ) -> anyhow::Result<(Proc, SocketAddr)> {
     std::fs::create_dir_all(dir)?;
     let port = free_port()?;
     let conf = dir.join("nginx.conf");
-    std::fs::write(&conf, config(dir, port, upstream, workers, is_root()))
+    std::fs::write(&conf, config(dir, port, upstream, workers, is_root(), role))
         .with_context(|| format!("write {}", conf.display()))?;
     let mut proc = Spawn {
         name: "nginx",
@@ -114,7 +123,14 @@ mod tests {
 
     #[test]
     fn the_baseline_keeps_upstream_connections_alive() {
-        let conf = config(Path::new("/tmp/x"), 8081, loopback(9000), 2, false);
+        let conf = config(
+            Path::new("/tmp/x"),
+            8081,
+            loopback(9000),
+            2,
+            false,
+            Role::Proxy,
+        );
         for needle in [
             "worker_processes 2;",
             "keepalive 64;",
@@ -127,5 +143,19 @@ mod tests {
             assert!(conf.contains(needle), "{needle}");
         }
         assert!(!conf.contains("user root"));
+    }
+
+    #[test]
+    fn answering_nginx_returns_the_mint_answer_and_proxies_nothing() {
+        let conf = config(
+            Path::new("/tmp/x"),
+            8081,
+            loopback(9000),
+            1,
+            false,
+            Role::Answer,
+        );
+        assert!(conf.contains(r#"return 403 "{\"detail\":"#), "{conf}");
+        assert!(!conf.contains("proxy_pass"), "{conf}");
     }
 }

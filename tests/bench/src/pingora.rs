@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use crate::procs::{Proc, Spawn, free_port, loopback};
+use crate::rows::Role;
 
 /// Where the binary is: next to poppy-bench (the same target profile).
 pub fn default_binary() -> anyhow::Result<PathBuf> {
@@ -18,13 +19,15 @@ pub fn default_binary() -> anyhow::Result<PathBuf> {
     Ok(dir.join("poppy-bench-pingora"))
 }
 
-/// Start the bare proxy with `threads` threads; returns it and its address.
+/// Start the bare proxy with `threads` threads, proxying or answering itself; returns it and
+/// its address.
 pub fn start(
     binary: &Path,
     dir: &Path,
     upstream: SocketAddr,
     threads: usize,
     cpus: Option<&str>,
+    role: Role,
 ) -> anyhow::Result<(Proc, SocketAddr)> {
     if !binary.is_file() {
         bail!(
@@ -33,17 +36,21 @@ pub fn start(
         );
     }
     let port = free_port()?;
+    let mut args = vec![
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--upstream".into(),
+        upstream.to_string(),
+        "--threads".into(),
+        threads.to_string(),
+    ];
+    if role == Role::Answer {
+        args.extend(["--answer".into(), "403".into()]);
+    }
     let mut proc = Spawn {
         name: "poppy-bench-pingora",
         program: binary,
-        args: vec![
-            "--listen".into(),
-            format!("127.0.0.1:{port}"),
-            "--upstream".into(),
-            upstream.to_string(),
-            "--threads".into(),
-            threads.to_string(),
-        ],
+        args,
         env: Vec::new(),
         cpus,
         log: Some(dir.join("pingora.log")),

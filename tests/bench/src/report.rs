@@ -39,6 +39,7 @@ pub fn render(report: &Report) -> String {
     out.push_str(&table(&report.rows));
     out.push_str(&notes(&report.rows));
     out.push_str(&pingora_lines(&report.rows));
+    out.push_str(&answer_lines(&report.rows));
     if let Some(roundtrips) = &report.roundtrips {
         out.push('\n');
         out.push_str(&roundtrip_lines(roundtrips));
@@ -391,6 +392,65 @@ pub fn pingora_lines(rows: &[RowResult]) -> String {
     out
 }
 
+/// What answering a request itself costs, by the reference rows that answer a mint's 403
+/// without an upstream (nginx `return`, bare pingora), beside the gateway's own answers and
+/// the proxying of the same servers: the floor under the minting and replay targets.
+pub fn answer_lines(rows: &[RowResult]) -> String {
+    let mut out = String::new();
+    let cpu = |id: &str| find(rows, id).and_then(|r| r.cpu_us_per_request);
+    for wrk in ["", "w"] {
+        let id = |base: &str| format!("{base}{wrk}");
+        let (Some(nginx_answers), Some(pingora_answers)) = (cpu(&id("2a")), cpu(&id("2pa"))) else {
+            continue;
+        };
+        let mut line = format!(
+            "- answering itself, CPU µs/req: nginx {nginx_answers:.1} (row {})",
+            id("2a")
+        );
+        if let Some(nginx) = cpu(&id("2")) {
+            let _ = write!(
+                line,
+                ", {:.2}× its proxying (row {})",
+                nginx_answers / nginx,
+                id("2")
+            );
+        }
+        let _ = write!(
+            line,
+            "; bare pingora {pingora_answers:.1} (row {})",
+            id("2pa")
+        );
+        if let Some(pingora) = cpu(&id("2p")) {
+            let _ = write!(
+                line,
+                ", {:.2}× its proxying (row {})",
+                pingora_answers / pingora,
+                id("2p")
+            );
+        }
+        if let Some(passthrough) = cpu(&id("3")) {
+            let _ = write!(
+                line,
+                ", {:.2}× gateway passthrough (row {})",
+                pingora_answers / passthrough,
+                id("3")
+            );
+        }
+        for (row, what) in [("7a", "minting"), ("7c", "replay")] {
+            if let Some(gateway) = cpu(&id(row)) {
+                let _ = write!(
+                    line,
+                    "; gateway {what} (memory://) {gateway:.1} = {:.2}× bare pingora answering (row {})",
+                    gateway / pingora_answers,
+                    id(row)
+                );
+            }
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
 pub fn targets_table(report: &Report) -> String {
     let mut out = String::from("| target | measured | verdict |\n| --- | --- | --- |\n");
     for v in verdicts(report) {
@@ -539,5 +599,29 @@ mod tests {
         assert!(text.contains(
             "bare pingora 40.0 (1.33× nginx), gateway passthrough 44.0 (1.10× bare pingora, row 3)"
         ));
+    }
+
+    #[test]
+    fn answer_lines_set_the_gateways_answers_beside_the_reference_servers() {
+        let with_cpu = |mut r: RowResult, cpu: f64| {
+            r.cpu_us_per_request = Some(cpu);
+            r
+        };
+        let rows = vec![
+            with_cpu(row("2", 1000.0, 200.0), 10.0),
+            with_cpu(row("2p", 900.0, 200.0), 20.0),
+            with_cpu(row("3", 900.0, 350.0), 25.0),
+            with_cpu(row("2a", 2000.0, 100.0), 8.0),
+            with_cpu(row("2pa", 2000.0, 100.0), 16.0),
+            with_cpu(row("7a", 2000.0, 100.0), 24.0),
+        ];
+        let text = answer_lines(&rows);
+        assert_eq!(
+            text,
+            "- answering itself, CPU µs/req: nginx 8.0 (row 2a), 0.80× its proxying (row 2); \
+             bare pingora 16.0 (row 2pa), 0.80× its proxying (row 2p), 0.64× gateway passthrough (row 3); \
+             gateway minting (memory://) 24.0 = 1.50× bare pingora answering (row 7a)\n"
+        );
+        assert_eq!(answer_lines(&rows[..3]), "");
     }
 }

@@ -18,10 +18,21 @@ use crate::scenario::Scenario;
 pub enum Target {
     /// Nothing: the upstream's own limit.
     Upstream,
-    Nginx,
+    Nginx(Role),
     /// The bare-pingora reference proxy (`poppy-bench-pingora`).
-    Pingora,
+    Pingora(Role),
     Gateway(Store),
+}
+
+/// What a reference server (nginx, bare pingora) does with each request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Forward it to the upstream: the baseline of passthrough.
+    Proxy,
+    /// Answer it itself, the body read, with a fixed 403 of a mint's size
+    /// ([`crate::scenario::MINT_ANSWER`]): the least answering a request costs that server
+    /// here, the reference of the gateway's own answers (minting, replay).
+    Answer,
 }
 
 /// Which program drives a row's load.
@@ -46,6 +57,7 @@ pub struct Row {
 /// Every row, in table order. Ids ending in `g` are the GET variants of rows 1–3; `2p` and
 /// `2pg` are the bare-pingora reference rows.
 pub fn all(replay_ops: usize) -> Vec<Row> {
+    use Role::{Answer, Proxy};
     use Store::{Memory, Redis};
     use Target::{Gateway, Nginx, Pingora, Upstream};
     let row = |id, label, target, scenario| Row {
@@ -66,13 +78,13 @@ pub fn all(replay_ops: usize) -> Vec<Row> {
         row(
             "2",
             "nginx → upstream (POST)",
-            Nginx,
+            Nginx(Proxy),
             Scenario::plain_post(),
         ),
         row(
             "2p",
             "bare pingora → upstream (POST)",
-            Pingora,
+            Pingora(Proxy),
             Scenario::plain_post(),
         ),
         row(
@@ -87,11 +99,16 @@ pub fn all(replay_ops: usize) -> Vec<Row> {
             Upstream,
             Scenario::plain_get(),
         ),
-        row("2g", "nginx → upstream (GET)", Nginx, Scenario::plain_get()),
+        row(
+            "2g",
+            "nginx → upstream (GET)",
+            Nginx(Proxy),
+            Scenario::plain_get(),
+        ),
         row(
             "2pg",
             "bare pingora → upstream (GET)",
-            Pingora,
+            Pingora(Proxy),
             Scenario::plain_get(),
         ),
         row(
@@ -99,6 +116,18 @@ pub fn all(replay_ops: usize) -> Vec<Row> {
             "gateway passthrough (GET)",
             Gateway(Memory),
             Scenario::plain_get(),
+        ),
+        row(
+            "2a",
+            "nginx answers a mint's 403 itself",
+            Nginx(Answer),
+            Scenario::Mint,
+        ),
+        row(
+            "2pa",
+            "bare pingora answers a mint's 403 itself",
+            Pingora(Answer),
+            Scenario::Mint,
         ),
         row(
             "4",
@@ -201,7 +230,7 @@ pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
     let (upstream, upstream_addr) = env.upstream()?;
     let (proxy, addr) = match row.target {
         Target::Upstream => (None, upstream_addr),
-        Target::Pingora => {
+        Target::Pingora(role) => {
             let dir = env.folder("pingora")?;
             let (proc, addr) = crate::pingora::start(
                 &env.opts.pingora_bin,
@@ -209,10 +238,11 @@ pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
                 upstream_addr,
                 env.opts.threads,
                 env.opts.plan.proxy.as_deref(),
+                role,
             )?;
             (Some(proc), addr)
         }
-        Target::Nginx => {
+        Target::Nginx(role) => {
             let dir = env.folder("nginx")?;
             let (proc, addr) = nginx::start(
                 &env.opts.nginx,
@@ -220,6 +250,7 @@ pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
                 upstream_addr,
                 env.opts.threads,
                 env.opts.plan.proxy.as_deref(),
+                role,
             )?;
             (Some(proc), addr)
         }

@@ -35,13 +35,13 @@ fn needs(rows: &[Row], f: impl Fn(Target) -> bool) -> bool {
 /// Fail early, saying exactly what to install or build.
 fn preflight(opts: &Options, rows: &[Row]) -> anyhow::Result<()> {
     let found = |program: &Path| Command::new(program).arg("-v").output().is_ok();
-    if needs(rows, |t| t == Target::Nginx) && !found(&opts.nginx) {
+    if needs(rows, |t| matches!(t, Target::Nginx(_))) && !found(&opts.nginx) {
         bail!(
             "nginx not found ({}): apt-get install -y nginx",
             opts.nginx.display()
         );
     }
-    if needs(rows, |t| t == Target::Pingora) && !opts.pingora_bin.is_file() {
+    if needs(rows, |t| matches!(t, Target::Pingora(_))) && !opts.pingora_bin.is_file() {
         bail!(
             "no bare-pingora binary at {}: cargo build --release -p poppy-bench (or tests/bench/run.sh)",
             opts.pingora_bin.display()

@@ -13,6 +13,9 @@ use crate::http1::{self, Conn, Response};
 
 /// The exchange request's JSON body (the policy's terms `item_id` and `replacement_sku`).
 pub const ITEM_BODY: &str = r#"{"item_id":"itm_4Qa","replacement_sku":"stormline-insulated-m"}"#;
+/// What the gateway answers a mint of [`ITEM_BODY`] with (a 469-byte `403`): the fixed body
+/// of the reference rows that answer requests themselves (`2a`, `2pa`).
+pub const MINT_ANSWER: &str = r#"{"detail":"this action needs the user's approval of these terms; retry the same request with a Poppy-Approval header","error":"approval_required","operation":{"expires_at":"2026-12-03T15:09:40Z","operation_id":"exc_shCy2akQ3FCWFjcmgNAonVa37","revision":"1796310580-22rM0eSRW4if4s_RmJ294z","summary":"Exchange item **itm_4Qa** on order ord_bench for stormline-insulated-m.","terms":{"item_id":"itm_4Qa","order_id":"ord_bench","replacement_sku":"stormline-insulated-m"}}}"#;
 /// The order of plain and minting rows.
 pub const ORDER: &str = "ord_bench";
 
