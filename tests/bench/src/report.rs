@@ -403,39 +403,24 @@ pub fn answer_lines(rows: &[RowResult]) -> String {
         let (Some(nginx_answers), Some(pingora_answers)) = (cpu(&id("2a")), cpu(&id("2pa"))) else {
             continue;
         };
+        // `value` against row `reference`'s CPU, when that row ran.
+        let versus = |line: &mut String, value: f64, reference: &str, what: &str| {
+            if let Some(of) = cpu(&id(reference)) {
+                let _ = write!(line, ", {:.2}× {what} (row {})", value / of, id(reference));
+            }
+        };
         let mut line = format!(
             "- answering itself, CPU µs/req: nginx {nginx_answers:.1} (row {})",
             id("2a")
         );
-        if let Some(nginx) = cpu(&id("2")) {
-            let _ = write!(
-                line,
-                ", {:.2}× its proxying (row {})",
-                nginx_answers / nginx,
-                id("2")
-            );
-        }
+        versus(&mut line, nginx_answers, "2", "its proxying");
         let _ = write!(
             line,
             "; bare pingora {pingora_answers:.1} (row {})",
             id("2pa")
         );
-        if let Some(pingora) = cpu(&id("2p")) {
-            let _ = write!(
-                line,
-                ", {:.2}× its proxying (row {})",
-                pingora_answers / pingora,
-                id("2p")
-            );
-        }
-        if let Some(passthrough) = cpu(&id("3")) {
-            let _ = write!(
-                line,
-                ", {:.2}× gateway passthrough (row {})",
-                pingora_answers / passthrough,
-                id("3")
-            );
-        }
+        versus(&mut line, pingora_answers, "2p", "its proxying");
+        versus(&mut line, pingora_answers, "3", "gateway passthrough");
         for (row, what) in [("7a", "minting"), ("7c", "replay")] {
             if let Some(gateway) = cpu(&id(row)) {
                 let _ = write!(
