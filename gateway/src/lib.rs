@@ -8,6 +8,7 @@ pub mod config;
 mod conversations;
 mod drain;
 pub mod explain;
+mod hangup;
 pub mod health;
 mod identity;
 pub mod ingress;

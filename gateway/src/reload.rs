@@ -15,7 +15,6 @@ use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::ServiceReadyNotifier;
 use pingora::services::background::BackgroundService;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::config::{self, Config, ConfigErrors};
 use crate::metrics::{Metrics, ReloadResult};
@@ -147,23 +146,13 @@ impl BackgroundService for ReloadService {
         mut shutdown: ShutdownWatch,
         ready: ServiceReadyNotifier,
     ) {
-        let mut hangups = match signal(SignalKind::hangup()) {
-            Ok(hangups) => hangups,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot handle SIGHUP: policies will not reload");
-                ready.notify_ready();
-                return;
-            }
-        };
+        let hangups = crate::hangup::hangups("policies will not reload");
         ready.notify_ready();
-        loop {
-            tokio::select! {
-                received = hangups.recv() => match received {
-                    Some(()) => self.0.reload_and_log().await,
-                    None => return,
-                },
-                _ = shutdown.changed() => return,
-            }
+        let Some(mut hangups) = hangups else {
+            return;
+        };
+        while crate::hangup::next(&mut hangups, &mut shutdown).await {
+            self.0.reload_and_log().await;
         }
     }
 }

@@ -14,7 +14,6 @@ use pingora::tls::sign::CertifiedKey;
 use pingora::tls::{ClientHello, CryptoProvider, ResolvesServerCert};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::signal::unix::{SignalKind, signal};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsFileError {
@@ -132,27 +131,22 @@ pub(crate) struct CertReloader(pub Arc<CertStore>);
 #[async_trait]
 impl BackgroundService for CertReloader {
     async fn start(&self, mut shutdown: ShutdownWatch) {
-        let mut hangups = match signal(SignalKind::hangup()) {
-            Ok(hangups) => hangups,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot handle SIGHUP: the TLS certificate will not reload");
-                return;
-            }
+        let Some(mut hangups) = crate::hangup::hangups("the TLS certificate will not reload")
+        else {
+            return;
         };
-        loop {
-            tokio::select! {
-                received = hangups.recv() => match received {
-                    Some(()) => {
-                        let store = Arc::clone(&self.0);
-                        match tokio::task::spawn_blocking(move || store.reload()).await {
-                            Ok(Ok(())) => tracing::info!(cert = %self.0.files.cert_file.display(), "SIGHUP: TLS certificate reloaded"),
-                            Ok(Err(e)) => tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded; the running one is kept"),
-                            Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate reload did not finish"),
-                        }
-                    }
-                    None => return,
-                },
-                _ = shutdown.changed() => return,
+        while crate::hangup::next(&mut hangups, &mut shutdown).await {
+            let store = Arc::clone(&self.0);
+            match tokio::task::spawn_blocking(move || store.reload()).await {
+                Ok(Ok(())) => {
+                    tracing::info!(cert = %self.0.files.cert_file.display(), "SIGHUP: TLS certificate reloaded")
+                }
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded; the running one is kept")
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: TLS certificate reload did not finish")
+                }
             }
         }
     }

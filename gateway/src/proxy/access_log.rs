@@ -211,24 +211,13 @@ pub(crate) struct AccessLogReopener(SyncSender<Item>);
 #[async_trait::async_trait]
 impl pingora::services::background::BackgroundService for AccessLogReopener {
     async fn start(&self, mut shutdown: pingora::server::ShutdownWatch) {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut hangups = match signal(SignalKind::hangup()) {
-            Ok(hangups) => hangups,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot handle SIGHUP: the access log will not reopen");
-                return;
-            }
+        let Some(mut hangups) = crate::hangup::hangups("the access log will not reopen") else {
+            return;
         };
-        loop {
-            tokio::select! {
-                received = hangups.recv() => match received {
-                    // Queued behind the lines already sent: they go to the old file.
-                    Some(()) => if self.0.try_send(Item::Reopen).is_err() {
-                        tracing::error!("SIGHUP: access log not reopened (its writer is behind or gone)");
-                    },
-                    None => return,
-                },
-                _ = shutdown.changed() => return,
+        while crate::hangup::next(&mut hangups, &mut shutdown).await {
+            // Queued behind the lines already sent: they go to the old file.
+            if self.0.try_send(Item::Reopen).is_err() {
+                tracing::error!("SIGHUP: access log not reopened (its writer is behind or gone)");
             }
         }
     }
