@@ -192,6 +192,31 @@ async fn two_upstreams_each_with_its_own_policies(store: Store) {
     assert_eq!(metrics.operations("pay", "performed"), 1.0);
 }
 
+/// A spelling a lenient framework reads as under a prefix (`/Billing/…`, `//billing/…`) is
+/// routed, and approved, as that prefix's route: never another route's upstream or policies,
+/// never `no_route` waved through to somewhere else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefix_spellings_reach_their_own_route() {
+    let world = start(Store::Memory, by_prefix);
+    let session = Session::signed_out("ses_spellings");
+    for path in [
+        "/Billing/invoices/in7/pay",
+        "//billing/invoices/in7/pay",
+        "/BILLING//invoices/in7/pay",
+    ] {
+        let pay = Request::agent("POST", path, &session).json(&json!({}));
+        let operation = world.gateway.send(&pay).await.operation();
+        operation.assert_prefix("pay");
+    }
+    assert_eq!(counts(&world), (0, 0), "nothing forwarded without approval");
+    world
+        .gateway
+        .send(&Request::plain("GET", "/Billing/invoices"))
+        .await
+        .assert_status(200, "passthrough on the billing route");
+    assert_eq!(counts(&world), (0, 1), "to the billing upstream");
+}
+
 /// `a.example` and `b.example` serve the same paths from two upstreams; `a.example/admin`
 /// is a third route (host and prefix beat host alone) on the billing upstream.
 fn by_host(orders: &Upstream, billing: &Upstream) -> GatewayBuilder {
