@@ -25,6 +25,9 @@ pub(crate) enum Outcome {
     Performed,
     /// A retry answered with the recorded answer.
     Replayed,
+    /// A retry by the approver whose credentials do not prove they are the ones that
+    /// approved (`verify = "off"`): told the operation was performed, without its answer.
+    AlreadyPerformed,
     /// A retry while the operation is being performed.
     InProgress,
     /// A retry for an operation whose outcome is unknown (lease ran out with no answer).
@@ -56,6 +59,7 @@ impl Outcome {
             Outcome::Held => "held",
             Outcome::Performed => "performed",
             Outcome::Replayed => "replayed",
+            Outcome::AlreadyPerformed => "already_performed",
             Outcome::InProgress => "in_progress",
             Outcome::Unknown => "unknown",
             Outcome::Rejected => "rejected",

@@ -377,12 +377,17 @@ fn required_verification_needs_trusted_agents() {
     let files = Files::new(&session(""), POLICY);
     let errors = files.errors_with(config::load);
     assert!(
-        errors.iter().any(|e| e.contains("needs session.audience")),
-        "{errors:#?}"
-    );
-    assert!(
         errors.iter().any(|e| e.contains("[[session.agent]]")),
         "{errors:#?}"
+    );
+    let files = Files::new(
+        &session("\n[[session.agent]]\nissuer = \"agent_1\"\njwks_url = \"https://a.test/j\"\n"),
+        POLICY,
+    );
+    let errors = files.errors_with(config::load);
+    assert!(
+        errors.iter().any(|e| e.contains("needs session.audience")),
+        "an agent with static keys needs an audience: {errors:#?}"
     );
 
     let good = format!(
@@ -581,4 +586,62 @@ fn conversations_are_checked_where_they_are_written() {
         11,
         &["token"],
     );
+}
+
+/// An agent known by its metadata document (`client_id`) needs the public origins its
+/// Sessions are signed for, takes its keys from the document only, and `ca_file` must read.
+#[test]
+fn delegated_agents_need_origins() {
+    let session = |body: &str| format!("{GATEWAY}\n[session]\nverify = \"required\"\n{body}");
+    let agent = "\n[[session.agent]]\nclient_id = \"https://agent.test/agent.json\"\n";
+
+    let config = Files::new(
+        &session(&format!("origins = [\"https://api.shop.test\"]\n{agent}")),
+        POLICY,
+    )
+    .load_with(config::load)
+    .unwrap();
+    assert!(matches!(
+        config.session.verify,
+        config::VerifyMode::Required(_)
+    ));
+
+    for (body, needle) in [
+        (agent.to_owned(), "needs session.origins"),
+        (
+            format!("origins = [\"https://api.shop.test/\"]\n{agent}"),
+            "no path",
+        ),
+        (format!("origins = []\n{agent}"), "at least one origin"),
+        (
+            format!("origins = [\"https://API.shop.test\"]\n{agent}"),
+            "lowercase",
+        ),
+        (
+            format!("origins = [\"https://api.shop.test\"]\n{agent}jwks_url = \"https://agent.test/jwks\"\n"),
+            "publishes its keys in its metadata document",
+        ),
+        (
+            format!("origins = [\"https://api.shop.test\"]\n{agent}issuer = \"agent_1\"\n"),
+            "exactly one of client_id",
+        ),
+        (
+            "origins = [\"https://api.shop.test\"]\n\n[[session.agent]]\nclient_id = \"agent.test\"\n".to_owned(),
+            "not the URL of a metadata document",
+        ),
+        (
+            format!("origins = [\"https://api.shop.test\"]\nca_file = \"missing.pem\"\n{agent}"),
+            "session.ca_file: cannot read",
+        ),
+        (
+            format!("origins = [\"https://api.shop.test\"]\nca_file = \"gateway.toml\"\n{agent}"),
+            "session.ca_file",
+        ),
+    ] {
+        let errors = Files::new(&session(&body), POLICY).errors_with(config::load);
+        assert!(
+            errors.iter().any(|e| e.contains(needle)),
+            "{body}: expected {needle:?} in {errors:#?}"
+        );
+    }
 }

@@ -133,8 +133,15 @@ pub(crate) struct SessionFile {
     /// `"required"` (the gateway verifies Poppy-Session signatures) or `"off"` (the upstream
     /// does). No default: every deployment chooses.
     pub verify: Option<Spanned<String>>,
-    /// With `verify = "required"`: one of these must be in a Session's `aud`.
+    /// With `verify = "required"`: one of these must be in the `aud` of a Session signed by
+    /// a static key set (and of a delegated one that has `aud`).
     pub audience: Option<Spanned<Vec<String>>>,
+    /// With `verify = "required"`: the public origins agents sign their requests for
+    /// (`htu`), such as `https://api.shop.example`.
+    pub origins: Option<Spanned<Vec<String>>>,
+    /// Extra certificate authorities (PEM) for the gateway's own fetches, relative to
+    /// gateway.toml's folder.
+    pub ca_file: Option<Spanned<String>>,
     /// Allowance on `exp` and `nbf` for clocks that disagree (default 60s).
     pub clock_skew: Option<Spanned<String>>,
     /// `[[session.agent]]`: the Personal Agents whose Sessions are accepted.
@@ -148,12 +155,15 @@ pub(crate) struct SessionFile {
     pub account_claim: Option<String>,
 }
 
-/// `[[session.agent]]`: a trusted Personal Agent and where its keys are.
+/// `[[session.agent]]`: a trusted Personal Agent and where its keys are: its metadata
+/// document (`client_id`), or a static key set (`issuer` with `jwks_file` or `jwks_url`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AgentFile {
-    /// The `iss` of its Session JWTs.
-    pub issuer: String,
+    /// The URL of its client metadata document: its identity, the `iss` of its Sessions.
+    pub client_id: Option<String>,
+    /// The `iss` of its Session JWTs, signed by the keys of `jwks_file` / `jwks_url`.
+    pub issuer: Option<String>,
     /// A JWKS document, relative to gateway.toml's folder.
     pub jwks_file: Option<String>,
     /// A JWKS URL, fetched at startup, on an unknown `kid` and every `jwks_refresh`.

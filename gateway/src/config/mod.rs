@@ -14,6 +14,7 @@ mod file;
 mod lookup;
 mod policy_file;
 mod routes;
+mod session;
 mod tool_policy;
 
 pub use crate::identity::VerifyMode;

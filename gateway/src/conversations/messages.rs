@@ -2,9 +2,13 @@
 //! "In a conversation"). The store keeps each message's final answer (`store/messages.rs`);
 //! while one delivery of a message is handled, another gets `503 message_in_progress`.
 //!
-//! A message is known by its conversation, its ID and who sent it (the Session, and, when
-//! the gateway does not verify them, the exact credentials): a message ID of another Session
-//! is another message, and gets its own answer from the flow.
+//! A message is known by its conversation, its ID and the Session that sent it: a message ID
+//! of another Session is another message, and gets its own answer from the flow. Agents sign
+//! a new Session JWT for every request, so the key holds no credential bytes; when the
+//! gateway does not verify Sessions, the answer is kept with a digest of what proves who sent
+//! it (the delegated key, or the exact credentials, as for operations), and a retry that
+//! proves less is answered by the flow again, which performs nothing twice and replays an
+//! operation's answer only to its approver.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,12 +30,16 @@ pub(crate) enum Delivery {
     Handle(Handling),
     /// The answer for this delivery: the original one, or "try again".
     Answered(Answer),
+    /// Answered before, to a sender whose credentials this delivery's do not prove to be:
+    /// the flow answers it (performing nothing twice), and nothing is kept.
+    Unproven,
 }
 
 /// A message being handled by this delivery.
 pub(crate) struct Handling {
     key: String,
     owner: String,
+    proof: Option<String>,
 }
 
 pub(crate) struct Messages {
@@ -52,7 +60,8 @@ impl Messages {
         conversation_id: &str,
         message_id: &str,
     ) -> Delivery {
-        let key = message_key(approver, key, conversation_id, message_id);
+        let proof = approver.credentials.as_ref().map(|c| c.digest(key));
+        let key = message_key(approver, conversation_id, message_id);
         let owner = format!(
             "{}-{}",
             self.instance,
@@ -66,7 +75,7 @@ impl Messages {
             .take_message(&key, &owner, now, lease_until)
             .await
         {
-            Ok(MessageSlot::Taken) => Delivery::Handle(Handling { key, owner }),
+            Ok(MessageSlot::Taken) => Delivery::Handle(Handling { key, owner, proof }),
             Ok(MessageSlot::Busy) => Delivery::Answered(Answer::retry_later(
                 1,
                 &ErrorBody::new(
@@ -74,6 +83,11 @@ impl Messages {
                     "another delivery of this message is being handled now; send it again shortly to get its answer",
                 ),
             )),
+            Ok(MessageSlot::Answered(stored))
+                if proof.is_some() && Answer::stored_proof(&stored) != proof =>
+            {
+                Delivery::Unproven
+            }
             Ok(MessageSlot::Answered(stored)) => match Answer::from_stored(&stored) {
                 Some(answer) => Delivery::Answered(answer),
                 None => {
@@ -93,7 +107,9 @@ impl Messages {
     /// Keep a final answer for the message's retries until `remember_until_ms`, or let the
     /// message go (a `503`: nothing final was said, the next delivery is handled anew).
     pub(crate) async fn finish(&self, handling: Handling, answer: &Answer, remember_until_ms: i64) {
-        let stored = answer.is_final().then(|| answer.to_stored());
+        let stored = answer
+            .is_final()
+            .then(|| answer.to_stored(handling.proof.as_deref()));
         if let Err(e) = self
             .store
             .finish_message(
@@ -128,23 +144,13 @@ fn store_unavailable() -> Answer {
     )
 }
 
-/// The store key of a message: a hash of who sent it, the conversation and its ID.
-fn message_key(
-    approver: &Approver,
-    key: &SigningKey,
-    conversation_id: &str,
-    message_id: &str,
-) -> String {
-    let credentials = approver
-        .credentials
-        .as_ref()
-        .map(|c| c.digest(key))
-        .unwrap_or_default();
+/// The store key of a message: a hash of the Session that sent it, the conversation and its
+/// ID.
+fn message_key(approver: &Approver, conversation_id: &str, message_id: &str) -> String {
     let mut hash = Sha256::new();
     for part in [
-        "poppy-conversation-message-v1",
+        "poppy-conversation-message-v2",
         approver.session_scope.as_str(),
-        credentials.as_str(),
         conversation_id,
         message_id,
     ] {
@@ -173,13 +179,12 @@ mod tests {
 
     #[test]
     fn a_message_is_known_by_sender_conversation_and_id() {
-        let key = SigningKey::new(b"0123456789abcdef".to_vec());
-        let a = message_key(&approver("s1"), &key, "conv_1", "msg_1");
-        assert_eq!(a, message_key(&approver("s1"), &key, "conv_1", "msg_1"));
+        let a = message_key(&approver("s1"), "conv_1", "msg_1");
+        assert_eq!(a, message_key(&approver("s1"), "conv_1", "msg_1"));
         for other in [
-            message_key(&approver("s2"), &key, "conv_1", "msg_1"),
-            message_key(&approver("s1"), &key, "conv_2", "msg_1"),
-            message_key(&approver("s1"), &key, "conv_1", "msg_2"),
+            message_key(&approver("s2"), "conv_1", "msg_1"),
+            message_key(&approver("s1"), "conv_2", "msg_1"),
+            message_key(&approver("s1"), "conv_1", "msg_2"),
         ] {
             assert_ne!(a, other);
         }

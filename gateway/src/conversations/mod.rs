@@ -31,7 +31,7 @@ use pingora::protocols::http::ServerSession;
 
 use crate::clock::now_millis;
 use crate::config::{Config, Conversations, ServiceToken, SessionClaims};
-use crate::identity::Approver;
+use crate::identity::{Approver, RequestTarget};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{ErrorBody, declares_operations_v2};
@@ -141,6 +141,19 @@ impl ConversationsApp {
                 );
                 return Ok(answer);
             }
+            Delivery::Unproven => {
+                let answer = self
+                    .seam
+                    .decide(described, approver, approval, Call::Perform)
+                    .await;
+                log(
+                    "perform (a retried message, unproven sender)",
+                    &context,
+                    Some(message_id),
+                    &answer,
+                );
+                return Ok(answer);
+            }
             Delivery::Handle(handling) => handling,
         };
         let answer = self
@@ -179,13 +192,30 @@ impl ConversationsApp {
             }
             Ok(true) => {}
         }
+        let target = match context.session_request {
+            Some(request) => RequestTarget {
+                method: &request.method,
+                path: &request.path,
+            },
+            // Nothing to check a Session's request against when the gateway reads claims only.
+            None if self.session_claims.verify.is_off() => RequestTarget {
+                method: "",
+                path: "",
+            },
+            None => {
+                return Err(Answer::invalid(
+                    "session_request: the gateway verifies Sessions, and a Session is signed for one request: give the method and path of the Personal Agent's request that carried poppy_session (docs/sessions.md)".into(),
+                ));
+            }
+        };
         Approver::for_request(
             context.poppy_session.as_bytes(),
             context.authorization.map(str::as_bytes),
             &self.session_claims,
+            &target,
         )
         .await
-        .map_err(|e| Answer::error(401, &ErrorBody::new(e.code(), e.to_string())))
+        .map_err(|e| Answer::error(e.status(), &ErrorBody::new(e.code(), e.to_string())))
     }
 
     /// Read the description against the policies in force now (a reload swaps them whole).

@@ -125,6 +125,9 @@ fn render(decision: Decision, named: &str, call: Call) -> Answer {
         Decision::Performed(response) => Answer::outcome("performed", named, &response),
         Decision::Replayed(response) => Answer::outcome("already_performed", named, &response),
         Decision::Released(response) => Answer::outcome("not_performed", named, &response),
+        Decision::AlreadyPerformed(id) => {
+            Answer::error(409, &ErrorBody::already_performed(id.as_str()))
+        }
         Decision::InProgress(id) => Answer::retry_later(
             1,
             &ErrorBody::new(

@@ -20,7 +20,19 @@ pub(crate) struct ProposeRequest {
     #[serde(default)]
     pub(crate) authorization: Option<String>,
     pub(crate) poppy_extensions: String,
+    #[serde(default)]
+    pub(crate) session_request: Option<SessionRequest>,
     pub(crate) request: Description,
+}
+
+/// The method and path of the Personal Agent's request to the Company Agent that carried
+/// `poppy_session`: what a verified Session must have been signed for (with the Company
+/// Agent's public origin, one of `[session] origins`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SessionRequest {
+    pub(crate) method: String,
+    pub(crate) path: String,
 }
 
 /// `POST /v1/perform`.
@@ -32,6 +44,8 @@ pub(crate) struct PerformRequest {
     #[serde(default)]
     pub(crate) authorization: Option<String>,
     pub(crate) poppy_extensions: String,
+    #[serde(default)]
+    pub(crate) session_request: Option<SessionRequest>,
     /// The Personal Agent's message, as received.
     pub(crate) message: Message,
     pub(crate) request: Description,
@@ -48,6 +62,8 @@ pub(crate) struct Context<'a> {
     pub(crate) authorization: Option<&'a str>,
     /// `Poppy-Extensions`: operations are returned only when it declares `"operations";v="2"`.
     pub(crate) poppy_extensions: &'a str,
+    /// The request that carried them, when the Company Agent says.
+    pub(crate) session_request: Option<&'a SessionRequest>,
 }
 
 impl ProposeRequest {
@@ -57,6 +73,7 @@ impl ProposeRequest {
             poppy_session: &self.poppy_session,
             authorization: self.authorization.as_deref(),
             poppy_extensions: &self.poppy_extensions,
+            session_request: self.session_request.as_ref(),
         }
     }
 }
@@ -68,6 +85,7 @@ impl PerformRequest {
             poppy_session: &self.poppy_session,
             authorization: self.authorization.as_deref(),
             poppy_extensions: &self.poppy_extensions,
+            session_request: self.session_request.as_ref(),
         }
     }
 }
@@ -227,10 +245,18 @@ impl Answer {
 
     /// How it is kept for a retried message: status and body (never a `Retry-After`, only
     /// final answers are kept).
-    pub(crate) fn to_stored(&self) -> Vec<u8> {
-        json!({ "status": self.status, "body": self.body })
+    /// The answer as the message store keeps it, with `proof`: the digest of what proves who
+    /// sent the message (`None` when the gateway verified it).
+    pub(crate) fn to_stored(&self, proof: Option<&str>) -> Vec<u8> {
+        json!({ "status": self.status, "body": self.body, "proof": proof })
             .to_string()
             .into_bytes()
+    }
+
+    /// The `proof` a stored answer was kept with.
+    pub(crate) fn stored_proof(bytes: &[u8]) -> Option<String> {
+        let value: Value = serde_json::from_slice(bytes).ok()?;
+        value.get("proof")?.as_str().map(str::to_owned)
     }
 
     pub(crate) fn from_stored(bytes: &[u8]) -> Option<Answer> {
@@ -314,7 +340,7 @@ mod tests {
         };
         let answer = Answer::outcome("performed", "exc_1", &response);
         assert_eq!(
-            Answer::from_stored(&answer.to_stored()),
+            Answer::from_stored(&answer.to_stored(Some("p"))),
             Some(answer.clone())
         );
         assert_eq!(

@@ -1,8 +1,11 @@
 //! Who may approve (spec 3, "Who can approve it"), from the `Poppy-Session` JWT claims and
-//! the bearer token. With `[session] verify = "required"` the Session's signature is verified
-//! first ([`crate::identity`]); with `"off"` the claims are read unverified (the upstream
-//! verifies what it receives) and the approver carries a hash of the exact credentials, so that
-//! a recorded answer is replayed only to them.
+//! the bearer token. With `[session] verify = "required"` the Session (its delegation, its
+//! signature, its time window and the request it was signed for) is verified first
+//! ([`crate::identity`]); with `"off"` the claims are read unverified (the upstream verifies
+//! what it receives) and the approver carries a hash of what proves who sent them: the
+//! delegated key that signed the Session (checked against the Session's own delegation: proof
+//! of possession, no trust in the agent), or else the exact credentials. A recorded answer is
+//! replayed only to that proof (docs/sessions.md, "With verify = off").
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -11,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use std::sync::Arc;
 
+use super::format::{self, RequestTarget};
 use super::{SessionVerifier, TokenError, VerifyError};
 use crate::protocol::{ScopeKind, SigningKey};
 
@@ -49,9 +53,10 @@ pub(crate) struct Approver {
     pub(crate) scope: String,
     /// The Session's own scope, signed in or not.
     pub(crate) session_scope: String,
-    /// A hash of the credentials the gateway did not verify (with `verify = "off"` the
-    /// `Poppy-Session` and `Authorization` values; verified, an unverified bearer token):
-    /// a recorded answer goes only to the same ones. `None` when everything was verified.
+    /// A hash of what proves who sent credentials the gateway did not verify (with `verify =
+    /// "off"`, the delegated key that signed the Session, or the exact `Poppy-Session`, and the
+    /// `Authorization` value; verified, an unverified bearer token): a recorded answer goes
+    /// only to the same proof. `None` when everything was verified.
     pub(crate) credentials: Option<Credentials>,
     /// Who, for receipts: the claims as read (verified or not, as `credentials` says).
     pub(crate) who: Who,
@@ -81,8 +86,25 @@ impl std::fmt::Debug for Credentials {
 
 impl Credentials {
     pub(crate) fn of(session: &[u8], authorization: Option<&[u8]>) -> Credentials {
+        Credentials::hashed(&[Some(session), authorization])
+    }
+
+    /// A Session signed by the delegated key of this RFC 7638 thumbprint, with this
+    /// `Authorization` value: every re-signed Session of that key gives the same digest.
+    pub(crate) fn of_key(thumbprint: &[u8; 32], authorization: Option<&[u8]>) -> Credentials {
+        // The tag keeps a key's digest apart from any exact Session's.
+        Credentials::hashed(&[
+            Some(b"poppy-delegated-key-v1".as_slice()),
+            Some(thumbprint.as_slice()),
+            authorization,
+        ])
+    }
+
+    fn hashed(parts: &[Option<&[u8]>]) -> Credentials {
+        // Each part framed (absent, or length and bytes): no two part lists hash alike, and
+        // an exact Session's digest is the one gateways before delegated keys kept.
         let mut hash = Sha256::new();
-        for part in [Some(session), authorization] {
+        for part in parts.iter().copied() {
             match part {
                 // Absent and empty differ.
                 None => hash.update([0u8]),
@@ -116,31 +138,60 @@ pub(crate) enum ApproverError {
 }
 
 impl ApproverError {
-    /// The `error` code of the 401 that refuses the request.
+    /// The `error` code of the answer that refuses the request.
     pub(crate) fn code(&self) -> &'static str {
         match self {
             ApproverError::InvalidToken(_) => "invalid_token",
             _ => "invalid_session",
         }
     }
+
+    /// Its status: a bad access token is an authorization error (`401`); a bad Session is a
+    /// `403` with a JSON body, as the extension describes `invalid_session` (docs/sessions.md).
+    pub(crate) fn status(&self) -> u16 {
+        match self {
+            ApproverError::InvalidToken(_) => 401,
+            _ => 403,
+        }
+    }
 }
+
+/// The clock allowance on a Session's `exp` when `verify = "off"` checks only which key
+/// signed it.
+const OFF_CLOCK_SKEW_SECS: u64 = 60;
 
 impl Approver {
     /// The approver of a request, as `[session] verify` says: verified claims, or unverified
     /// ones bound to the exact credentials.
+    /// `target`: the request the Session must have been signed for.
     pub(crate) async fn for_request(
         session: &[u8],
         authorization: Option<&[u8]>,
         claims: &SessionClaims,
+        target: &RequestTarget<'_>,
     ) -> Result<Approver, ApproverError> {
         match &claims.verify {
-            VerifyMode::Off => Approver::from_headers(session, authorization, claims),
+            VerifyMode::Off => {
+                let mut approver = Approver::from_headers(session, authorization, claims)?;
+                let possessed = std::str::from_utf8(session)
+                    .ok()
+                    .and_then(|jwt| format::possession(jwt.trim(), super::now(), OFF_CLOCK_SKEW_SECS));
+                if let Some(thumbprint) = possessed {
+                    approver.credentials = Some(Credentials::of_key(&thumbprint, authorization));
+                }
+                Ok(approver)
+            }
             VerifyMode::Required(verifier) => {
-                let payload = verifier.verify(session).await?;
+                let payload = verifier.verify(session, target).await?;
                 let Some(token) = authorization.and_then(bearer_token) else {
                     return Approver::from_payload(&payload, None, claims, None, None);
                 };
-                match verifier.verify_token(token).await {
+                // The token must be the same agent's as the Session (docs/sessions.md).
+                let agent = payload
+                    .get(&claims.agent_claim)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                match verifier.verify_token(token, agent).await {
                     Some(verified) => {
                         let token_claims = verified?;
                         let account = token_claims

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::protocol::Operation;
+use crate::protocol::{ALREADY_PERFORMED, Operation};
 
 /// `{"jsonrpc": "2.0", "id": …, "result": …}`
 pub(crate) fn result_response(id: &Value, result: Value) -> Value {
@@ -62,6 +62,16 @@ pub(crate) fn retry_result(
     }
     let mut result = tool_error_result(&text);
     result["_meta"] = json!({RETRY_META_KEY: advice});
+    result
+}
+
+/// The answer to an approver's retry of a performed call whose credentials do not prove
+/// they approved it: a tool error saying it was performed (never a new operation), with
+/// `_meta` as in [`retry_result`] for programs.
+pub(crate) fn already_performed_result(operation_id: &str) -> Value {
+    let mut result = tool_error_result(&format!("Done before, not now: {ALREADY_PERFORMED}."));
+    result["_meta"] =
+        json!({RETRY_META_KEY: {"error": "already_performed", "operation_id": operation_id}});
     result
 }
 

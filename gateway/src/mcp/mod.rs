@@ -16,7 +16,8 @@ mod version;
 #[cfg(test)]
 pub(crate) use answer::RETRY_META_KEY;
 pub(crate) use answer::{
-    approval_required_result, error_response, extension_required_result, result_response,
+    already_performed_result, approval_required_result, error_response, extension_required_result,
+    result_response,
     retry_result, tool_error_result,
 };
 pub(crate) use fingerprint::call_fingerprint;

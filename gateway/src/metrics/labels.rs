@@ -5,10 +5,11 @@ use super::Outcome;
 
 impl Outcome {
     /// Every outcome, for creating their series up front.
-    pub(crate) const ALL: [Outcome; 14] = [
+    pub(crate) const ALL: [Outcome; 15] = [
         Outcome::Held,
         Outcome::Performed,
         Outcome::Replayed,
+        Outcome::AlreadyPerformed,
         Outcome::InProgress,
         Outcome::Unknown,
         Outcome::Rejected,

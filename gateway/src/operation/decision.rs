@@ -22,6 +22,9 @@ pub(crate) enum Decision {
     Released(RecordedResponse),
     /// Performed before; this is the recorded answer.
     Replayed(RecordedResponse),
+    /// Performed before, for this approver; their credentials do not prove they are the
+    /// ones that approved, so the recorded answer is not theirs to read.
+    AlreadyPerformed(OperationId),
     /// Being performed.
     InProgress(OperationId),
     /// Claimed, but whether it took effect is unknown: never forwarded again.
@@ -46,6 +49,7 @@ impl Decision {
             Decision::Released(_) => Outcome::Released,
             Decision::UpstreamUnavailable => Outcome::UpstreamUnavailable,
             Decision::Replayed(_) => Outcome::Replayed,
+            Decision::AlreadyPerformed(_) => Outcome::AlreadyPerformed,
             Decision::InProgress(_) => Outcome::InProgress,
             Decision::Unknown(_) => Outcome::Unknown,
             Decision::StoreUnavailable => Outcome::StoreUnavailable,
@@ -57,7 +61,9 @@ impl Decision {
     pub(crate) fn operation_id(&self, approval: Option<&ApprovalHeader>) -> String {
         match self {
             Decision::ApprovalRequired { operation, .. } => operation.operation_id.clone(),
-            Decision::InProgress(id) | Decision::Unknown(id) => id.to_string(),
+            Decision::InProgress(id) | Decision::Unknown(id) | Decision::AlreadyPerformed(id) => {
+                id.to_string()
+            }
             _ => approval.map_or_else(String::new, |a| a.operation_id.clone()),
         }
     }

@@ -397,18 +397,34 @@ fn unverified_replays_go_only_to_the_credentials_that_approved() {
     let approver = session("s1");
     let operation = minted(&first(approver.clone()));
     let prepared = approving(first(approver.clone()), &operation);
-    // Same claims, other credentials (another token with the same `sid`).
+    let id = id_of(&operation);
+    // Same claims, other credentials (another token with the same `sid`, or the approver
+    // re-signed with another key): told it was performed, never its answer, never a new
+    // operation (approving one would run the action twice).
     let mut forged = record(&keys, &approver, "exchange", done());
     forged.credentials =
         Some(crate::identity::Credentials::of(b"another token", None).digest(keys.current()));
     assert_eq!(
         decide(&prepared, Some(forged.clone()), 0, NOW_MS),
-        refused(Rejection::NotThisApprover)
+        Verdict::Answer(Answer::AlreadyPerformed(id.clone()))
     );
-    // A record without a digest answers no unverified request…
+    // While in flight, they are told to try again, as the approver is.
+    let mut flying = forged.clone();
+    flying.state = in_flight(NOW_MS + 1000);
+    assert_eq!(
+        decide(&prepared, Some(flying), 0, NOW_MS),
+        Verdict::Answer(Answer::InProgress(id.clone()))
+    );
+    // A record without a digest proves nothing for an unverified request…
     forged.credentials = None;
     assert_eq!(
         decide(&prepared, Some(forged.clone()), 0, NOW_MS),
+        Verdict::Answer(Answer::AlreadyPerformed(id.clone()))
+    );
+    // …another Session's claims still fail check 1…
+    let other = approving(first(session("s2")), &operation);
+    assert_eq!(
+        decide(&other, Some(forged.clone()), 0, NOW_MS),
         refused(Rejection::NotThisApprover)
     );
     // …but does answer a verified one.
@@ -424,6 +440,37 @@ fn unverified_replays_go_only_to_the_credentials_that_approved() {
         decide_with(&rotated, &prepared, Some(kept), 0, NOW_MS),
         Verdict::Answer(Answer::Replay(answer()))
     );
+}
+
+/// A Session re-signed by the delegated key that approved: the same proof, so the replay.
+#[test]
+fn a_delegated_key_proves_every_re_signed_session() {
+    let keys = keys();
+    let approver = session("s1");
+    let operation = minted(&first(approver.clone()));
+    let thumbprint = [7u8; 32];
+    let by_key = |authorization: Option<&[u8]>| Approver {
+        credentials: Some(crate::identity::Credentials::of_key(&thumbprint, authorization)),
+        ..session("s1")
+    };
+    let kept = record(&keys, &by_key(None), "exchange", done());
+    let retry = approving(first(by_key(None)), &operation);
+    assert_eq!(
+        decide(&retry, Some(kept.clone()), 0, NOW_MS),
+        Verdict::Answer(Answer::Replay(answer()))
+    );
+    // Another key, or the exact bytes of a Session: not the same proof.
+    let other_key = Approver {
+        credentials: Some(crate::identity::Credentials::of_key(&[8u8; 32], None)),
+        ..session("s1")
+    };
+    let id = id_of(&operation);
+    for other in [other_key, session("s1")] {
+        assert_eq!(
+            decide(&approving(first(other), &operation), Some(kept.clone()), 0, NOW_MS),
+            Verdict::Answer(Answer::AlreadyPerformed(id.clone()))
+        );
+    }
 }
 
 // --- Check 2: not performed already ---------------------------------------------------------
@@ -675,7 +722,8 @@ fn a_record_answers_before_the_lookup_only_its_own_approver() {
         ),
         Some(Answer::Replay(answer()))
     );
-    // Unverified, the bearer token is part of the credentials: not the ones that approved.
+    // Unverified, the bearer token is part of the credentials: not the ones that approved,
+    // so told it was performed, without the answer.
     assert_eq!(
         from_record(
             &keys,
@@ -685,7 +733,7 @@ fn a_record_answers_before_the_lookup_only_its_own_approver() {
             mine.clone(),
             NOW_MS
         ),
-        None
+        Some(Answer::AlreadyPerformed(id.clone()))
     );
     assert_eq!(
         from_record(&keys, &looked_up, &session("s2"), &id, mine, NOW_MS),

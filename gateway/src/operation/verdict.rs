@@ -35,6 +35,10 @@ pub(crate) enum Answer {
     SignInRequired,
     /// Performed before: answer with this recorded answer.
     Replay(RecordedResponse),
+    /// Performed before, for this approver's claims, but their credentials do not prove
+    /// they are the ones that approved (`verify = "off"`): say it was performed, without the
+    /// recorded answer, and offer no new operation (approving one would run it twice).
+    AlreadyPerformed(OperationId),
     /// Being performed: try again shortly.
     InProgress(OperationId),
     /// Claimed, its lease ran out and no answer was recorded: never forwarded again.
@@ -145,10 +149,13 @@ pub(crate) fn existing(
     now_ms: i64,
 ) -> Verdict {
     let request = &prepared.request;
-    if !approved_by(keys, &record, &request.approver) || record.policy != request.policy.name {
+    if record.policy != request.policy.name {
         return not_this_approver(id, &request.approver);
     }
-    Verdict::Answer(answer_of(id, record.state, now_ms))
+    match approved_by(keys, &record, &request.approver) {
+        Approval::Not => not_this_approver(id, &request.approver),
+        proven => Verdict::Answer(answer_of(id, record.state, proven, now_ms)),
+    }
 }
 
 /// Checks 1 and 2 alone, for an approval whose request can't be prepared before its policy's
@@ -168,10 +175,13 @@ pub(crate) fn from_record(
     } else {
         approver.clone()
     };
-    if !approved_by(keys, &record, &approver) || record.policy != policy.name {
+    if record.policy != policy.name {
         return None;
     }
-    Some(answer_of(id, record.state, now_ms))
+    match approved_by(keys, &record, &approver) {
+        Approval::Not => None,
+        proven => Some(answer_of(id, record.state, proven, now_ms)),
+    }
 }
 
 /// Whether an approval must be answered from its record before the policy's lookup runs:
@@ -185,10 +195,12 @@ pub(crate) fn record_before_lookup(
     OperationId::parse(&approval?.operation_id)
 }
 
-/// Check 2: what a record of this approver's says.
-fn answer_of(id: &OperationId, state: RecordState, now_ms: i64) -> Answer {
+/// Check 2: what a record of this approver's says. The recorded answer goes only to the
+/// credentials that approved it; the others are told it was performed.
+fn answer_of(id: &OperationId, state: RecordState, approval: Approval, now_ms: i64) -> Answer {
     match state {
-        RecordState::Done(response) => Answer::Replay(response),
+        RecordState::Done(response) if approval == Approval::Proven => Answer::Replay(response),
+        RecordState::Done(_) => Answer::AlreadyPerformed(id.clone()),
         RecordState::InFlight { lease_until_ms, .. } if lease_until_ms < now_ms => {
             Answer::Unknown(id.clone())
         }
@@ -206,21 +218,40 @@ fn not_this_approver(id: &OperationId, approver: &Approver) -> Verdict {
     }
 }
 
+/// How a record's approver is this request's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Approval {
+    /// Another scope: check 1 fails.
+    Not,
+    /// The approver's scope, read from claims that nothing proves (`verify = "off"`) and
+    /// credentials that are not the ones that approved: check 1 passes (a new operation
+    /// would let the action run twice), but the recorded answer is not given.
+    Claimed,
+    /// The approver's scope, verified, or with the very credentials (or delegated key)
+    /// that approved.
+    Proven,
+}
+
 /// Check 1 against a record: the approver's scope, and, when the approver's credentials
-/// were not (all) verified, the very credentials that approved it. A record without a
-/// digest (written verified, or by an older gateway) then answers nobody: nothing proves
-/// who asks now.
-fn approved_by(keys: &Keys, record: &OperationRecord, approver: &Approver) -> bool {
+/// were not (all) verified, whether they are the ones that approved it. A record without a
+/// digest (written verified, or by an older gateway) proves nothing for unverified
+/// credentials.
+fn approved_by(keys: &Keys, record: &OperationRecord, approver: &Approver) -> Approval {
     if record.scope != approver.scope {
-        return false;
+        return Approval::Not;
     }
     let Some(credentials) = &approver.credentials else {
-        return true;
+        return Approval::Proven;
     };
-    record
+    let proven = record
         .credentials
         .as_deref()
-        .is_some_and(|kept| keys.all().iter().any(|key| credentials.digest(key) == kept))
+        .is_some_and(|kept| keys.all().iter().any(|key| credentials.digest(key) == kept));
+    if proven {
+        Approval::Proven
+    } else {
+        Approval::Claimed
+    }
 }
 
 /// The operation for what the request asks, given its action's state. Answering a refused

@@ -15,6 +15,9 @@ pub(crate) struct Operation {
     pub expires_at: String,
 }
 
+/// Why an approver's retry gets [`ErrorBody::already_performed`], for every interface.
+pub(crate) const ALREADY_PERFORMED: &str = "this operation was already performed, once; its answer is given only to a retry signed by the same delegated key (or with the same credentials) that approved it. Do not ask the user to approve it again: find out how it went from the company, such as from the order";
+
 /// An error body: `{"error": "...", "detail": "...", ...extra members}`.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ErrorBody {
@@ -68,6 +71,15 @@ impl ErrorBody {
         };
         // Serializing strings and JSON values cannot fail.
         serde_json::to_vec(&body).unwrap_or_default()
+    }
+
+    /// `409 already_performed`: the operation was performed for this approver's claims, but
+    /// the credentials do not prove they are the ones that approved it (the gateway does
+    /// not verify Sessions), so its recorded answer is not given; no new operation is either,
+    /// since approving one would perform the action twice (spec section 7).
+    pub(crate) fn already_performed(operation_id: &str) -> ErrorBody {
+        ErrorBody::new("already_performed", ALREADY_PERFORMED)
+            .with("operation_id", operation_id)
     }
 
     /// Add a member, such as `term` or `extension`.

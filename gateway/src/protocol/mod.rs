@@ -11,7 +11,7 @@ mod signing;
 pub use approval::ApprovalHeader;
 
 pub use approval::ApprovalError;
-pub(crate) use body::{ErrorBody, Operation};
+pub(crate) use body::{ALREADY_PERFORMED, ErrorBody, Operation};
 pub use extensions::ExtensionsError;
 pub use extensions::declares_operations_v2;
 pub(crate) use operation_id::ActionTag;

@@ -193,6 +193,7 @@ impl Executor {
             Answer::SignInRequired => Decision::SignInRequired,
             Answer::Replay(response) => Decision::Replayed(response),
             Answer::InProgress(id) => Decision::InProgress(id),
+            Answer::AlreadyPerformed(id) => Decision::AlreadyPerformed(id),
             Answer::Unknown(id) => self.unknown(id, policy, LEASE_RAN_OUT),
         }
     }

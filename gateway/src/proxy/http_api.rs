@@ -14,7 +14,7 @@ use super::operations::{Operations, declares_extension};
 use super::reply::Reply;
 use super::step::Step;
 use super::upstream::{ForwardRequest, UpstreamClient, forwarded_headers};
-use crate::identity::Approver;
+use crate::identity::{Approver, RequestTarget};
 use crate::ingress::{self, PolicyReading, Target, reading::HttpRequest};
 use crate::metrics::Outcome;
 use crate::operation::OperationRequest;
@@ -121,10 +121,14 @@ async fn read(
         ));
     }
 
+    let target = RequestTarget {
+        method: header.method.as_str(),
+        path: header.uri.path(),
+    };
     let approver = ops
-        .approver(headers)
+        .approver(headers, &target)
         .await
-        .map_err(|e| bad(401, ErrorBody::new(e.code(), e.to_string())))?;
+        .map_err(|e| bad(e.status(), ErrorBody::new(e.code(), e.to_string())))?;
 
     let method = header.method.clone();
     let headers = headers.clone();

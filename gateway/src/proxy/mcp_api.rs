@@ -21,10 +21,12 @@ use super::reply::Reply;
 use super::step::Step;
 use super::upstream::{ForwardRequest, UpstreamClient, forwarded_headers};
 use crate::config::{Mcp, Upstream};
+use crate::identity::RequestTarget;
 use crate::ingress::headers::check_operation_request;
 use crate::ingress::{self, Target};
 use crate::mcp::{
-    HeldCall, Incoming, McpVersion, Readdress, RpcError, approval_required_result,
+    HeldCall, Incoming, McpVersion, Readdress, RpcError, already_performed_result,
+    approval_required_result,
     call_fingerprint, check_standard_headers, classify, codes, error_response,
     extension_required_result, readdress_response, result_response, retry_result,
     tool_error_result,
@@ -156,12 +158,18 @@ async fn held_call(
         }
         Ok(true) => {}
     }
-    let approver = match ops.approver(headers).await {
+    let target = RequestTarget {
+        method: "POST",
+        path: path_and_query
+            .split_once('?')
+            .map_or(path_and_query.as_str(), |(path, _)| path),
+    };
+    let approver = match ops.approver(headers, &target).await {
         Ok(approver) => approver,
         Err(e) => {
             return refused(
                 Outcome::BadRequest,
-                Reply::error(401, &ErrorBody::new(e.code(), e.to_string())),
+                Reply::error(e.status(), &ErrorBody::new(e.code(), e.to_string())),
             );
         }
     };
@@ -245,6 +253,7 @@ fn render(decision: Decision, to: &ReplyTo) -> Reply {
             Reply::from(readdressed(response, to, false))
         }
         Decision::Replayed(response) => Reply::from(readdressed(response, to, true)),
+        Decision::AlreadyPerformed(id) => tool_result(to, already_performed_result(id.as_str())),
         Decision::InProgress(id) => tool_result(
             to,
             retry_result(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::executor::Executor;
 use super::limits::BodyLimits;
-use crate::identity::{Approver, ApproverError, SessionClaims};
+use crate::identity::{Approver, ApproverError, RequestTarget, SessionClaims};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{ExtensionsError, declares_operations_v2};
@@ -24,9 +24,11 @@ pub(crate) struct Operations {
 
 impl Operations {
     /// Who may approve, from the request's `Poppy-Session` and `Authorization`.
+    /// `target`: the request's method and path, which a verified Session must be signed for.
     pub(crate) async fn approver(
         &self,
         headers: &http::HeaderMap,
+        target: &RequestTarget<'_>,
     ) -> Result<Approver, ApproverError> {
         Approver::for_request(
             headers
@@ -37,6 +39,7 @@ impl Operations {
                 .get(http::header::AUTHORIZATION)
                 .map(|v| v.as_bytes()),
             &self.session_claims,
+            target,
         )
         .await
     }

@@ -78,6 +78,9 @@ impl Reply {
             Decision::SignInRequired => Reply::error(401, &ErrorBody::new("sign_in_required", "this operation belongs to an account: sign in to that account to approve it"))
                 .with_header("www-authenticate", "Bearer"),
             Decision::Performed(response) | Decision::Released(response) | Decision::Replayed(response) => Reply::from(response),
+            Decision::AlreadyPerformed(id) => {
+                Reply::error(409, &ErrorBody::already_performed(id.as_str()))
+            }
             Decision::InProgress(id) => Reply::retry_later(
                 1,
                 &ErrorBody::new("operation_in_progress", "this operation is being performed; send the same approval again to get its answer").with("operation_id", id.as_str()),
