@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The demo: the example shop (a legacy API that knows nothing of approvals) and poppy-gateway in
-# front of it, with the embedded memory store. Ctrl-C stops both. The README walks the flow
-# against it (the agent, curl, MCP).
+# front of it, with the embedded memory store, the example Company Agent, and the example
+# Personal Agent's identity (its client metadata document and public key, which the gateway
+# verifies every Poppy-Session against: [session] verify = "required"). Ctrl-C stops them all.
+# The README walks the flow against it (the agent, curl, MCP, a conversation).
 #
 #     ./examples/demo.sh
 #
@@ -10,6 +12,7 @@
 #     POPPY_ADMIN_PORT=8081  its admin listener: /metrics, /healthz, /readyz
 #     POPPY_CONVERSATIONS_PORT=8082  its operations service for Company Agents
 #     COMPANY_PORT=8083      the example Company Agent's conversation endpoint
+#     AGENT_PORT=8084        the example Personal Agent's metadata document (its client_id)
 #     SHOP_PORT=9000         the shop itself
 #
 # On a fresh Debian or Ubuntu machine with Rust it first installs what the build lacks (cmake,
@@ -21,14 +24,15 @@ POPPY_PORT=${POPPY_PORT:-8080}
 POPPY_ADMIN_PORT=${POPPY_ADMIN_PORT:-8081}
 POPPY_CONVERSATIONS_PORT=${POPPY_CONVERSATIONS_PORT:-8082}
 COMPANY_PORT=${COMPANY_PORT:-8083}
+AGENT_PORT=${AGENT_PORT:-8084}
 SHOP_PORT=${SHOP_PORT:-9000}
 say() { printf '==> %s\n' "$*" >&2; }
 
 bash scripts/prereqs.sh demo
 
-for port in "$POPPY_PORT" "$POPPY_ADMIN_PORT" "$POPPY_CONVERSATIONS_PORT" "$COMPANY_PORT" "$SHOP_PORT"; do
+for port in "$POPPY_PORT" "$POPPY_ADMIN_PORT" "$POPPY_CONVERSATIONS_PORT" "$COMPANY_PORT" "$AGENT_PORT" "$SHOP_PORT"; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-        echo "error: 127.0.0.1:$port is taken; choose others with POPPY_PORT, POPPY_ADMIN_PORT, POPPY_CONVERSATIONS_PORT, COMPANY_PORT or SHOP_PORT" >&2
+        echo "error: 127.0.0.1:$port is taken; choose others with POPPY_PORT, POPPY_ADMIN_PORT, POPPY_CONVERSATIONS_PORT, COMPANY_PORT, AGENT_PORT or SHOP_PORT" >&2
         exit 1
     fi
 done
@@ -47,10 +51,28 @@ target/debug/company --listen "127.0.0.1:$COMPANY_PORT" --service "http://127.0.
 company=$!
 trap 'kill "$shop" "$company" 2>/dev/null || true' EXIT INT TERM
 
-say "starting the gateway on http://127.0.0.1:$POPPY_PORT (admin http://127.0.0.1:$POPPY_ADMIN_PORT, operations service http://127.0.0.1:$POPPY_CONVERSATIONS_PORT) in front of the shop; Ctrl-C stops all three"
-# examples/shop/gateway.toml, with the ports above (any gateway.toml key can be set this way).
+# The gateway fetches the agent's document when it verifies a Session: it must be up first.
+AGENT_URL="http://127.0.0.1:$AGENT_PORT/agent.json"
+say "serving the example Personal Agent's metadata document at $AGENT_URL (its client_id; a PUBLIC demo key, for this laptop only)"
+target/debug/agent identity --listen "127.0.0.1:$AGENT_PORT" >/dev/null &
+identity=$!
+trap 'kill "$shop" "$company" "$identity" 2>/dev/null || true' EXIT INT TERM
+for _ in $(seq 50); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$AGENT_PORT") 2>/dev/null && break
+    sleep 0.1
+done
+if [ "$AGENT_PORT" != 8084 ]; then
+    # The agent signs as its --agent-url: tell the walkthroughs' agent where it is now.
+    say "in the walkthroughs' terminal: export POPPY_AGENT_URL=$AGENT_URL"
+fi
+
+say "starting the gateway on http://127.0.0.1:$POPPY_PORT (admin http://127.0.0.1:$POPPY_ADMIN_PORT, operations service http://127.0.0.1:$POPPY_CONVERSATIONS_PORT) in front of the shop, verifying every Poppy-Session against $AGENT_URL; Ctrl-C stops them all"
+# examples/shop/gateway.toml, with the ports above (any gateway.toml key can be set this way,
+# arrays and tables included).
 POPPY_GATEWAY__SERVER__LISTEN="127.0.0.1:$POPPY_PORT" \
     POPPY_GATEWAY__ADMIN__LISTEN="127.0.0.1:$POPPY_ADMIN_PORT" \
     POPPY_GATEWAY__CONVERSATIONS__LISTEN="127.0.0.1:$POPPY_CONVERSATIONS_PORT" \
     POPPY_GATEWAY__UPSTREAM__URL="http://127.0.0.1:$SHOP_PORT" \
+    POPPY_GATEWAY__SESSION__ORIGINS="[\"http://127.0.0.1:$POPPY_PORT\", \"http://127.0.0.1:$COMPANY_PORT\"]" \
+    POPPY_GATEWAY__SESSION__AGENT="[{client_id = \"$AGENT_URL\"}]" \
     target/debug/poppy-gateway --config examples/shop/gateway.toml

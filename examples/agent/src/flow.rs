@@ -72,6 +72,7 @@ pub async fn run(
         Err(SendError::Connect(e)) => {
             return Outcome::Failed(format!("cannot reach {}: {e}", client.base()));
         }
+        Err(e @ SendError::Sign(_)) => return Outcome::Failed(e.to_string()),
         Err(SendError::NoAnswer(e)) => {
             return Outcome::Unknown(format!(
                 "the request got no answer ({e}); if the route needs no approval it may have reached the API"
@@ -173,7 +174,7 @@ async fn send_approval(
             }
             Ok(answer) => return Sent::Answer(answer),
             // Nothing left this machine: no doubt added.
-            Err(e @ SendError::Connect(_)) => (e.to_string(), backoff),
+            Err(e @ (SendError::Connect(_) | SendError::Sign(_))) => (e.to_string(), backoff),
             Err(e @ SendError::NoAnswer(_)) => {
                 *ambiguous = true;
                 (e.to_string(), backoff)

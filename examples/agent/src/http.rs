@@ -1,14 +1,18 @@
-//! Talking to the gateway: the request, resent unchanged with an approval, and the Company's
-//! discovery document.
+//! Talking to the gateway: the request, resent unchanged with an approval (each time with a
+//! new Session JWT, as every request gets), and the Company's discovery document.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::session::Signer;
+
 /// `Poppy-Extensions` of an agent that supports operations v2.
 pub const OPERATIONS_V2: &str = "\"operations\";v=\"2\"";
 
-/// The request this agent makes; the retry with an approval is the very same bytes.
+/// The request this agent makes; the retry with an approval is the very same request, with a
+/// `Poppy-Session` signed for it.
 #[derive(Debug, Clone)]
 pub struct Outgoing {
     pub method: reqwest::Method,
@@ -66,15 +70,24 @@ pub enum SendError {
     /// Sent, or maybe sent, with no complete answer.
     #[error("no complete answer: {0}")]
     NoAnswer(String),
+    /// No Session could be signed: nothing was sent.
+    #[error("cannot sign the Session: {0}")]
+    Sign(String),
 }
 
 pub struct Client {
     http: reqwest::Client,
     base: String,
+    /// Signs the `Poppy-Session` of every request (discovery is sent without one).
+    signer: Arc<Signer>,
 }
 
 impl Client {
-    pub fn new(base: &str, timeout: Duration) -> Result<Client, reqwest::Error> {
+    pub fn new(
+        base: &str,
+        timeout: Duration,
+        signer: Arc<Signer>,
+    ) -> Result<Client, reqwest::Error> {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
@@ -84,6 +97,7 @@ impl Client {
         Ok(Client {
             http,
             base: base.trim_end_matches('/').to_owned(),
+            signer,
         })
     }
 
@@ -91,16 +105,22 @@ impl Client {
         &self.base
     }
 
-    /// Send `request`, with `Poppy-Approval: approval` when given.
+    /// Send `request` with a new Session JWT for its URL, and `Poppy-Approval: approval` when
+    /// given.
     pub async fn send(
         &self,
         request: &Outgoing,
         approval: Option<&str>,
     ) -> Result<Answer, SendError> {
-        let mut builder = self.http.request(
-            request.method.clone(),
-            format!("{}{}", self.base, request.path_and_query),
-        );
+        let url = format!("{}{}", self.base, request.path_and_query);
+        let session = self
+            .signer
+            .sign(request.method.as_str(), &url)
+            .map_err(|e| SendError::Sign(e.to_string()))?;
+        let mut builder = self
+            .http
+            .request(request.method.clone(), url)
+            .header("Poppy-Session", session);
         for (name, value) in &request.headers {
             builder = builder.header(name, value);
         }

@@ -13,6 +13,16 @@
 //!     --say "Can I swap my Stormline jacket on order ord_2Cv6 for the insulated one?"
 //! ```
 //!
+//! Every request carries a new `Poppy-Session` JWT, signed for its URL with a delegated key
+//! (docs/sessions.md). The agent is `--agent-url`, its client metadata document, which
+//! `agent identity` serves with its public key; `agent sign METHOD URL` prints one Session JWT
+//! for scripts (the README's curl walkthrough):
+//!
+//! ```text
+//! agent identity --listen 127.0.0.1:8084
+//! agent sign --sid ses_demo1 POST http://127.0.0.1:8080/orders/ord_7Hk2/exchanges
+//! ```
+//!
 //! Exit codes: 0 performed (the API's answer is on stdout), 1 declined or not performed,
 //! 2 outcome unknown (check the order before trying again), 3 usage or other errors.
 
@@ -22,17 +32,22 @@ mod conversation;
 mod display;
 mod flow;
 mod http;
+mod identity;
 mod operation;
+mod serve;
 mod session;
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 use check::Asked;
 use flow::{Outcome, Settings};
 use http::{Client, OPERATIONS_V2, Outgoing};
+use session::{Signer, Who};
 
 const EXIT_PERFORMED: u8 = 0;
 const EXIT_NOT_PERFORMED: u8 = 1;
@@ -44,9 +59,13 @@ const EXIT_OTHER: u8 = 3;
     name = "agent",
     version,
     about = "A terminal Personal Agent: sends a request, shows the company's terms, asks you, and sends your approval",
-    after_help = "Exit codes: 0 performed, 1 declined or not performed, 2 outcome unknown, 3 usage or other errors."
+    after_help = "Exit codes: 0 performed, 1 declined or not performed, 2 outcome unknown, 3 usage or other errors.",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
 )]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// The gateway (or any API with the operations extension).
     #[arg(
         long,
@@ -80,15 +99,8 @@ struct Cli {
     /// Another request header, `Name: value` (repeatable).
     #[arg(long = "header", value_name = "NAME: VALUE")]
     headers: Vec<String>,
-    /// The Session's `sid` claim (default: a new Session for this run).
-    #[arg(long)]
-    sid: Option<String>,
-    /// The agent's `iss` claim.
-    #[arg(long, default_value = "poppy-demo-agent")]
-    iss: String,
-    /// The user's `sub` claim.
-    #[arg(long, default_value = "user_ada")]
-    sub: String,
+    #[command(flatten)]
+    who: WhoArgs,
     /// Approve without asking, for scripts. Refuses when the terms disagree with the summary
     /// or with the request.
     #[arg(long)]
@@ -119,6 +131,52 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// Who signs: the agent, the Session and the User (for requests and for `agent sign`).
+#[derive(Debug, Clone, clap::Args)]
+struct WhoArgs {
+    /// The agent's `client_id`, its metadata document's URL (the Session's `iss`); `agent
+    /// identity` serves it.
+    #[arg(long, value_name = "URL", default_value = identity::DEFAULT_AGENT_URL, env = "POPPY_AGENT_URL")]
+    agent_url: String,
+    /// The Session's `sid` claim (default: a new Session for this run).
+    #[arg(long)]
+    sid: Option<String>,
+    /// The user's `sub` claim.
+    #[arg(long, default_value = "user_ada")]
+    sub: String,
+}
+
+impl WhoArgs {
+    fn signer(&self) -> Result<Signer, session::SignError> {
+        Signer::new(Who {
+            agent: self.agent_url.clone(),
+            sid: self.sid.clone().unwrap_or_else(session::new_sid),
+            user: self.sub.clone(),
+        })
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve this agent's client metadata document (/agent.json, its client_id) and its
+    /// public keys (/jwks.json). The demo key is public: for local use only.
+    Identity {
+        /// Where to listen; the document's URLs follow it. Port 0 picks a free port; the
+        /// client_id is printed.
+        #[arg(long, default_value = "127.0.0.1:8084")]
+        listen: SocketAddr,
+    },
+    /// Print one new Session JWT for METHOD on URL (for scripts: one per request).
+    Sign {
+        #[command(flatten)]
+        who: WhoArgs,
+        /// The request's method.
+        method: String,
+        /// The URL the request goes to (its origin and path are signed).
+        url: String,
+    },
+}
+
 #[derive(Debug, thiserror::Error)]
 enum UsageError {
     #[error("`{0}` is not an HTTP method")]
@@ -147,6 +205,11 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_OTHER } else { 0 });
         }
     };
+    match &cli.command {
+        Some(Command::Identity { listen }) => return ExitCode::from(identity(*listen)),
+        Some(Command::Sign { who, method, url }) => return ExitCode::from(sign(who, method, url)),
+        None => {}
+    }
     if let Some(endpoint) = &cli.conversation {
         return ExitCode::from(converse(&cli, endpoint));
     }
@@ -157,7 +220,14 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_OTHER);
         }
     };
-    let client = match Client::new(&cli.gateway, cli.timeout) {
+    let signer = match cli.who.signer() {
+        Ok(signer) => Arc::new(signer),
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_OTHER);
+        }
+    };
+    let client = match Client::new(&cli.gateway, cli.timeout, signer) {
         Ok(client) => client,
         Err(e) => {
             eprintln!("agent: {e}");
@@ -182,6 +252,40 @@ fn main() -> ExitCode {
     ExitCode::from(report(outcome))
 }
 
+/// `agent identity`: serve the metadata document and keys until Ctrl-C.
+fn identity(listen: SocketAddr) -> u8 {
+    let served = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(serve::ServeError::from)
+        .and_then(|runtime| runtime.block_on(serve::run(listen)));
+    match served {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("agent identity: {e}");
+            EXIT_OTHER
+        }
+    }
+}
+
+/// `agent sign`: one Session JWT on stdout.
+fn sign(who: &WhoArgs, method: &str, url: &str) -> u8 {
+    if reqwest::Method::from_bytes(method.as_bytes()).is_err() {
+        eprintln!("agent sign: {}", UsageError::Method(method.to_owned()));
+        return EXIT_OTHER;
+    }
+    match who.signer().and_then(|signer| signer.sign(method, url)) {
+        Ok(jwt) => {
+            println!("{jwt}");
+            0
+        }
+        Err(e) => {
+            eprintln!("agent sign: {e}");
+            EXIT_OTHER
+        }
+    }
+}
+
 /// Conversation mode: the Company's name and support from `--gateway`'s poppy.json, then
 /// the conversation.
 fn converse(cli: &Cli, endpoint: &str) -> u8 {
@@ -193,9 +297,11 @@ fn converse(cli: &Cli, endpoint: &str) -> u8 {
             return Err(UsageError::Conversation(endpoint.to_owned()).to_string());
         }
         let headers = agent_headers(cli).map_err(|e| e.to_string())?;
-        let discovery = Client::new(&cli.gateway, cli.timeout).map_err(|e| e.to_string())?;
+        let signer = Arc::new(cli.who.signer().map_err(|e| e.to_string())?);
+        let discovery = Client::new(&cli.gateway, cli.timeout, Arc::clone(&signer))
+            .map_err(|e| e.to_string())?;
         let chat = conversation::Chat {
-            client: Client::new(endpoint, cli.timeout).map_err(|e| e.to_string())?,
+            client: Client::new(endpoint, cli.timeout, signer).map_err(|e| e.to_string())?,
             headers,
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -234,15 +340,10 @@ fn converse(cli: &Cli, endpoint: &str) -> u8 {
     report(outcome)
 }
 
-/// The headers of every request this agent makes: its Session, version and extensions, the
-/// access token, and `--header`s.
+/// The headers of every request this agent makes (its Session is signed for each request, in
+/// http.rs): version and extensions, the access token, and `--header`s.
 fn agent_headers(cli: &Cli) -> Result<Vec<(String, String)>, UsageError> {
-    let sid = cli.sid.clone().unwrap_or_else(session::new_sid);
     let mut headers = vec![
-        (
-            "Poppy-Session".to_owned(),
-            session::session_jwt(&sid, &cli.iss, &cli.sub),
-        ),
         ("Poppy-Version".to_owned(), "0.4".to_owned()),
         ("Poppy-Extensions".to_owned(), OPERATIONS_V2.to_owned()),
     ];

@@ -49,3 +49,24 @@ fn an_unreachable_gateway_exits_3() {
     let out = agent(&["--gateway", &gateway, "--timeout", "5s", "GET", "/x"]);
     assert_eq!(out.status.code(), Some(3), "{out:?}");
 }
+
+#[test]
+fn sign_prints_one_new_session_jwt_per_call() {
+    let sign = || {
+        let out = agent(&[
+            "sign",
+            "--sid",
+            "ses_cli",
+            "POST",
+            "http://127.0.0.1:8080/orders/ord_7Hk2/exchanges",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let (first, second) = (sign(), sign());
+    assert_eq!(first.split('.').count(), 3, "{first}");
+    assert_ne!(first, second);
+    for args in [&["sign", "POST"][..], &["sign", "POST", "/no-origin"]] {
+        assert_eq!(agent(args).status.code(), Some(3), "{args:?}");
+    }
+}

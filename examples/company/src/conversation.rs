@@ -1,6 +1,7 @@
-//! Conversations in memory: who each one is with (the Personal Agent's credentials, as the
-//! service needs them), the Company's messages as events, and the answers given to the
-//! Personal Agent's messages by ID (a message sent again gets the same answer).
+//! Conversations in memory: who each one is with (the Session it is bound to, and the Personal
+//! Agent's latest credentials, as the service needs them), the Company's messages as events,
+//! and the answers given to the Personal Agent's messages by ID (a message sent again gets the
+//! same answer).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -10,12 +11,23 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-/// The Personal Agent's headers, passed on to the operations service.
+use crate::session::Binding;
+
+/// The Personal Agent's headers, passed on to the operations service, and the request that
+/// carried them: its Session JWT was signed for that request's method and path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credentials {
     pub poppy_session: String,
     pub authorization: Option<String>,
     pub poppy_extensions: String,
+    pub session_request: SessionRequest,
+}
+
+/// The method and path of the Personal Agent's request to this Company Agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRequest {
+    pub method: String,
+    pub path: String,
 }
 
 /// Where the script is.
@@ -30,6 +42,10 @@ pub enum Stage {
 }
 
 pub struct Conversation {
+    /// Whose it is: set when it opens.
+    pub binding: Binding,
+    /// The latest the Personal Agent sent (a Session JWT lives minutes, and the service
+    /// verifies the one it is given).
     pub credentials: Credentials,
     pub stage: Stage,
     events: Vec<Value>,
@@ -62,9 +78,10 @@ impl Conversations {
         self.next.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    pub fn open(&self, credentials: Credentials) -> String {
+    pub fn open(&self, binding: Binding, credentials: Credentials) -> String {
         let id = format!("conv_{}", self.next());
         let conversation = Conversation {
+            binding,
             credentials,
             stage: Stage::Open,
             events: Vec::new(),
@@ -75,11 +92,16 @@ impl Conversations {
         id
     }
 
-    /// The conversation's Session, if it exists.
-    pub fn session_of(&self, id: &str) -> Option<String> {
-        self.lock()
-            .get(id)
-            .map(|c| c.credentials.poppy_session.clone())
+    /// Whose the conversation is, if it exists.
+    pub fn binding_of(&self, id: &str) -> Option<Binding> {
+        self.lock().get(id).map(|c| c.binding.clone())
+    }
+
+    /// Keep the Personal Agent's latest credentials (of a request bound to the conversation).
+    pub fn refresh(&self, id: &str, credentials: Credentials) {
+        if let Some(conversation) = self.lock().get_mut(id) {
+            conversation.credentials = credentials;
+        }
     }
 
     /// Record a Personal Agent message (its credentials may have been refreshed).
@@ -194,13 +216,22 @@ mod tests {
             poppy_session: "s".into(),
             authorization: None,
             poppy_extensions: "x".into(),
+            session_request: SessionRequest {
+                method: "POST".into(),
+                path: "/conversations".into(),
+            },
         }
     }
 
     #[tokio::test]
     async fn messages_are_received_once_and_events_wait() {
         let conversations = Conversations::default();
-        let id = conversations.open(credentials());
+        let binding = Binding {
+            agent: "a".into(),
+            sid: "s".into(),
+        };
+        let id = conversations.open(binding.clone(), credentials());
+        assert_eq!(conversations.binding_of(&id), Some(binding));
         assert!(matches!(
             conversations.receive(&id, "m1", credentials()),
             Some(Received::New(_))

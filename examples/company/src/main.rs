@@ -20,6 +20,11 @@
 //! - `GET /conversations/{id}/events?after=EVENT&wait=SECONDS` → `{"events": [...]}`, the
 //!   Company's messages after `EVENT`, waiting up to `wait` (at most 30) seconds for one.
 //!
+//! A conversation belongs to the Session that opened it (the JWT's `iss` and `sid`), not to
+//! one JWT: a Personal Agent signs a new `Poppy-Session` for every request. The service is
+//! given the latest one and the method and path of the request that carried it
+//! (`session_request`), since that is what the JWT was signed for.
+//!
 //! The Company's messages carry `data.outcome` (`performed`, `already_performed`,
 //! `not_performed`, `refused`, `in_progress`, `unknown`, `error`): this example Company's own
 //! keys, so that a Personal Agent can tell how it went without reading the text.
@@ -28,6 +33,7 @@ mod agent;
 mod conversation;
 mod routes;
 mod service;
+mod session;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -67,6 +73,17 @@ struct Cli {
     /// is unknown, in seconds.
     #[arg(long, default_value_t = 120)]
     max_wait: u64,
+    /// Tell the service the method and path of the Personal Agent's request whose Session it
+    /// relays (`session_request`), for the check of the Session's `htu`. `false` for a gateway
+    /// that does not know the member yet (it refuses unknown members).
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        env = "POPPY_COMPANY_RELAY_SESSION_REQUEST"
+    )]
+    relay_session_request: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +128,7 @@ async fn run(cli: Cli) -> Result<(), StartError> {
     if !cli.service.starts_with("http://") {
         return Err(StartError::Service(cli.service));
     }
-    let service = service::Service::new(&cli.service, token)?;
+    let service = service::Service::new(&cli.service, token, cli.relay_session_request)?;
     let offer = agent::Offer {
         order: cli.order,
         item: cli.item,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -14,7 +14,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::agent::Company;
-use crate::conversation::{Credentials, Received};
+use crate::conversation::{Credentials, Received, SessionRequest};
+use crate::session::{self, Binding};
 
 /// The longest a `GET …/events` waits for a message.
 const MAX_WAIT: Duration = Duration::from_secs(30);
@@ -43,8 +44,13 @@ impl IntoResponse for Refused {
     }
 }
 
-/// The Personal Agent's credentials and declaration, from its request's headers.
-fn credentials(headers: &HeaderMap) -> Result<Credentials, Refused> {
+/// The Personal Agent's credentials and declaration, from its request's headers, and the
+/// Session they name.
+fn credentials(
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<(Binding, Credentials), Refused> {
     let header = |name: &str| {
         headers
             .get(name)
@@ -56,6 +62,13 @@ fn credentials(headers: &HeaderMap) -> Result<Credentials, Refused> {
             StatusCode::UNAUTHORIZED,
             "invalid_session",
             "send the Poppy-Session header",
+        ));
+    };
+    let Some(binding) = session::binding(&poppy_session) else {
+        return Err(Refused(
+            StatusCode::UNAUTHORIZED,
+            "invalid_session",
+            "the Poppy-Session is not a JWT with `iss` and `sid` claims",
         ));
     };
     let poppy_extensions = header("poppy-extensions").unwrap_or_default();
@@ -72,19 +85,25 @@ fn credentials(headers: &HeaderMap) -> Result<Credentials, Refused> {
             "this Company asks for approvals with the operations extension: declare Poppy-Extensions: \"operations\";v=\"2\"",
         ));
     }
-    Ok(Credentials {
+    let credentials = Credentials {
         poppy_session,
         authorization: header("authorization"),
         poppy_extensions,
-    })
+        // The path as it came on the request line: the one the Session JWT was signed for.
+        session_request: SessionRequest {
+            method: method.as_str().to_owned(),
+            path: uri.path().to_owned(),
+        },
+    };
+    Ok((binding, credentials))
 }
 
-async fn open(State(app): State<App>, headers: HeaderMap) -> Response {
-    let credentials = match credentials(&headers) {
-        Ok(credentials) => credentials,
+async fn open(State(app): State<App>, method: Method, uri: Uri, headers: HeaderMap) -> Response {
+    let (binding, credentials) = match credentials(&method, &uri, &headers) {
+        Ok(read) => read,
         Err(refused) => return refused.into_response(),
     };
-    let id = app.conversations.open(credentials);
+    let id = app.conversations.open(binding, credentials);
     eprintln!("company: opened {id}");
     (StatusCode::CREATED, Json(json!({ "conversation_id": id }))).into_response()
 }
@@ -100,16 +119,19 @@ fn is_id(text: &str) -> bool {
 async fn message(
     State(app): State<App>,
     Path(id): Path<String>,
+    method: Method,
+    uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let credentials = match credentials(&headers) {
-        Ok(credentials) => credentials,
+    let (binding, credentials) = match credentials(&method, &uri, &headers) {
+        Ok(read) => read,
         Err(refused) => return refused.into_response(),
     };
-    match app.conversations.session_of(&id) {
+    // The Session, not the JWT: the Personal Agent signs a new one for every message.
+    match app.conversations.binding_of(&id) {
         None => return error(StatusCode::NOT_FOUND, "not_found", "no such conversation"),
-        Some(session) if session != credentials.poppy_session => {
+        Some(owner) if owner != binding => {
             return error(
                 StatusCode::FORBIDDEN,
                 "not_your_conversation",
@@ -151,20 +173,25 @@ struct EventsQuery {
 async fn events(
     State(app): State<App>,
     Path(id): Path<String>,
+    method: Method,
+    uri: Uri,
     headers: HeaderMap,
     Query(query): Query<EventsQuery>,
 ) -> Response {
-    let credentials = match credentials(&headers) {
-        Ok(credentials) => credentials,
+    let (binding, credentials) = match credentials(&method, &uri, &headers) {
+        Ok(read) => read,
         Err(refused) => return refused.into_response(),
     };
-    if app.conversations.session_of(&id).as_deref() != Some(credentials.poppy_session.as_str()) {
+    if app.conversations.binding_of(&id).as_ref() != Some(&binding) {
         return error(
             StatusCode::NOT_FOUND,
             "not_found",
             "no such conversation for this Session",
         );
     }
+    // The Personal Agent polls while an exchange is performed: its latest Session is the
+    // one that is still valid when the service is asked again.
+    app.conversations.refresh(&id, credentials);
     let wait = Duration::from_secs(query.wait.unwrap_or(0)).min(MAX_WAIT);
     match app
         .conversations

@@ -14,6 +14,9 @@ pub struct Service {
     http: reqwest::Client,
     base: String,
     token: String,
+    /// Send `session_request` (the gateways that verify Sessions' `htu` need it; older ones
+    /// refuse the unknown member).
+    relay_session_request: bool,
 }
 
 /// One answer of the service.
@@ -32,7 +35,11 @@ impl Reply {
 }
 
 impl Service {
-    pub fn new(base: &str, token: String) -> Result<Service, reqwest::Error> {
+    pub fn new(
+        base: &str,
+        token: String,
+        relay_session_request: bool,
+    ) -> Result<Service, reqwest::Error> {
         let http = reqwest::Client::builder()
             .timeout(CALL_TIMEOUT)
             .no_proxy()
@@ -41,6 +48,7 @@ impl Service {
             http,
             base: base.trim_end_matches('/').to_owned(),
             token,
+            relay_session_request,
         })
     }
 
@@ -54,7 +62,14 @@ impl Service {
         })
     }
 
-    fn call_body(conversation_id: &str, credentials: &Credentials, request: &Value) -> Value {
+    /// The Personal Agent's credentials, as its request to this Company Agent had them, and
+    /// the request this Company Agent would make.
+    fn call_body(
+        &self,
+        conversation_id: &str,
+        credentials: &Credentials,
+        request: &Value,
+    ) -> Value {
         let mut body = json!({
             "conversation_id": conversation_id,
             "poppy_session": credentials.poppy_session,
@@ -63,6 +78,14 @@ impl Service {
         });
         if let Some(authorization) = &credentials.authorization {
             body["authorization"] = authorization.as_str().into();
+        }
+        if self.relay_session_request {
+            // The Session JWT covers the Personal Agent's request to this Company Agent
+            // (`htu`, `htm`): the service checks it against its configured origins and this.
+            body["session_request"] = json!({
+                "method": credentials.session_request.method,
+                "path": credentials.session_request.path,
+            });
         }
         body
     }
@@ -73,7 +96,7 @@ impl Service {
         credentials: &Credentials,
         request: &Value,
     ) -> Result<Reply, String> {
-        let body = Service::call_body(conversation_id, credentials, request);
+        let body = self.call_body(conversation_id, credentials, request);
         self.call("/v1/propose", &body).await
     }
 
@@ -84,7 +107,7 @@ impl Service {
         request: &Value,
         message: &Value,
     ) -> Result<Reply, String> {
-        let mut body = Service::call_body(conversation_id, credentials, request);
+        let mut body = self.call_body(conversation_id, credentials, request);
         body["message"] = message.clone();
         self.call("/v1/perform", &body).await
     }
