@@ -1,13 +1,23 @@
 //! Verified identities (`[session] verify = "required"`): `Poppy-Session` JWTs are verified
 //! against the keys of trusted Personal Agents before their claims decide who may approve.
 //!
-//! `jwks` and `verify` are pure; `source` and `http` are the I/O (reading and fetching JWKS
-//! documents). Follows RFC 7519 / RFC 7515: see docs/operations.md, "Verified identities".
+//! A Session carries a delegation (`poppy_dlg`) signed with the agent's long-term keys, which
+//! vouches for the short-lived key that signs the Session (docs/sessions.md); a Session of an
+//! agent with a static key set may instead be signed with that set directly.
+//!
+//! `format`, `cnf`, `jwks`, `verify` and `metadata::parse` are pure; `source`, `http` and
+//! `metadata::fetch_keys` are the I/O (reading and fetching metadata and JWKS documents).
+//! Follows RFC 7519 / RFC 7515: see docs/operations.md, "Verified identities".
 
 mod approver;
-mod http;
+pub(crate) mod cnf;
+pub(crate) mod format;
+pub(crate) mod http;
 pub(crate) mod jwks;
+pub(crate) mod metadata;
 pub(crate) mod source;
+#[cfg(test)]
+pub(crate) mod testkeys;
 pub(crate) mod token;
 pub(crate) mod verify;
 
@@ -21,6 +31,8 @@ pub(crate) use approver::{Approver, ApproverError};
 #[cfg(test)]
 pub(crate) use approver::{Credentials, Who};
 pub use approver::{SessionClaims, VerifyMode};
+pub(crate) use format::RequestTarget;
+pub(crate) use http::HttpClient;
 pub(crate) use jwks::KeySet;
 pub(crate) use source::{KeySource, TrustedIssuer};
 pub(crate) use token::{Introspection, TokenError, TokenVerifier};
@@ -52,39 +64,63 @@ impl SessionVerifier {
         }
     }
 
-    /// The verified claims of a bearer token (`None` without `[session.token]`).
+    /// The verified claims of a bearer token (`None` without `[session.token]`), when it is
+    /// `agent`'s: its `client_id`, or else `azp`, must be the Session's agent (check 6).
     pub(crate) async fn verify_token(
         &self,
         token: &[u8],
+        agent: &str,
     ) -> Option<Result<Map<String, Value>, TokenError>> {
         let verifier = self.token.as_ref()?;
         let Ok(token) = std::str::from_utf8(token) else {
             return Some(Err(TokenError::Jwt(VerifyError::Malformed)));
         };
-        Some(verifier.verify(token.trim(), now()).await)
+        let verified = verifier
+            .verify(token.trim(), now())
+            .await
+            .and_then(|claims| {
+                token::check_agent(&claims, agent)?;
+                Ok(claims)
+            });
+        Some(verified)
     }
 
-    /// Verify a `Poppy-Session` value; its claims when it is signed by a trusted agent's key
-    /// and valid now. An unknown `kid` reads the agent's keys again (rate-limited) and retries
-    /// once: that is how a rotated key is picked up.
-    pub(crate) async fn verify(&self, token: &[u8]) -> Result<Map<String, Value>, VerifyError> {
+    /// Verify a `Poppy-Session` value for the request `target`; its claims when it is signed
+    /// as docs/sessions.md says (checks 1 to 5) and valid now. With `poppy_dlg`, the
+    /// delegation is verified with the agent's keys and the Session with the delegated key;
+    /// without, the Session is verified with the agent's static key set (`aud` required),
+    /// unless the agent's keys sign delegations only (a client metadata document's).
+    /// An unknown `kid` reads the agent's keys again (rate-limited) and retries once: that is
+    /// how a rotated key is picked up.
+    pub(crate) async fn verify(
+        &self,
+        token: &[u8],
+        target: &RequestTarget<'_>,
+    ) -> Result<Map<String, Value>, VerifyError> {
         let token = std::str::from_utf8(token)
             .map_err(|_| VerifyError::Malformed)?
             .trim();
-        let unverified = verify::peek(token)?;
+        let session = format::peek_session(token)?;
+        let issuer = &session.jwt.issuer;
         let agent = self
             .agents
-            .get(&unverified.issuer)
-            .ok_or_else(|| VerifyError::UntrustedIssuer(unverified.issuer.clone()))?;
+            .get(issuer)
+            .ok_or_else(|| VerifyError::UntrustedIssuer(issuer.clone()))?;
+        if session.delegation.is_none() && agent.delegates_only() {
+            return Err(VerifyError::DelegationMissing);
+        }
         if agent.keys().is_some() && agent.stale() {
             let agent = Arc::clone(agent);
             tokio::spawn(async move { agent.reload().await });
         }
-        let attempt = |keys: Option<Arc<KeySet>>| match keys {
-            None => Err(VerifyError::NoKeys {
-                issuer: unverified.issuer.clone(),
+        let attempt = |keys: Option<Arc<KeySet>>| match (keys, &session.delegation) {
+            (None, _) => Err(VerifyError::NoKeys {
+                issuer: issuer.clone(),
             }),
-            Some(keys) => verify::verify(token, &unverified, &keys, &self.expect, now()),
+            (Some(keys), Some(_)) => {
+                format::verify_delegated(token, &session, &keys, &self.expect, target, now())
+            }
+            (Some(keys), None) => verify::verify(token, &session.jwt, &keys, &self.expect, now()),
         };
         match attempt(agent.keys()) {
             Err(VerifyError::UnknownKey { .. } | VerifyError::NoKeys { .. }) => {
