@@ -193,6 +193,113 @@ mod tests {
         assert!(matches!(parsed(not_jwks), Err(MetadataError::Jwks(_))));
     }
 
+    /// An HTTP/1.1 server on loopback; `routes` gets its base URL and gives, per path, the
+    /// status, the `location` (or "") and the body.
+    async fn serve(routes: impl FnOnce(&str) -> Vec<(String, u16, String, String)>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let routes = routes(&base);
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&request);
+                let path = text.split(' ').nth(1).unwrap_or("/");
+                let (status, location, body) = routes
+                    .iter()
+                    .find(|(p, ..)| p == path)
+                    .map_or((404, "", ""), |(_, s, l, b)| (*s, l.as_str(), b.as_str()));
+                let location = if location.is_empty() {
+                    String::new()
+                } else {
+                    format!("location: {location}\r\n")
+                };
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n{location}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        base
+    }
+
+    fn route(
+        path: &str,
+        status: u16,
+        location: &str,
+        body: String,
+    ) -> (String, u16, String, String) {
+        (path.into(), status, location.into(), body)
+    }
+
+    #[tokio::test]
+    async fn keys_are_fetched_from_the_document_then_its_jwks_uri() {
+        let http = HttpClient::new(None).unwrap();
+        let base = serve(|base| {
+            let doc = json!({"client_id": format!("{base}/client.json"), "jwks_uri": format!("{base}/jwks.json")});
+            let inline = json!({"client_id": format!("{base}/inline.json"), "jwks": {"keys": [jwk("es256-a")]}});
+            let jwks = json!({"keys": [jwk("es256-a"), jwk("rs256-a")]});
+            let big = format!("{{\"client_id\": \"{base}/big.json\", \"pad\": \"{}\"}}", "x".repeat(MAX_METADATA_BYTES));
+            vec![
+                route("/client.json", 200, "", doc.to_string()),
+                route("/inline.json", 200, "", inline.to_string()),
+                route("/jwks.json", 200, "", jwks.to_string()),
+                // Moved within the limit: the document still names its client_id URL.
+                route("/moved.json", 302, "/hop1", String::new()),
+                route("/hop1", 302, "/hop2", String::new()),
+                route("/hop2", 302, "/client.json", String::new()),
+                route("/loop", 302, "/loop", String::new()),
+                route("/downgrade.json", 302, "https://127.0.0.1:1/client.json", String::new()),
+                route("/big.json", 200, "", big),
+            ]
+        })
+        .await;
+        let keys = fetch_keys(&http, &format!("{base}/client.json"))
+            .await
+            .unwrap();
+        assert_eq!(keys.len(), 2);
+        let keys = fetch_keys(&http, &format!("{base}/inline.json"))
+            .await
+            .unwrap();
+        assert_eq!(keys.len(), 1);
+        // Three redirects are followed; the document is then not the moved URL's own.
+        let moved = fetch_keys(&http, &format!("{base}/moved.json")).await;
+        assert!(
+            matches!(moved, Err(MetadataError::ClientId(_))),
+            "{moved:?}"
+        );
+        let looped = fetch_keys(&http, &format!("{base}/loop"))
+            .await
+            .unwrap_err();
+        assert!(
+            looped.to_string().contains("more than 3 redirects"),
+            "{looped}"
+        );
+        let other_scheme = fetch_keys(&http, &format!("{base}/downgrade.json"))
+            .await
+            .unwrap_err();
+        assert!(
+            other_scheme.to_string().contains("from http to https"),
+            "{other_scheme}"
+        );
+        let big = fetch_keys(&http, &format!("{base}/big.json"))
+            .await
+            .unwrap_err();
+        assert!(big.to_string().contains("larger than"), "{big}");
+        let missing = fetch_keys(&http, &format!("{base}/none.json"))
+            .await
+            .unwrap_err();
+        assert!(missing.to_string().contains("404"), "{missing}");
+    }
+
     #[tokio::test]
     async fn urls_are_checked_before_any_fetch() {
         let http = HttpClient::new(None).unwrap();

@@ -138,3 +138,99 @@ pub(crate) fn now() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::identity::format::{DELEGATION_HEADER, DELEGATION_TYP, SESSION_TYP};
+    use crate::identity::testkeys::{AGENT, ORIGIN, jwk, sign};
+
+    const TARGET: RequestTarget<'static> = RequestTarget {
+        method: "POST",
+        path: "/billing/pay",
+    };
+
+    fn verifier(source: KeySource) -> SessionVerifier {
+        let http = Arc::new(HttpClient::new(None).unwrap());
+        let agent = TrustedIssuer::new(AGENT.into(), source, Duration::from_secs(3600), http);
+        let expect = Expectations {
+            audience: vec!["https://shop.example".into()],
+            clock_skew_secs: 60,
+            origins: vec![ORIGIN.into()],
+        };
+        SessionVerifier::new(vec![agent.unwrap()], expect, None)
+    }
+
+    fn fixture(name: &str) -> KeySource {
+        let keys = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/keys");
+        KeySource::File(keys.join(format!("{name}.jwks.json")))
+    }
+
+    fn claims() -> Value {
+        let now = now();
+        json!({"iss": AGENT, "sid": "s1", "sub": "u1", "iat": now, "exp": now + 300,
+               "htu": format!("{ORIGIN}/billing/pay"), "aud": "https://shop.example"})
+    }
+
+    fn delegated(long: &str, delegated: &str) -> String {
+        let dlg = json!({"iss": AGENT, "exp": now() + 3600, "cnf": {"jwk": jwk(delegated)}});
+        let dlg = sign(long, json!({"typ": DELEGATION_TYP, "kid": long}), &dlg);
+        sign(
+            delegated,
+            json!({"typ": SESSION_TYP, DELEGATION_HEADER: dlg}),
+            &claims(),
+        )
+    }
+
+    #[tokio::test]
+    async fn sessions_with_and_without_a_delegation() {
+        let verifier = verifier(fixture("es256-a"));
+        let session = delegated("es256-a", "es256-b");
+        let verified = verifier.verify(session.as_bytes(), &TARGET).await.unwrap();
+        assert_eq!(verified["sid"], "s1");
+        let elsewhere = RequestTarget {
+            method: "POST",
+            path: "/billing/refund",
+        };
+        assert!(matches!(
+            verifier.verify(session.as_bytes(), &elsewhere).await,
+            Err(VerifyError::WrongTarget { .. })
+        ));
+        // A static key set still verifies a Session it signs itself, as before.
+        let direct = sign(
+            "es256-a",
+            json!({"typ": SESSION_TYP, "kid": "es256-a"}),
+            &claims(),
+        );
+        assert!(verifier.verify(direct.as_bytes(), &TARGET).await.is_ok());
+        // An unknown kid reads the file again, then is refused.
+        let unknown = delegated("es256-b", "es256-b");
+        assert!(matches!(
+            verifier.verify(unknown.as_bytes(), &TARGET).await,
+            Err(VerifyError::UnknownKey { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_metadata_agents_sessions_need_a_delegation() {
+        // Its keys sign delegations only: refused before any fetch.
+        let verifier = verifier(KeySource::Metadata(AGENT.into()));
+        let direct = sign("es256-a", json!({"kid": "es256-a"}), &claims());
+        assert_eq!(
+            verifier
+                .verify(direct.as_bytes(), &TARGET)
+                .await
+                .unwrap_err(),
+            VerifyError::DelegationMissing
+        );
+        assert_eq!(
+            KeySource::Metadata(AGENT.into()).to_string(),
+            format!("client_id {AGENT}")
+        );
+    }
+}
