@@ -1,48 +1,138 @@
-//! The gateway's own HTTP requests: JWKS fetches (and token introspection). Redirects are not
-//! followed (a key URL that moves is configured again, not followed), bodies are bounded.
+//! The gateway's own HTTP requests: agents' client metadata documents and JWKS, and token
+//! introspection. One client per configuration (its extra trusted CA certificates). Bodies are
+//! bounded; redirects are followed at most [`MAX_REDIRECTS`] times and never to another
+//! scheme (an https document that redirects to http could be rewritten on the way).
 
-use std::sync::OnceLock;
+use std::net::IpAddr;
 use std::time::Duration;
 
-fn client() -> &'static reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            // Building a client without custom TLS roots cannot fail in practice; fall back
-            // to the default one rather than panic.
-            .unwrap_or_default()
-    })
+use reqwest::Url;
+use reqwest::redirect::{Attempt, Policy};
+
+/// Redirects followed at most, per fetch.
+pub(crate) const MAX_REDIRECTS: usize = 3;
+
+/// The gateway's HTTP client.
+pub(crate) struct HttpClient {
+    client: reqwest::Client,
 }
 
-pub(crate) async fn get(url: &str, timeout: Duration, max_bytes: usize) -> Result<Vec<u8>, String> {
-    read(client().get(url).timeout(timeout), max_bytes).await
-}
-
-pub(crate) async fn post_form(
-    url: &str,
-    form: &[(&str, &str)],
-    basic_auth: Option<(&str, &str)>,
-    timeout: Duration,
-    max_bytes: usize,
-) -> Result<Vec<u8>, String> {
-    let mut request = client()
-        .post(url)
-        .form(form)
-        .header("accept", "application/json")
-        .timeout(timeout);
-    if let Some((user, password)) = basic_auth {
-        request = request.basic_auth(user, Some(password));
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HttpClient")
     }
-    read(request, max_bytes).await
+}
+
+impl HttpClient {
+    /// A client trusting the built-in roots and, when given, the CA certificates of a PEM
+    /// bundle (a private CA in front of an agent's documents, or a test's).
+    pub(crate) fn new(extra_roots_pem: Option<&[u8]>) -> Result<HttpClient, String> {
+        let mut builder = reqwest::Client::builder().redirect(Policy::custom(redirect));
+        if let Some(pem) = extra_roots_pem {
+            let roots = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| format!("extra CA certificates: {}", chain(&e)))?;
+            if roots.is_empty() {
+                return Err("extra CA certificates: no certificate in the PEM bundle".into());
+            }
+            for root in roots {
+                builder = builder.add_root_certificate(root);
+            }
+        }
+        let client = builder
+            .build()
+            .map_err(|e| format!("HTTP client: {}", chain(&e)))?;
+        Ok(HttpClient { client })
+    }
+
+    pub(crate) async fn get(
+        &self,
+        url: &str,
+        timeout: Duration,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>, String> {
+        read(self.client.get(url).timeout(timeout), max_bytes).await
+    }
+
+    pub(crate) async fn post_form(
+        &self,
+        url: &str,
+        form: &[(&str, &str)],
+        basic_auth: Option<(&str, &str)>,
+        timeout: Duration,
+        max_bytes: usize,
+    ) -> Result<Vec<u8>, String> {
+        let mut request = self
+            .client
+            .post(url)
+            .form(form)
+            .header("accept", "application/json")
+            .timeout(timeout);
+        if let Some((user, password)) = basic_auth {
+            request = request.basic_auth(user, Some(password));
+        }
+        read(request, max_bytes).await
+    }
+}
+
+/// An agent's document URL (its metadata, its `jwks_uri`): https, or http on a loopback
+/// address only (local development and tests, where no one else is on the path).
+pub(crate) fn check_document_url(url: &str) -> Result<Url, String> {
+    let parsed = Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        // Not echoed: the URL holds a password.
+        return Err("a URL with credentials (user:password@) is refused".into());
+    }
+    match parsed.scheme() {
+        "https" if parsed.host().is_some() => Ok(parsed),
+        "http" if is_loopback(&parsed) => Ok(parsed),
+        "http" => Err(format!(
+            "{url:?}: http only on a loopback address (127.0.0.0/8, [::1], localhost); use https"
+        )),
+        _ => Err(format!("{url:?} is not an https URL")),
+    }
+}
+
+fn is_loopback(url: &Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    // `Url` writes an IP address in its canonical form, an IPv6 one in brackets.
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Why a redirect is not followed: `None` follows it. Pure, for tests.
+fn refuse_redirect(next: &Url, previous: &[Url]) -> Option<String> {
+    if previous.len() > MAX_REDIRECTS {
+        return Some(format!("more than {MAX_REDIRECTS} redirects"));
+    }
+    let from = previous.last()?;
+    if next.scheme() != from.scheme() {
+        return Some(format!(
+            "a redirect from {} to {} is refused",
+            from.scheme(),
+            next.scheme()
+        ));
+    }
+    // Loopback http stays on loopback: it is allowed only because no one else is on the path.
+    if next.scheme() == "http" && is_loopback(from) && !is_loopback(next) {
+        return Some(
+            "a redirect from a loopback address to another host over http is refused".into(),
+        );
+    }
+    None
+}
+
+fn redirect(attempt: Attempt<'_>) -> reqwest::redirect::Action {
+    match refuse_redirect(attempt.url(), attempt.previous()) {
+        None => attempt.follow(),
+        Some(reason) => attempt.error(reason),
+    }
 }
 
 async fn read(request: reqwest::RequestBuilder, max_bytes: usize) -> Result<Vec<u8>, String> {
-    let mut response = request
-        .send()
-        .await
-        .map_err(|e| e.without_url().to_string())?;
+    let mut response = request.send().await.map_err(|e| chain(&e.without_url()))?;
     if !response.status().is_success() {
         return Err(format!("answered {}", response.status()));
     }
@@ -50,7 +140,7 @@ async fn read(request: reqwest::RequestBuilder, max_bytes: usize) -> Result<Vec<
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| e.without_url().to_string())?
+        .map_err(|e| chain(&e.without_url()))?
     {
         if body.len() + chunk.len() > max_bytes {
             return Err(format!("answer larger than {max_bytes} bytes"));
@@ -58,4 +148,85 @@ async fn read(request: reqwest::RequestBuilder, max_bytes: usize) -> Result<Vec<
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// An error and its causes ("error following redirect: a redirect from https to http …").
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn document_urls_are_https_or_loopback_http() {
+        for good in [
+            "https://agent.example/client.json",
+            "http://127.0.0.1:8080/client.json",
+            "http://127.3.4.5/client.json",
+            "http://[::1]:9000/client.json",
+            "http://localhost/client.json",
+            "http://LOCALHOST:1/x",
+        ] {
+            assert!(check_document_url(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "http://agent.example/client.json",
+            "http://10.0.0.1/client.json",
+            "http://localhost.evil.example/client.json",
+            "http://[::2]/client.json",
+            "ftp://agent.example/client.json",
+            "file:///etc/passwd",
+            "https://user:secret@agent.example/client.json",
+            "agent.example/client.json",
+            "",
+        ] {
+            let error = check_document_url(bad).unwrap_err();
+            assert!(!error.contains("secret"), "{error}");
+        }
+    }
+
+    #[test]
+    fn redirects_keep_their_scheme_and_are_few() {
+        let url = |u: &str| Url::parse(u).unwrap();
+        let https = url("https://agent.example/a");
+        assert_eq!(
+            refuse_redirect(&url("https://cdn.example/a"), std::slice::from_ref(&https)),
+            None
+        );
+        let downgrade =
+            refuse_redirect(&url("http://agent.example/a"), std::slice::from_ref(&https));
+        assert!(downgrade.unwrap().contains("from https to http"));
+        let local = url("http://127.0.0.1:8080/a");
+        assert_eq!(
+            refuse_redirect(
+                &url("http://localhost:8081/b"),
+                std::slice::from_ref(&local)
+            ),
+            None
+        );
+        assert!(refuse_redirect(&url("http://agent.example/b"), &[local]).is_some());
+        let many = vec![https.clone(); MAX_REDIRECTS];
+        assert_eq!(refuse_redirect(&https, &many), None);
+        let too_many = vec![https.clone(); MAX_REDIRECTS + 1];
+        assert!(
+            refuse_redirect(&https, &too_many)
+                .unwrap()
+                .contains("redirects")
+        );
+    }
+
+    #[test]
+    fn extra_roots_must_be_certificates() {
+        assert!(HttpClient::new(None).is_ok());
+        assert!(HttpClient::new(Some(b"not a certificate")).is_err());
+    }
 }

@@ -1,8 +1,9 @@
 //! Where a trusted agent's keys come from, and when they are read again: the thin I/O layer
 //! under [`super::jwks`]. A JWKS file is read at startup (a bad one is a config error); a JWKS
-//! URL is fetched at startup (a failure is logged, and its Sessions are refused until a fetch
-//! succeeds). Both are read again when a token names an unknown `kid` (key rotation), at most
-//! once per [`MIN_RELOAD`], and a URL also every `refresh` interval.
+//! URL, or an agent's client metadata document (and its `jwks_uri`), is fetched at startup
+//! (a failure is logged, and its Sessions are refused until a fetch succeeds). All are read
+//! again when a token names an unknown `kid` (key rotation), at most once per [`MIN_RELOAD`],
+//! and a fetched source also every `refresh` interval.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,20 +11,26 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 
+use super::http::HttpClient;
 use super::jwks::{JwksError, KeySet};
+use super::metadata::{self, MetadataError};
 
 /// The least time between two reads of one agent's keys: an unknown `kid` in every request
 /// must not turn into a fetch per request.
 pub(crate) const MIN_RELOAD: Duration = Duration::from_secs(2);
 /// How long one JWKS fetch may take.
-pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const FETCH_TIMEOUT: Duration = metadata::FETCH_TIMEOUT;
 /// The largest JWKS document read.
-pub(crate) const MAX_JWKS_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_JWKS_BYTES: usize = metadata::MAX_JWKS_BYTES;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum KeySource {
     File(PathBuf),
     Url(String),
+    /// An agent's `client_id`: the URL of its client metadata document, which names its
+    /// long-term keys. They sign delegations, never Sessions.
+    #[allow(dead_code)] // Constructed by config/ for `[[session.agent]] client_id`.
+    Metadata(String),
 }
 
 impl std::fmt::Display for KeySource {
@@ -31,6 +38,7 @@ impl std::fmt::Display for KeySource {
         match self {
             KeySource::File(path) => write!(f, "jwks_file {}", path.display()),
             KeySource::Url(url) => write!(f, "jwks_url {url}"),
+            KeySource::Metadata(url) => write!(f, "client_id {url}"),
         }
     }
 }
@@ -39,8 +47,9 @@ impl std::fmt::Display for KeySource {
 pub(crate) struct TrustedIssuer {
     pub(crate) issuer: String,
     pub(crate) source: KeySource,
-    /// How often a URL's keys are fetched again even without an unknown `kid`.
+    /// How often fetched keys are fetched again even without an unknown `kid`.
     pub(crate) refresh: Duration,
+    http: Arc<HttpClient>,
     keys: ArcSwapOption<KeySet>,
     loaded_at: ArcSwapOption<Instant>,
     reloading: tokio::sync::Mutex<Option<Instant>>,
@@ -54,17 +63,19 @@ impl std::fmt::Debug for TrustedIssuer {
 }
 
 impl TrustedIssuer {
-    /// Read a file source now (its errors are config errors); a URL is fetched by
-    /// [`TrustedIssuer::reload`] once a runtime runs.
+    /// Read a file source now (its errors are config errors); a URL or a metadata document is
+    /// fetched with `http` by [`TrustedIssuer::reload`] once a runtime runs.
     pub(crate) fn new(
         issuer: String,
         source: KeySource,
         refresh: Duration,
+        http: Arc<HttpClient>,
     ) -> Result<Self, KeysReadError> {
         let trusted = TrustedIssuer {
             issuer,
             source,
             refresh,
+            http,
             keys: ArcSwapOption::empty(),
             loaded_at: ArcSwapOption::empty(),
             reloading: tokio::sync::Mutex::new(None),
@@ -81,11 +92,17 @@ impl TrustedIssuer {
         self.keys.load_full()
     }
 
-    /// A URL's keys are older than `refresh` (or were never fetched).
+    /// Whether the agent's keys sign delegations only (a metadata document's agent): then a
+    /// Session without `poppy_dlg` is refused.
+    pub(crate) fn delegates_only(&self) -> bool {
+        matches!(self.source, KeySource::Metadata(_))
+    }
+
+    /// Fetched keys are older than `refresh` (or were never fetched).
     pub(crate) fn stale(&self) -> bool {
         match &self.source {
             KeySource::File(_) => false,
-            KeySource::Url(_) => self
+            KeySource::Url(_) | KeySource::Metadata(_) => self
                 .loaded_at
                 .load()
                 .as_deref()
@@ -103,7 +120,10 @@ impl TrustedIssuer {
         *last = Some(Instant::now());
         let read = match &self.source {
             KeySource::File(path) => read_file(path),
-            KeySource::Url(url) => fetch(url).await,
+            KeySource::Url(url) => fetch(&self.http, url).await,
+            KeySource::Metadata(url) => metadata::fetch_keys(&self.http, url)
+                .await
+                .map_err(KeysReadError::Metadata),
         };
         match read {
             Ok(keys) => {
@@ -134,6 +154,8 @@ pub(crate) enum KeysReadError {
     Fetch(String),
     #[error("{0}")]
     FetchedParse(JwksError),
+    #[error("{0}")]
+    Metadata(MetadataError),
 }
 
 fn read_file(path: &PathBuf) -> Result<KeySet, KeysReadError> {
@@ -147,8 +169,9 @@ fn read_file(path: &PathBuf) -> Result<KeySet, KeysReadError> {
     })
 }
 
-async fn fetch(url: &str) -> Result<KeySet, KeysReadError> {
-    let bytes = super::http::get(url, FETCH_TIMEOUT, MAX_JWKS_BYTES)
+async fn fetch(http: &HttpClient, url: &str) -> Result<KeySet, KeysReadError> {
+    let bytes = http
+        .get(url, FETCH_TIMEOUT, MAX_JWKS_BYTES)
         .await
         .map_err(KeysReadError::Fetch)?;
     KeySet::parse(&bytes).map_err(KeysReadError::FetchedParse)

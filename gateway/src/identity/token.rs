@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::http::HttpClient;
 use super::source::TrustedIssuer;
 use super::verify::{self, Expectations, VerifyError};
 
@@ -51,6 +52,27 @@ pub(crate) enum TokenError {
     IntrospectionFailed(String),
     #[error("the access token has no claim {0:?}")]
     NoAccount(String),
+    #[error(
+        "the access token is another agent's (its client_id, or azp, is not the Session's agent)"
+    )]
+    OtherAgent,
+    #[error("the access token names no agent (neither client_id nor azp)")]
+    NoAgent,
+}
+
+/// The access token and the Session must belong to the same agent: the token's top-level
+/// `client_id` (RFC 9068, RFC 7662), or else its `azp`, is the Session's agent.
+/// (`act.client_id` is the identity provider's own ID and is not compared.)
+pub(crate) fn check_agent(claims: &Map<String, Value>, agent: &str) -> Result<(), TokenError> {
+    let named = match claims.get("client_id") {
+        Some(client_id) => client_id,
+        None => claims.get("azp").ok_or(TokenError::NoAgent)?,
+    };
+    if named.as_str() == Some(agent) {
+        Ok(())
+    } else {
+        Err(TokenError::OtherAgent)
+    }
 }
 
 /// An introspection answer, by the token's SHA-256, until this Unix second.
@@ -62,6 +84,7 @@ pub(crate) struct TokenVerifier {
     pub(crate) issuer: Option<Arc<TrustedIssuer>>,
     pub(crate) expect: Expectations,
     pub(crate) introspection: Option<Introspection>,
+    http: Arc<HttpClient>,
     cache: Mutex<HashMap<[u8; 32], Cached>>,
 }
 
@@ -81,11 +104,13 @@ impl TokenVerifier {
         issuer: Option<TrustedIssuer>,
         expect: Expectations,
         introspection: Option<Introspection>,
+        http: Arc<HttpClient>,
     ) -> TokenVerifier {
         TokenVerifier {
             issuer: issuer.map(Arc::new),
             expect,
             introspection,
+            http,
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -147,15 +172,17 @@ impl TokenVerifier {
         {
             return Ok(claims.clone());
         }
-        let body = super::http::post_form(
-            &endpoint.url,
-            &[("token", token), ("token_type_hint", "access_token")],
-            Some((&endpoint.client_id, &endpoint.client_secret)),
-            INTROSPECTION_TIMEOUT,
-            64 * 1024,
-        )
-        .await
-        .map_err(TokenError::IntrospectionFailed)?;
+        let body = self
+            .http
+            .post_form(
+                &endpoint.url,
+                &[("token", token), ("token_type_hint", "access_token")],
+                Some((&endpoint.client_id, &endpoint.client_secret)),
+                INTROSPECTION_TIMEOUT,
+                64 * 1024,
+            )
+            .await
+            .map_err(TokenError::IntrospectionFailed)?;
         let claims = match serde_json::from_slice(&body) {
             Ok(Value::Object(map)) => map,
             _ => {
@@ -187,5 +214,49 @@ impl TokenVerifier {
             cache.insert(key, (claims.clone(), until));
         }
         Ok(claims)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn claims(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => panic!("not an object"),
+        }
+    }
+
+    #[test]
+    fn the_token_must_be_the_sessions_agents() {
+        let agent = "https://agent.example/client.json";
+        assert_eq!(
+            check_agent(&claims(json!({"client_id": agent})), agent),
+            Ok(())
+        );
+        assert_eq!(check_agent(&claims(json!({"azp": agent})), agent), Ok(()));
+        // client_id first: an azp does not make another client's token this agent's.
+        let other = json!({"client_id": "https://other.example/c.json", "azp": agent});
+        assert_eq!(
+            check_agent(&claims(other), agent),
+            Err(TokenError::OtherAgent)
+        );
+        let other = json!({"azp": "https://other.example/c.json"});
+        assert_eq!(
+            check_agent(&claims(other), agent),
+            Err(TokenError::OtherAgent)
+        );
+        let internal = json!({"sub": "u1", "act": {"client_id": agent}});
+        assert_eq!(
+            check_agent(&claims(internal), agent),
+            Err(TokenError::NoAgent)
+        );
+        assert_eq!(
+            check_agent(&claims(json!({"client_id": 7})), agent),
+            Err(TokenError::OtherAgent)
+        );
     }
 }

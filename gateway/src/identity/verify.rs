@@ -16,6 +16,9 @@ pub(crate) struct Expectations {
     pub(crate) audience: Vec<String>,
     /// Allowance for clocks that disagree, on `exp` and `nbf`.
     pub(crate) clock_skew_secs: u64,
+    /// The public origins (`https://api.shop.example`, no trailing slash) a delegated
+    /// Session's `htu` may name: one of them followed by the request's path.
+    pub(crate) origins: Vec<String>,
 }
 
 /// Why a token was refused. The messages name claims and the issuer, never a token or a key.
@@ -53,6 +56,43 @@ pub(crate) enum VerifyError {
     MissingClaim(String),
     #[error("claims are not valid: {0}")]
     Invalid(String),
+    // Delegated Sessions (docs/sessions.md, "The checks, in order").
+    #[error("typ {0:?} is not a Poppy-Session's (poppy-session+jwt)")]
+    SessionType(String),
+    #[error("no poppy_dlg header: this agent signs its Sessions with delegated keys")]
+    DelegationMissing,
+    #[error("poppy_dlg is not a valid delegation: {0}")]
+    DelegationMalformed(&'static str),
+    #[error("the delegation's typ {0:?} is not poppy-dlg+jwt")]
+    DelegationType(String),
+    #[error("the delegation's iss is not the Session's iss (another agent's delegation)")]
+    DelegationIssuer,
+    #[error("the delegation's alg {alg:?} does not fit the agent's key {kid:?}")]
+    DelegationAlgorithm { kid: String, alg: String },
+    #[error("the delegation's signature does not verify with the agent's key")]
+    DelegationBadSignature,
+    #[error("the delegation has expired (exp is past, beyond the allowed clock skew)")]
+    DelegationExpired,
+    #[error(
+        "the delegation is not valid yet (nbf is in the future, beyond the allowed clock skew)"
+    )]
+    DelegationNotYetValid,
+    #[error("the delegation reaches too far ahead (exp more than 24 h from now)")]
+    DelegationTooLong,
+    #[error("the delegated key (cnf.jwk): {0}")]
+    DelegatedKey(String),
+    #[error("the Session's alg {0:?} does not fit the delegated key (cnf.jwk)")]
+    SessionAlgorithm(String),
+    #[error("the Session's signature does not verify with the delegated key (cnf.jwk)")]
+    DelegatedSignature,
+    #[error("the Session lives too long (exp - iat is more than 300 s)")]
+    LifetimeTooLong,
+    #[error("the Session is issued in the future (iat is ahead, beyond the allowed clock skew)")]
+    IssuedInFuture,
+    #[error("htu {htu:?} is not a configured origin followed by the request's path {path:?}")]
+    WrongTarget { htu: String, path: String },
+    #[error("htm {htm:?} is not the request's method {method:?}")]
+    WrongMethod { htm: String, method: String },
 }
 
 /// The parts of a token read before its signature is checked, to pick the key.
@@ -64,6 +104,11 @@ pub(crate) struct Unverified {
 
 /// Read the header and the issuer (unverified) of a compact JWS.
 pub(crate) fn peek(token: &str) -> Result<Unverified, VerifyError> {
+    peek_header(token).map(|(unverified, _)| unverified)
+}
+
+/// [`peek`], and the whole protected header (for the members a caller reads itself).
+pub(crate) fn peek_header(token: &str) -> Result<(Unverified, Map<String, Value>), VerifyError> {
     let mut parts = token.split('.');
     let (Some(header), Some(payload), Some(_), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -87,7 +132,7 @@ pub(crate) fn peek(token: &str) -> Result<Unverified, VerifyError> {
         Some(Value::String(iss)) => iss.clone(),
         _ => return Err(VerifyError::NoIssuer),
     };
-    Ok(Unverified { alg, kid, issuer })
+    Ok((Unverified { alg, kid, issuer }, header))
 }
 
 /// Verify `token` with `keys`, the key set of `unverified.issuer`: signature, `iss`, `aud`,
@@ -158,7 +203,8 @@ pub(crate) fn verify(
     Ok(claims)
 }
 
-fn decode_object(part: &str) -> Result<Map<String, Value>, VerifyError> {
+/// A base64url-encoded JSON object (a JWS header or payload).
+pub(crate) fn decode_object(part: &str) -> Result<Map<String, Value>, VerifyError> {
     let bytes = URL_SAFE_NO_PAD
         .decode(part.trim_end_matches('='))
         .map_err(|_| VerifyError::Malformed)?;
