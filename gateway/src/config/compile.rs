@@ -1,7 +1,6 @@
 //! Validate the file model into the runtime [`Config`].
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use toml::Spanned;

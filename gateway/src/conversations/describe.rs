@@ -245,6 +245,7 @@ sku = { body = "$.sku" }
             poppy_session: "a.b.c",
             authorization: None,
             poppy_extensions: "\"operations\";v=\"2\"",
+            session_request: None,
         }
     }
 

@@ -204,7 +204,7 @@ impl ConversationsApp {
             },
             None => {
                 return Err(Answer::invalid(
-                    "session_request: the gateway verifies Sessions, and a Session is signed for one request: give the method and path of the Personal Agent's request that carried poppy_session (docs/sessions.md)".into(),
+                    "session_request: the gateway verifies Sessions, and a Session is signed for one request: give the method and path of the Personal Agent's request that carried poppy_session (docs/sessions.md)",
                 ));
             }
         };

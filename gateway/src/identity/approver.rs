@@ -456,6 +456,49 @@ mod tests {
         );
     }
 
+    /// `verify = "off"`: a Session re-signed by the delegated key that its own delegation
+    /// carries is bound to that key, whatever else changes; a forged one to its exact bytes.
+    #[tokio::test]
+    async fn off_binds_re_signed_sessions_to_their_delegated_key() {
+        use crate::identity::testkeys::{AGENT, NOW, jwk, sign};
+        let session = |delegated: &str, signer: &str, jti: &str| {
+            let delegation = sign(
+                "es256-a",
+                serde_json::json!({"typ": "poppy-dlg+jwt", "kid": "es256-a"}),
+                &serde_json::json!({"iss": AGENT, "exp": NOW + 3600, "cnf": {"jwk": jwk(delegated)}}),
+            );
+            sign(
+                signer,
+                serde_json::json!({"typ": "poppy-session+jwt", "poppy_dlg": delegation}),
+                &serde_json::json!({"iss": AGENT, "sid": "s1", "sub": "u", "iat": NOW, "exp": NOW + 120, "jti": jti}),
+            )
+        };
+        let target = RequestTarget {
+            method: "POST",
+            path: "/x",
+        };
+        let approver = |jwt: String| async move {
+            Approver::for_request(jwt.as_bytes(), None, &claims(), &target)
+                .await
+                .unwrap()
+        };
+        let first = approver(session("es256-b", "es256-b", "j1")).await;
+        let again = approver(session("es256-b", "es256-b", "j2")).await;
+        assert_eq!(first.scope, again.scope);
+        assert_eq!(first.credentials, again.credentials, "the same delegated key");
+        let rekeyed = approver(session("rs256-b", "rs256-b", "j3")).await;
+        assert_eq!(first.scope, rekeyed.scope, "the same claims");
+        assert_ne!(first.credentials, rekeyed.credentials, "another delegated key");
+        // Signed by another key than its delegation names: bound to its exact bytes only.
+        let forged_jwt = session("es256-b", "rs256-b", "j4");
+        let forged = approver(forged_jwt.clone()).await;
+        assert_ne!(first.credentials, forged.credentials);
+        assert_eq!(
+            forged.credentials,
+            Some(Credentials::of(forged_jwt.as_bytes(), None))
+        );
+    }
+
     #[test]
     fn malformed_sessions() {
         assert_eq!(

@@ -121,12 +121,12 @@ async fn read(
         ));
     }
 
-    let target = RequestTarget {
+    let signed_for = RequestTarget {
         method: header.method.as_str(),
         path: header.uri.path(),
     };
     let approver = ops
-        .approver(headers, &target)
+        .approver(headers, &signed_for)
         .await
         .map_err(|e| bad(e.status(), ErrorBody::new(e.code(), e.to_string())))?;
 
