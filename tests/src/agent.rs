@@ -1,11 +1,18 @@
 //! What a Personal Agent sends: a Session (the `Poppy-Session` JWT and, signed in, a bearer
 //! token), the `Poppy-Extensions` declaration, and approvals.
+//!
+//! As a real agent does, a [`Request`] made for a Session carries a **new** `Poppy-Session`
+//! JWT every time it is sent (see [`crate::signer`]): every send path (the harness's client,
+//! curl, rmcp, the conversations' `poppy_session`) signs it for the request's method and path
+//! at send time, so a retry is never byte-identical. A `Poppy-Session` a test sets itself
+//! (`.header("Poppy-Session", raw)`) is sent as it is.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 
 use crate::answer::Operation;
+use crate::signer::{self, DelegatedKeys, Fault, Signer};
 
 /// `Poppy-Extensions` of an agent that supports this extension.
 pub const OPERATIONS_V2: &str = "\"operations\";v=\"2\"";
@@ -15,13 +22,14 @@ pub const AGENT: &str = "agent_1";
 pub const USER: &str = "user_1";
 
 /// A Personal Agent Session: `sid` and `iss` (agent) and `sub` (user) in the Session JWT, and,
-/// when signed in, an access token for `account`.
+/// when signed in, an access token for `account`; `signer` says how its JWTs are signed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
     pub sid: String,
     pub agent: String,
     pub user: String,
     pub account: Option<String>,
+    pub signer: Signer,
 }
 
 impl Session {
@@ -32,6 +40,7 @@ impl Session {
             agent: AGENT.to_owned(),
             user: USER.to_owned(),
             account: None,
+            signer: Signer::default(),
         }
     }
 
@@ -53,6 +62,47 @@ impl Session {
         self
     }
 
+    /// Delegations signed by test key `name` (`es256-a` by default, or `rs256-a`, …).
+    pub fn with_long_term_key(mut self, name: &str) -> Session {
+        self.signer.long_term = name.to_owned();
+        self
+    }
+
+    /// A new delegated key (and delegation) for every request.
+    pub fn with_key_per_request(mut self) -> Session {
+        self.signer.keys = DelegatedKeys::PerRequest;
+        self
+    }
+
+    /// The same Session with another delegated key than before (as after the agent rotated it).
+    pub fn with_new_delegated_key(mut self) -> Session {
+        self.signer.generation += 1;
+        self
+    }
+
+    /// Sign with `fault` (one check of the gateway's that must fail).
+    pub fn with_fault(mut self, fault: Fault) -> Session {
+        self.signer.fault = Some(fault);
+        self
+    }
+
+    /// Send the unsigned legacy form ([`Session::header`]) instead of signed JWTs.
+    pub fn unsigned(self) -> Session {
+        self.with_fault(Fault::Unsigned)
+    }
+
+    /// The public JWK of this Session's delegated key (per Session; a new one for every
+    /// request with [`Session::with_key_per_request`]).
+    pub fn delegated_jwk(&self) -> Value {
+        signer::delegated_key(self).jwk().clone()
+    }
+
+    /// A new `Poppy-Session` JWT for `method` `path_and_query`: what every send path puts on
+    /// the wire.
+    pub fn signed_header(&self, method: &str, path_and_query: &str) -> String {
+        signer::sign_session(self, method, path_and_query)
+    }
+
     /// The same Session after signing out.
     pub fn signed_out_twin(&self) -> Session {
         Session {
@@ -61,12 +111,11 @@ impl Session {
         }
     }
 
-    /// The `Poppy-Session` header value: an unsigned JWT.
+    /// The unsigned legacy `Poppy-Session` value (`alg: none`, claims `sid`, `iss`, `sub`):
+    /// the same bytes every time, for a test that sets the header itself. Requests made for
+    /// this Session send [`Session::signed_header`] instead.
     pub fn header(&self) -> String {
-        unsigned_jwt(
-            &json!({"alg": "none", "typ": "poppy-session+jwt"}),
-            &json!({"sid": self.sid, "iss": self.agent, "sub": self.user}),
-        )
+        signer::unsigned_header(self)
     }
 
     /// The `Authorization` header value when signed in.
@@ -109,8 +158,11 @@ pub struct Request {
     pub method: String,
     /// Path and query.
     pub path: String,
+    /// The headers set; `Poppy-Session` is among them only when a test set it itself.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The Session whose `Poppy-Session` is signed at send time ([`Request::wire_headers`]).
+    pub session: Option<Session>,
 }
 
 impl Request {
@@ -121,19 +173,16 @@ impl Request {
             path: path.to_owned(),
             headers: Vec::new(),
             body: Vec::new(),
+            session: None,
         }
     }
 
     /// A Personal Agent request in `session`, declaring `"operations";v="2"`.
     pub fn agent(method: &str, path: &str, session: &Session) -> Request {
-        let mut request = Request::plain(method, path)
-            .header("Poppy-Session", &session.header())
+        Request::plain(method, path)
             .header("Poppy-Version", "0.4")
-            .header("Poppy-Extensions", OPERATIONS_V2);
-        if let Some(authorization) = session.authorization() {
-            request = request.header("Authorization", &authorization);
-        }
-        request
+            .header("Poppy-Extensions", OPERATIONS_V2)
+            .session(session)
     }
 
     /// `POST /orders/{order}/exchanges` with `{"item_id", "replacement_sku"}` (policy `exchange`).
@@ -153,8 +202,12 @@ impl Request {
             .json(&json!({"amount": amount}))
     }
 
-    /// Set a header, replacing any of the same name.
+    /// Set a header, replacing any of the same name. A `Poppy-Session` set here is sent as it
+    /// is, never re-signed.
     pub fn header(mut self, name: &str, value: &str) -> Request {
+        if name.eq_ignore_ascii_case("poppy-session") {
+            self.session = None;
+        }
         self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         self.headers.push((name.to_owned(), value.to_owned()));
         self
@@ -162,15 +215,27 @@ impl Request {
 
     /// Add a header line, keeping any of the same name (a field sent on several lines).
     pub fn header_line(mut self, name: &str, value: &str) -> Request {
+        if name.eq_ignore_ascii_case("poppy-session")
+            && let Some(session) = self.session.take()
+        {
+            // The signed line first, then this one: the field sent on two lines.
+            let signed = session.signed_header(&self.method, &self.path);
+            self.headers.push(("Poppy-Session".to_owned(), signed));
+        }
         self.headers.push((name.to_owned(), value.to_owned()));
         self
     }
 
     pub fn without_header(mut self, name: &str) -> Request {
+        if name.eq_ignore_ascii_case("poppy-session") {
+            self.session = None;
+        }
         self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         self
     }
 
+    /// A header set on this request (not the `Poppy-Session` signed at send time: see
+    /// [`Request::wire_headers`]).
     pub fn header_value(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -205,14 +270,35 @@ impl Request {
         self.header("Poppy-Extensions", raw)
     }
 
+    /// The same request in `session`: its `Poppy-Session` signed at send time, its
+    /// `Authorization` (signed in) or none.
     pub fn session(self, session: &Session) -> Request {
-        let request = self
-            .header("Poppy-Session", &session.header())
+        let mut request = self
+            .without_header("Poppy-Session")
             .without_header("Authorization");
+        request.session = Some(session.clone());
         match session.authorization() {
             Some(authorization) => request.header("Authorization", &authorization),
             None => request,
         }
+    }
+
+    /// A new `Poppy-Session` value for this request, if it has a Session to sign it.
+    pub fn signed_session(&self) -> Option<String> {
+        self.session
+            .as_ref()
+            .map(|session| session.signed_header(&self.method, &self.path))
+    }
+
+    /// The headers to put on the wire now: a freshly signed `Poppy-Session` first (when the
+    /// request has a Session and the test did not set the header itself), then the others.
+    pub fn wire_headers(&self) -> Vec<(String, String)> {
+        let mut headers = Vec::with_capacity(self.headers.len() + 1);
+        if let Some(signed) = self.signed_session() {
+            headers.push(("Poppy-Session".to_owned(), signed));
+        }
+        headers.extend(self.headers.iter().cloned());
+        headers
     }
 
     /// `METHOD path` for messages.

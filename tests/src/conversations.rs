@@ -62,10 +62,18 @@ impl Turn {
         }
     }
 
+    /// The request's method and path.
+    pub fn method_and_path(&self) -> (String, String) {
+        let text = |name: &str| self.request[name].as_str().unwrap_or_default().to_owned();
+        (text("method"), text("path"))
+    }
+
+    /// A new `poppy_session` for every call, signed for the described request.
     fn context(&self) -> Value {
+        let (method, path) = self.method_and_path();
         let mut context = json!({
             "conversation_id": self.conversation,
-            "poppy_session": self.session.header(),
+            "poppy_session": self.session.signed_header(&method, &path),
             "poppy_extensions": self.extensions,
             "request": self.request,
         });

@@ -43,7 +43,7 @@ pub fn send(request: &Request, port: u16, ca: Option<&Path>, protocol: Protocol)
         (Protocol::Http2, Some(_)) => "--http2",
         (Protocol::Http2, None) => "--http2-prior-knowledge",
     });
-    for (name, value) in &request.headers {
+    for (name, value) in request.wire_headers() {
         command.arg("-H").arg(format!("{name}: {value}"));
     }
     if !request.body.is_empty() {

@@ -657,7 +657,8 @@ impl Client {
         let mut builder = self
             .http
             .request(method, format!("{}{}", self.base, request.path));
-        for (name, value) in &request.headers {
+        // A new Poppy-Session JWT on every send, as real agents sign them.
+        for (name, value) in request.wire_headers() {
             builder = builder.header(name.as_str(), value.as_str());
         }
         if !request.body.is_empty() {

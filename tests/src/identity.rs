@@ -36,16 +36,21 @@ pub fn alg_of(name: &str) -> Algorithm {
     }
 }
 
-/// `payload` signed with test key `name`, with `kid` = `name` and `typ` = `typ`.
-pub fn sign(name: &str, typ: &str, payload: &Value) -> String {
+/// The private key of test key `name`, for signing.
+pub fn encoding_key(name: &str) -> EncodingKey {
     let pem = std::fs::read(keys_dir().join(format!("{name}.pem")))
         .unwrap_or_else(|e| panic!("test key {name}: {e}"));
-    let alg = alg_of(name);
-    let key = match alg {
+    match alg_of(name) {
         Algorithm::ES256 => EncodingKey::from_ec_pem(&pem),
         _ => EncodingKey::from_rsa_pem(&pem),
     }
-    .unwrap_or_else(|e| panic!("test key {name}: {e}"));
+    .unwrap_or_else(|e| panic!("test key {name}: {e}"))
+}
+
+/// `payload` signed with test key `name`, with `kid` = `name` and `typ` = `typ`.
+pub fn sign(name: &str, typ: &str, payload: &Value) -> String {
+    let alg = alg_of(name);
+    let key = encoding_key(name);
     let mut header = Header::new(alg);
     header.kid = Some(name.to_owned());
     header.typ = Some(typ.to_owned());

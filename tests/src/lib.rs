@@ -29,7 +29,9 @@ pub mod redis_cluster;
 pub mod rfc3339;
 pub mod run;
 pub mod shop;
+pub mod signer;
 pub mod stack;
+pub mod test_agent;
 pub mod testtls;
 pub mod thirdparty;
 pub mod upstream;
@@ -44,7 +46,9 @@ pub use redis::RedisServer;
 pub use redis_cluster::RedisCluster;
 pub use run::{Run, run_binary};
 pub use shop::Shop;
+pub use signer::{Fault, PUBLIC_ORIGIN};
 pub use stack::{Stack, Store};
+pub use test_agent::{Serving, TestAgent};
 pub use upstream::Upstream;
 
 /// Run each named `async fn NAME(store: Store)` once per store, as the tests

@@ -3,16 +3,23 @@
 //! comes back.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
+use futures_util::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
 use rmcp::ServiceExt as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientConfig, MetaObject, ProtocolVersion,
-    RequestMetaObject,
+    CallToolRequestParams, CallToolResult, ClientConfig, ClientJsonRpcMessage, MetaObject,
+    ProtocolVersion, RequestMetaObject,
 };
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
+};
 use serde_json::{Map, Value, json};
+use sse_stream::Sse;
 
 use crate::agent::{OPERATIONS_V2, Request, Session};
 use crate::answer::{Answer, Operation, is_id};
@@ -41,7 +48,7 @@ pub async fn connect(base_url: &str, session: &Session, declare: bool) -> McpCli
             http::HeaderValue::from_str(value).expect("header value"),
         );
     };
-    add("poppy-session", &session.header());
+    // Poppy-Session: signed for every request by [`ResigningClient`].
     add("poppy-version", "0.4");
     if declare {
         add("poppy-extensions", OPERATIONS_V2);
@@ -52,7 +59,8 @@ pub async fn connect(base_url: &str, session: &Session, declare: bool) -> McpCli
         let token = authorization.trim_start_matches("Bearer ").to_owned();
         config = config.auth_header(token);
     }
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let transport =
+        StreamableHttpClientTransport::with_client(ResigningClient::new(session), config);
     // 2025-06-18: the initialize handshake and plain JSON-RPC requests, as MCP servers
     // deployed today speak it.
     let info = ClientConfig::default().with_protocol_version(ProtocolVersion::V_2025_06_18);
@@ -60,6 +68,153 @@ pub async fn connect(base_url: &str, session: &Session, declare: bool) -> McpCli
         .await
         .expect("the MCP client connects in time")
         .expect("the MCP client connects")
+}
+
+/// rmcp's reqwest client, adding a new `Poppy-Session` JWT of `session` (signed for the
+/// request's method and path) to every request it sends, as a real agent does.
+#[derive(Clone)]
+pub struct ResigningClient {
+    http: reqwest_mcp::Client,
+    session: Session,
+}
+
+impl ResigningClient {
+    /// Like rmcp's default client (no idle pooling, no redirects), and no proxy.
+    pub fn new(session: &Session) -> ResigningClient {
+        ResigningClient {
+            http: reqwest_mcp::Client::builder()
+                .pool_max_idle_per_host(0)
+                .redirect(reqwest_mcp::redirect::Policy::none())
+                .no_proxy()
+                .build()
+                .expect("build the MCP client's HTTP client"),
+            session: session.clone(),
+        }
+    }
+
+    fn signed(
+        &self,
+        method: &str,
+        uri: &str,
+        mut headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HashMap<HeaderName, HeaderValue> {
+        let after_scheme = uri.split_once("://").map_or(uri, |(_, rest)| rest);
+        let path = after_scheme
+            .find('/')
+            .map_or("/", |start| &after_scheme[start..]);
+        let value = self.session.signed_header(method, path);
+        headers.insert(
+            HeaderName::from_static("poppy-session"),
+            HeaderValue::from_str(&value).expect("a Session JWT is a header value"),
+        );
+        headers
+    }
+}
+
+type McpHttpError = StreamableHttpError<reqwest_mcp::Error>;
+
+impl StreamableHttpClient for ResigningClient {
+    type Error = reqwest_mcp::Error;
+
+    fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> impl Future<Output = Result<StreamableHttpPostResponse, McpHttpError>> + Send + '_ {
+        let headers = self.signed("POST", &uri, custom_headers);
+        self.http
+            .post_message(uri, message, session_id, auth_header, headers)
+    }
+
+    fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> impl Future<Output = Result<StreamableHttpPostResponse, McpHttpError>> + Send + '_ {
+        let headers = self.signed("POST", &uri, custom_headers);
+        self.http.post_message_with_max_sse_event_size(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            headers,
+            max_sse_event_size,
+        )
+    }
+
+    fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> impl Future<Output = Result<StreamableHttpPostResponse, McpHttpError>> + Send + '_ {
+        let headers = self.signed("POST", &uri, custom_headers);
+        self.http.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            headers,
+            limits,
+        )
+    }
+
+    fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> impl Future<Output = Result<(), McpHttpError>> + Send + '_ {
+        let headers = self.signed("DELETE", &uri, custom_headers);
+        self.http
+            .delete_session(uri, session_id, auth_header, headers)
+    }
+
+    fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> impl Future<Output = Result<BoxStream<'static, Result<Sse, SseError>>, McpHttpError>> + Send + '_
+    {
+        let headers = self.signed("GET", &uri, custom_headers);
+        self.http
+            .get_stream(uri, session_id, last_event_id, auth_header, headers)
+    }
+
+    fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> impl Future<Output = Result<BoxStream<'static, Result<Sse, SseError>>, McpHttpError>> + Send + '_
+    {
+        let headers = self.signed("GET", &uri, custom_headers);
+        self.http.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            headers,
+            max_sse_event_size,
+        )
+    }
 }
 
 /// `tools/call` of `tool` with `arguments`.

@@ -62,6 +62,17 @@ impl TestCa {
         std::fs::write(&files.key, key.serialize_pem()).unwrap();
         files
     }
+
+    /// A certificate for `localhost` and 127.0.0.1, in memory: (certificate DER, PKCS#8 key
+    /// DER), for a server in the test process.
+    pub fn leaf_der(&self, name: &str) -> (Vec<u8>, Vec<u8>) {
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.der().to_vec(), key.serialize_der())
+    }
 }
 
 impl Default for TestCa {

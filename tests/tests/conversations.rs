@@ -73,9 +73,14 @@ async fn propose_then_approval_message_performs_once(store: Store) {
         turn.request["body"].as_str().unwrap().as_bytes(),
         "the upstream gets the described body, byte for byte"
     );
-    assert_eq!(
-        executed.header("poppy-session"),
-        Some(session.header().as_str())
+    // The Session JWT the call carried (signed for the described request), forwarded as is.
+    poppy_e2e::signer::assert_session_of(
+        &session,
+        executed
+            .header("poppy-session")
+            .expect("Poppy-Session forwarded"),
+        "POST",
+        "/orders/o1/exchanges",
     );
     assert!(executed.header("poppy-approval").is_none());
 

@@ -334,3 +334,329 @@ fn gateway_that_exits_at_startup_fails_with_its_output() {
         "the panic shows the gateway's output: {message}"
     );
 }
+
+/// The JSON of part `index` of a compact JWS, and the JWS verified with `jwk` as `alg`.
+fn verified_part(jws: &str, jwk: &serde_json::Value, alg: jsonwebtoken::Algorithm) -> bool {
+    let (input, signature) = jws.rsplit_once('.').unwrap();
+    let jwk: jsonwebtoken::jwk::Jwk = serde_json::from_value(jwk.clone()).unwrap();
+    let key = jsonwebtoken::DecodingKey::from_jwk(&jwk).unwrap();
+    jsonwebtoken::crypto::verify(signature, input.as_bytes(), &key, alg).unwrap_or(false)
+}
+
+fn public_jwk(name: &str) -> serde_json::Value {
+    let jwks: serde_json::Value =
+        serde_json::from_str(&poppy_e2e::identity::jwks_of(&[name])).unwrap();
+    jwks["keys"][0].clone()
+}
+
+/// The test signer signs as docs/sessions.md says: a delegation signed by the long-term key
+/// (`kid`, `alg`, `typ` `poppy-dlg+jwt`; `iss`, `cnf.jwk`, `iat`, `exp` = `iat` + 3600) in the
+/// `poppy_dlg` header of a Session JWT signed by the delegated key (`typ`
+/// `poppy-session+jwt`; `iss`, `sid`, `sub`, `iat`, `exp` = `iat` + 120, `jti`, `htu`,
+/// `htm`); a new JWT for every request, one delegated key per Session unless asked otherwise.
+#[test]
+fn the_signer_signs_sessions_with_delegated_keys() {
+    use jsonwebtoken::Algorithm;
+    use poppy_e2e::signer::{PUBLIC_ORIGIN, part};
+
+    for long_term in ["es256-a", "rs256-a"] {
+        let session = Session::signed_out("ses_signer")
+            .with_agent("http://127.0.0.1:1/agent.json")
+            .with_long_term_key(long_term);
+        let jwt = session.signed_header("POST", "/orders/o1/exchanges?x=1");
+        let header = part(&jwt, 0).unwrap();
+        assert_eq!(header["alg"], "ES256");
+        assert_eq!(header["typ"], "poppy-session+jwt");
+        let dlg = header["poppy_dlg"].as_str().unwrap();
+        let dlg_header = part(dlg, 0).unwrap();
+        assert_eq!(
+            dlg_header,
+            json!({"alg": format!("{:?}", poppy_e2e::identity::alg_of(long_term)),
+                   "kid": long_term, "typ": "poppy-dlg+jwt"})
+        );
+        let alg = poppy_e2e::identity::alg_of(long_term);
+        assert!(
+            verified_part(dlg, &public_jwk(long_term), alg),
+            "{long_term}: the delegation verifies with the long-term key"
+        );
+        let dlg_claims = part(dlg, 1).unwrap();
+        assert_eq!(dlg_claims["iss"], "http://127.0.0.1:1/agent.json");
+        assert_eq!(
+            dlg_claims["exp"].as_i64().unwrap() - dlg_claims["iat"].as_i64().unwrap(),
+            3600
+        );
+        let delegated = dlg_claims["cnf"]["jwk"].clone();
+        assert_eq!(delegated, session.delegated_jwk());
+        assert!(
+            verified_part(&jwt, &delegated, Algorithm::ES256),
+            "the Session JWT verifies with the delegated key"
+        );
+        assert!(
+            !verified_part(&jwt, &public_jwk("es256-a"), Algorithm::ES256),
+            "and with no other"
+        );
+        let claims = part(&jwt, 1).unwrap();
+        assert_eq!(claims["iss"], "http://127.0.0.1:1/agent.json");
+        assert_eq!(claims["sid"], "ses_signer");
+        assert_eq!(claims["sub"], "user_1");
+        assert_eq!(
+            claims["htu"],
+            format!("{PUBLIC_ORIGIN}/orders/o1/exchanges"),
+            "htu: the origin and the path, no query"
+        );
+        assert_eq!(claims["htm"], "POST");
+        assert_eq!(
+            claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+            120
+        );
+        let again = session.signed_header("POST", "/orders/o1/exchanges?x=1");
+        assert_ne!(again, jwt, "a new JWT for every request");
+        assert_ne!(part(&again, 1).unwrap()["jti"], claims["jti"]);
+        let again_dlg = part(&again, 0).unwrap()["poppy_dlg"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            part(&again_dlg, 1).unwrap()["cnf"]["jwk"],
+            delegated,
+            "the same delegated key for the whole Session"
+        );
+    }
+
+    // One delegated key per Session: the same Session made twice shares it, another sid or a
+    // new key does not; per request, every JWT has its own.
+    let one = Session::signed_out("ses_keys");
+    assert_eq!(
+        one.delegated_jwk(),
+        Session::signed_out("ses_keys").delegated_jwk()
+    );
+    assert_eq!(
+        one.delegated_jwk(),
+        Session::signed_in("ses_keys", "acct_1").delegated_jwk(),
+        "signing in keeps the Session's key"
+    );
+    assert_ne!(
+        one.delegated_jwk(),
+        Session::signed_out("ses_keys_2").delegated_jwk()
+    );
+    assert_ne!(
+        one.delegated_jwk(),
+        one.clone().with_new_delegated_key().delegated_jwk()
+    );
+    let per_request = Session::signed_out("ses_keys").with_key_per_request();
+    let key_of = |jwt: String| {
+        let dlg = part(&jwt, 0).unwrap()["poppy_dlg"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        part(&dlg, 1).unwrap()["cnf"]["jwk"].clone()
+    };
+    assert_ne!(
+        key_of(per_request.signed_header("GET", "/")),
+        key_of(per_request.signed_header("GET", "/"))
+    );
+
+    // The unsigned legacy form stays the same bytes.
+    let legacy = Session::signed_out("ses_legacy").unsigned();
+    assert_eq!(legacy.signed_header("POST", "/a"), legacy.header());
+    assert_eq!(
+        legacy.signed_header("POST", "/a"),
+        legacy.signed_header("GET", "/b")
+    );
+}
+
+/// Each fault breaks the one thing it names.
+#[test]
+fn the_signer_faults_break_one_check_each() {
+    use poppy_e2e::Fault;
+    use poppy_e2e::signer::part;
+
+    let base = Session::signed_out("ses_fault").with_agent("https://agent.example/agent.json");
+    let claims = |fault: Fault| {
+        let jwt = base
+            .clone()
+            .with_fault(fault)
+            .signed_header("POST", "/orders/o1/exchanges");
+        let header = part(&jwt, 0).unwrap();
+        let dlg = header["poppy_dlg"].as_str().unwrap().to_owned();
+        (
+            header,
+            part(&jwt, 1).unwrap(),
+            part(&dlg, 0).unwrap(),
+            part(&dlg, 1).unwrap(),
+            dlg,
+        )
+    };
+    let now = poppy_e2e::identity::now();
+
+    let (_, _, dlg_header, _, dlg) = claims(Fault::DelegationSignedBy("es256-b".into()));
+    assert_eq!(dlg_header["kid"], "es256-a");
+    assert!(!verified_part(
+        &dlg,
+        &public_jwk("es256-a"),
+        jsonwebtoken::Algorithm::ES256
+    ));
+    assert!(verified_part(
+        &dlg,
+        &public_jwk("es256-b"),
+        jsonwebtoken::Algorithm::ES256
+    ));
+
+    let (_, _, dlg_header, _, _) = claims(Fault::DelegationKid("es256-b".into()));
+    assert_eq!(dlg_header["kid"], "es256-b");
+
+    let (_, _, dlg_header, _, dlg) = claims(Fault::DelegationAlg("RS256".into()));
+    assert_eq!(
+        (&dlg_header["kid"], &dlg_header["alg"]),
+        (&json!("es256-a"), &json!("RS256"))
+    );
+    assert!(verified_part(
+        &dlg,
+        &public_jwk("rs256-a"),
+        jsonwebtoken::Algorithm::RS256
+    ));
+
+    let (_, _, _, dlg_claims, _) = claims(Fault::DelegationExpired);
+    assert!(dlg_claims["exp"].as_i64().unwrap() <= now - 600);
+    let (_, _, _, dlg_claims, _) = claims(Fault::DelegationNotYetValid);
+    assert!(dlg_claims["nbf"].as_i64().unwrap() >= now + 600);
+    let (_, _, _, dlg_claims, _) =
+        claims(Fault::DelegationOfAgent("https://other.example/a".into()));
+    assert_eq!(dlg_claims["iss"], "https://other.example/a");
+
+    let (header, _, _, _, _) = claims(Fault::SessionAlg("RS256".into()));
+    assert_eq!(header["alg"], "RS256");
+    let (_, session_claims, _, _, _) = claims(Fault::SessionExpired);
+    assert!(session_claims["exp"].as_i64().unwrap() <= now - 300);
+    let (_, session_claims, _, _, _) = claims(Fault::SessionNotYetValid);
+    assert!(session_claims["iat"].as_i64().unwrap() >= now + 300);
+    let (_, session_claims, _, _, _) = claims(Fault::SessionTooLong);
+    assert_eq!(
+        session_claims["exp"].as_i64().unwrap() - session_claims["iat"].as_i64().unwrap(),
+        600
+    );
+    let (_, session_claims, _, _, _) = claims(Fault::Origin("https://evil.example".into()));
+    assert_eq!(
+        session_claims["htu"],
+        "https://evil.example/orders/o1/exchanges"
+    );
+    let (_, session_claims, _, _, _) = claims(Fault::Path("/orders/o2/exchanges".into()));
+    assert_eq!(
+        session_claims["htu"],
+        format!("{}/orders/o2/exchanges", poppy_e2e::PUBLIC_ORIGIN)
+    );
+    let (_, session_claims, _, _, _) = claims(Fault::Method("GET".into()));
+    assert_eq!(session_claims["htm"], "GET");
+}
+
+/// A request made for a Session is signed again every time it is sent (a retry is never
+/// byte-identical); one whose `Poppy-Session` a test set keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_are_signed_again_at_send_time() {
+    let upstream = Upstream::start();
+    let session = Session::signed_in("ses_wire", "acct_1");
+    let request = Request::exchange(&session, "o1", "i1", "s1");
+    assert!(request.header_value("poppy-session").is_none());
+    let client = Client::new(&upstream.url());
+    client.send(&request).await;
+    client.send(&request).await;
+    client
+        .send(&request.clone().header("Poppy-Session", "raw.value.sig"))
+        .await;
+    client
+        .send(&request.clone().without_header("Poppy-Session"))
+        .await;
+    let seen = upstream.requests();
+    let first = seen[0].header("poppy-session").unwrap();
+    let second = seen[1].header("poppy-session").unwrap();
+    assert_ne!(first, second, "a new JWT on every send");
+    for jwt in [first, second] {
+        poppy_e2e::signer::assert_session_of(&session, jwt, "POST", "/orders/o1/exchanges");
+    }
+    assert_eq!(
+        seen[0].header("authorization"),
+        seen[1].header("authorization"),
+        "the access token stays the same"
+    );
+    assert_eq!(seen[2].header("poppy-session"), Some("raw.value.sig"));
+    assert_eq!(seen[3].header("poppy-session"), None);
+}
+
+/// The test agent serves its metadata document and JWKS (http, and https with its CA), counts
+/// the fetches, and misbehaves on request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_test_agent_serves_its_metadata() {
+    use poppy_e2e::{Serving, TestAgent};
+
+    let agent = TestAgent::start();
+    let client = Client::new(&agent.document_url().replace("/agent.json", ""));
+    let document = client.send(&Request::plain("GET", "/agent.json")).await;
+    document.assert_status(200, "the document");
+    assert_eq!(
+        document.json(),
+        json!({"client_id": agent.client_id(), "client_name": "Test agent",
+               "jwks_uri": agent.client_id().replace("agent.json", "jwks.json")})
+    );
+    let jwks = client.send(&Request::plain("GET", "/jwks.json")).await;
+    assert_eq!(jwks.json()["keys"][0]["kid"], "es256-a");
+    assert_eq!((agent.document_fetches(), agent.jwks_fetches()), (1, 1));
+    assert!(agent.session_lines().contains(&format!(
+        "[[session.agent]]\nclient_id = \"{}\"",
+        agent.client_id()
+    )));
+
+    agent.set_serving(Serving::TooLarge);
+    let large = client.send(&Request::plain("GET", "/agent.json")).await;
+    assert!(large.body.len() > poppy_e2e::test_agent::DOCUMENT_LIMIT);
+    assert_eq!(large.json()["client_id"], agent.client_id());
+
+    agent.set_serving(Serving::Slow);
+    let slow = tokio::spawn({
+        let client = client.clone();
+        async move { client.send(&Request::plain("GET", "/agent.json")).await }
+    });
+    assert!(
+        wait::until(Duration::from_secs(5), || agent.document_fetches() == 3).await,
+        "the slow fetch arrives"
+    );
+    assert!(!slow.is_finished(), "held until released");
+    agent.release();
+    slow.await.unwrap().assert_status(200, "released");
+
+    // https: curl trusts the agent's CA; the redirect points to an http document.
+    let redirecting = TestAgent::redirecting_to_http();
+    let ca = redirecting.ca_file().unwrap();
+    assert!(redirecting.client_id().starts_with("https://127.0.0.1:"));
+    let output = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10", "-D", "-", "--cacert"])
+        .arg(&ca)
+        .arg(redirecting.client_id())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{text} {:?}", output.stderr);
+    assert!(text.starts_with("HTTP/1.1 302"), "{text}");
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("location: http://127.0.0.1:"),
+        "{text}"
+    );
+    let https = TestAgent::start_https("rs256-a", Serving::Document);
+    let output = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(https.ca_file().unwrap())
+        .arg(https.client_id().replace("agent.json", "jwks.json"))
+        .output()
+        .unwrap();
+    let jwks: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(jwks["keys"][0]["kid"], "rs256-a");
+    assert!(https.session_lines().contains("ca_file = "));
+
+    let unreachable = TestAgent::unreachable();
+    assert!(
+        Client::new(&unreachable.client_id().replace("/agent.json", ""))
+            .try_send(&Request::plain("GET", "/agent.json"))
+            .await
+            .is_err()
+    );
+}

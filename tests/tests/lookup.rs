@@ -122,9 +122,14 @@ async fn lookups_carry_the_credentials_and_encode_values(store: Store) {
         lookup.header("authorization"),
         session.authorization().as_deref()
     );
-    assert_eq!(
-        lookup.header("poppy-session"),
-        Some(session.header().as_str())
+    // The agent's own Session JWT, signed for its request (not for the lookup's path).
+    poppy_e2e::signer::assert_session_of(
+        &session,
+        lookup
+            .header("poppy-session")
+            .expect("the lookup carries Poppy-Session"),
+        &request.method,
+        &request.path,
     );
     assert_eq!(lookup.header("x-other"), None);
 

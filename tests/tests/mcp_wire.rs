@@ -453,7 +453,7 @@ async fn answers_of_other_tools_stream() {
     stack.server.hold();
     let mut builder =
         http_client(HTTP_TIMEOUT).post(format!("{}{MCP_PATH}", stack.gateway.base_url()));
-    for (name, value) in &request.headers {
+    for (name, value) in request.wire_headers() {
         builder = builder.header(name.as_str(), value.as_str());
     }
     let mut response = builder.body(request.body.clone()).send().await.unwrap();

@@ -69,16 +69,16 @@ async fn account_operation_is_approved_by_another_session_of_the_account(store: 
         .assert_replay_of(&first, "the approving Session retrying the approval");
     // With `[session] verify = "off"` (the harness default) the gateway cannot tell that the
     // minting Session's unverified claims are the account's: the recorded answer goes only to
-    // the credentials that approved it, and anything else is handled as if it had no approval.
-    let fresh = stack
-        .gateway
-        .send(&request.approve(&op))
-        .await
-        .operation_in("the minting Session, other credentials than the approving ones");
-    assert_ne!(
-        fresh.operation_id, op.operation_id,
-        "performed: a new operation"
+    // the credentials that approved it (the approving Session's delegated key). The minting
+    // Session, same agent, user and account, is told it was performed (issue 23), never
+    // offered a new operation to approve.
+    let answer = stack.gateway.send(&request.approve(&op)).await;
+    let body = answer.assert_error(
+        409,
+        "already_performed",
+        "the minting Session, other credentials than the approving ones",
     );
+    assert_eq!(body["operation_id"], op.operation_id.as_str());
     stack.assert_executions(1, "one account operation");
 }
 

@@ -35,7 +35,7 @@ async fn sigint_records_the_forward_then_stops_at_once(store: Store) {
         // A raw request: the harness client panics on a cut connection, which SIGINT may cause.
         tokio::spawn(async move {
             let mut builder = http_client(Duration::from_secs(30)).post(url);
-            for (name, value) in &approved.headers {
+            for (name, value) in approved.wire_headers() {
                 builder = builder.header(name.as_str(), value.as_str());
             }
             let answer = builder.body(approved.body.clone()).send().await.ok()?;
