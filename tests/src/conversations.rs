@@ -68,13 +68,24 @@ impl Turn {
         (text("method"), text("path"))
     }
 
-    /// A new `poppy_session` for every call, signed for the described request.
+    /// The Personal Agent's request to the Company Agent that carries its Session: a message
+    /// to the conversation (what its Session is signed for, `session_request`).
+    pub fn session_request(&self) -> (String, String) {
+        (
+            "POST".to_owned(),
+            format!("/conversations/{}/messages", self.conversation),
+        )
+    }
+
+    /// A new `poppy_session` for every call, signed for the Personal Agent's request to the
+    /// Company Agent, which the call names in `session_request`.
     fn context(&self) -> Value {
-        let (method, path) = self.method_and_path();
+        let (method, path) = self.session_request();
         let mut context = json!({
             "conversation_id": self.conversation,
             "poppy_session": self.session.signed_header(&method, &path),
             "poppy_extensions": self.extensions,
+            "session_request": {"method": method, "path": path},
             "request": self.request,
         });
         if let Some(authorization) = self.session.authorization() {

@@ -59,7 +59,7 @@ async fn unparseable_session_is_invalid_session(store: Store) {
                 request = request.approval(approval);
             }
             stack.gateway.send(&request).await.assert_error(
-                401,
+                403,
                 "invalid_session",
                 &format!("Poppy-Session {what} (approval: {approval:?})"),
             );
@@ -261,7 +261,7 @@ async fn checks_are_made_in_order(store: Store) {
             exchange()
                 .header("Poppy-Session", "garbage")
                 .body(big.clone(), "application/json"),
-            401,
+            403,
             "invalid_session",
         ),
         (

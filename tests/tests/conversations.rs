@@ -453,7 +453,7 @@ async fn the_service_token_is_required(store: Store) {
 }
 
 /// With `[session] verify = "required"` the service reads the Session as the proxy does: an
-/// unsigned one is refused (`401 invalid_session`, nothing proposed or performed); a signed
+/// unsigned one is refused (`403 invalid_session`, nothing proposed or performed); a signed
 /// one proposes, and the approval message with a newly signed JWT of the same Session performs.
 async fn verified_sessions_are_verified_by_the_service(store: Store) {
     let jwks = tempfile::NamedTempFile::new().unwrap();
@@ -487,7 +487,7 @@ async fn verified_sessions_are_verified_by_the_service(store: Store) {
     };
     call("/v1/propose", turn.propose_body(), turn.session.header())
         .await
-        .assert_error(401, "invalid_session", "an unsigned Session");
+        .assert_error(403, "invalid_session", "an unsigned Session");
     let proposed = call("/v1/propose", turn.propose_body(), signed("a")).await;
     proposed.assert_status(200, "a signed Session");
     let operation =
@@ -500,7 +500,7 @@ async fn verified_sessions_are_verified_by_the_service(store: Store) {
     )
     .await
     .assert_error(
-        401,
+        403,
         "invalid_session",
         "the approval with an unsigned Session",
     );
@@ -588,7 +588,7 @@ async fn bad_calls_are_refused_clearly_and_perform_nothing() {
         (
             "a Session that is no JWT",
             with(&|b| b["poppy_session"] = json!("nope")),
-            401,
+            403,
             "invalid_session",
         ),
         (

@@ -1,5 +1,7 @@
 //! Who approved: with `[session] verify = "off"` the gateway reads unverified claims, so a
-//! recorded answer is replayed only to the exact credentials that approved it (issue 15).
+//! recorded answer is replayed only to the credentials (or delegated key) that approved it
+//! (issues 15 and 23); the approver's claims with other credentials are told it was
+//! performed (`409 already_performed`), never given its answer or a new operation.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use poppy_e2e::agent::unsigned_jwt;
@@ -16,8 +18,8 @@ fn forged_session(session: &Session) -> String {
 }
 
 /// A forged Session with a victim's claims, operation_id and revision gets no replay of the
-/// victim's answer, nothing is performed or recorded for it, and the victim still gets the
-/// replay.
+/// victim's answer (`409 already_performed`), nothing is performed or recorded for it, and
+/// the victim still gets the replay.
 async fn a_forged_replay_attempt_gets_nothing(store: Store) {
     let stack = Stack::start(store);
     let victim = Session::signed_out("ses_victim");
@@ -32,14 +34,15 @@ async fn a_forged_replay_attempt_gets_nothing(store: Store) {
         .header("Poppy-Session", &forged_session(&victim));
     for attempt in 1..=2 {
         let answer = stack.gateway.send(&forged).await;
-        let fresh = answer.operation_in(&format!("forged credentials, attempt {attempt}"));
+        let body = answer.assert_error(
+            409,
+            "already_performed",
+            &format!("forged credentials, attempt {attempt}"),
+        );
+        assert_eq!(body["operation_id"], op.operation_id.as_str());
         assert_ne!(
             answer.body, first.body,
             "the victim's recorded answer is never given to other credentials"
-        );
-        assert_ne!(
-            fresh.operation_id, op.operation_id,
-            "performed: a new operation"
         );
     }
     stack.assert_executions(1, "forged replay attempts");
@@ -70,12 +73,13 @@ async fn a_forged_bearer_token_gets_no_replay(store: Store) {
     let forged = approved
         .clone()
         .header("Authorization", &format!("Bearer {token}"));
-    let fresh = stack
-        .gateway
-        .send(&forged)
-        .await
-        .operation_in("a forged token with the account's claims");
-    assert_ne!(fresh.operation_id, op.operation_id);
+    let answer = stack.gateway.send(&forged).await;
+    answer.assert_error(
+        409,
+        "already_performed",
+        "a forged token with the account's claims",
+    );
+    assert_ne!(answer.body, first.body);
     stack.assert_executions(1, "a forged token");
     stack
         .gateway
@@ -86,7 +90,7 @@ async fn a_forged_bearer_token_gets_no_replay(store: Store) {
 
 /// A forged Session approving a victim's *pending* operation (minted, not yet approved):
 /// in off mode it is the upstream's to refuse; the victim's own approval, afterwards, is not
-/// answered with the forger's recorded answer.
+/// answered with the forger's recorded answer (`409 already_performed`, no new operation).
 async fn a_forger_s_answer_is_not_replayed_to_the_victim(store: Store) {
     let stack = Stack::start(store);
     let victim = Session::signed_out("ses_victim");
@@ -101,8 +105,12 @@ async fn a_forger_s_answer_is_not_replayed_to_the_victim(store: Store) {
     forged_answer.assert_upstream_answer(1, "POST", "/orders/o1/exchanges");
 
     let victim_answer = stack.gateway.send(&request.clone().approve(&op)).await;
-    let fresh = victim_answer.operation_in("the victim after a forger used its operation");
-    assert_ne!(fresh.operation_id, op.operation_id);
+    victim_answer.assert_error(
+        409,
+        "already_performed",
+        "the victim after a forger used its operation",
+    );
+    assert_ne!(victim_answer.body, forged_answer.body);
     stack.assert_executions(1, "the victim was not given the forger's answer");
 }
 

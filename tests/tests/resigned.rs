@@ -334,7 +334,7 @@ async fn mcp_resigned_retries_replay_verified(store: Store) {
 }
 
 /// On MCP, `off`, a new delegated key for every request: the retry is a tool error
-/// (`isError`) with `structuredContent.error` `already_performed`, never a new operation.
+/// (`isError`) whose `_meta` retry advice says `already_performed`, never a new operation.
 async fn mcp_a_retry_with_a_new_delegated_key_gets_already_performed(store: Store) {
     let stack = McpStack::start(store, AnswerMode::Json);
     let session = Session::signed_out("ses_mcp_per_request").with_key_per_request();
@@ -350,11 +350,11 @@ async fn mcp_a_retry_with_a_new_delegated_key_gets_already_performed(store: Stor
             "retry {attempt}: a tool error: {again}"
         );
         assert_eq!(
-            again["structuredContent"]["error"], "already_performed",
+            again["_meta"]["personalagentprotocol.org/retry"]["error"], "already_performed",
             "retry {attempt}: {again}"
         );
         assert!(
-            again["structuredContent"].get("operation").is_none(),
+            again.get("structuredContent").is_none(),
             "retry {attempt}: never a new operation: {again}"
         );
     }

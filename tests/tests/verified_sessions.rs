@@ -1,6 +1,6 @@
 //! `[session] verify = "required"`: Poppy-Session JWTs signed with real keys (ES256, RS256)
 //! are verified against a trusted agent's JWKS; everything else is refused with
-//! `401 invalid_session` and nothing is forwarded (issue 15).
+//! `403 invalid_session` and nothing is forwarded (issue 15).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -64,7 +64,7 @@ async fn verified_sessions_approve_and_replay(store: Store) {
     stack.assert_executions(2, "one per key");
 }
 
-/// Every kind of bad Session is refused, `401 invalid_session` with a readable detail that
+/// Every kind of bad Session is refused, `403 invalid_session` with a readable detail that
 /// never repeats the token; nothing reaches the upstream.
 async fn bad_sessions_are_refused(store: Store) {
     let jwks = jwks_file(&["es256-a", "rs256-a"]);
@@ -180,7 +180,7 @@ async fn bad_sessions_are_refused(store: Store) {
             .gateway
             .send(&exchange().header("Poppy-Session", token))
             .await;
-        let body = answer.assert_error(401, "invalid_session", what);
+        let body = answer.assert_error(403, "invalid_session", what);
         let detail = body["detail"].as_str().unwrap_or_default();
         assert!(
             detail.contains(needle),
@@ -202,7 +202,7 @@ async fn bad_sessions_are_refused(store: Store) {
         .gateway
         .send(&signed(exchange(), "es256-a", &expired).approve(&op))
         .await
-        .assert_error(401, "invalid_session", "an approval in an expired Session");
+        .assert_error(403, "invalid_session", "an approval in an expired Session");
     stack.assert_executions(0, "bad Sessions");
     let log = stack.gateway.log();
     for (what, token, _) in &cases {
@@ -230,7 +230,7 @@ async fn key_rotation_while_running(store: Store) {
         .gateway
         .send(&signed(exchange(), "es256-b", &claims))
         .await;
-    let body = answer.assert_error(401, "invalid_session", "a key not published yet");
+    let body = answer.assert_error(403, "invalid_session", "a key not published yet");
     assert!(
         body["detail"]
             .as_str()
@@ -252,11 +252,11 @@ async fn key_rotation_while_running(store: Store) {
     // The dropped key, once the set was read again, is no longer accepted.
     let old = wait::until_some(Duration::from_secs(10), || async {
         let answer = gateway.send(&signed(exchange(), "rs256-a", &claims)).await;
-        (answer.status == 401).then_some(answer)
+        (answer.status == 403).then_some(answer)
     })
     .await;
     old.expect("the removed key is refused")
-        .assert_error(401, "invalid_session", "a removed key");
+        .assert_error(403, "invalid_session", "a removed key");
     stack.assert_executions(0, "no approval sent");
 }
 
@@ -295,7 +295,7 @@ async fn a_forged_approval_records_nothing(store: Store) {
         .gateway
         .send(&exchange().header("Poppy-Session", &forged).approve(&op))
         .await
-        .assert_error(401, "invalid_session", "a forged approval");
+        .assert_error(403, "invalid_session", "a forged approval");
     stack.assert_executions(0, "a forged approval");
     assert!(
         !receipts.exists() || std::fs::read_to_string(&receipts).unwrap().is_empty(),

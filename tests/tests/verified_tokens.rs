@@ -9,13 +9,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use poppy_e2e::agent::AGENT;
 use poppy_e2e::identity::{keys_dir, session_claims, sign};
 use poppy_e2e::thirdparty::node_project;
 use poppy_e2e::{Request, Session, Stack, Store, store_tests};
 use serde_json::Value;
 
 const AUDIENCE: &str = "https://shop.test";
+/// The Personal Agent: the provider's client `agent`, whose access tokens carry `client_id` =
+/// `agent`, the same agent as its Sessions' `iss` (the gateway compares them).
+const TOKEN_AGENT: &str = "agent";
 
 /// oidc-provider on a port it picked, signing with test keys es256-a (first) and rs256-a.
 struct OpenIdProvider {
@@ -96,7 +98,7 @@ impl Drop for OpenIdProvider {
     }
 }
 
-/// Sessions of [`AGENT`] verified with the provider's JWKS URL; tokens with its JWKS and its
+/// Sessions of the provider's client `agent` (the same agent as its tokens' `client_id`) verified with the provider's JWKS URL; tokens with its JWKS and its
 /// introspection endpoint. The account is the token's `client_id` (client-credentials tokens
 /// have no user).
 fn stack(store: Store, provider: &OpenIdProvider) -> Stack {
@@ -107,7 +109,7 @@ audience = ["{AUDIENCE}"]
 account_claim = "client_id"
 
 [[session.agent]]
-issuer = "{AGENT}"
+issuer = "{TOKEN_AGENT}"
 jwks_url = "{issuer}/jwks"
 
 [session.token]
@@ -129,7 +131,7 @@ fn request(sid: &str, token: &str) -> Request {
             &sign(
                 "es256-a",
                 "poppy-session+jwt",
-                &session_claims(AGENT, sid, AUDIENCE),
+                &session_claims(TOKEN_AGENT, sid, AUDIENCE),
             ),
         )
         .header("Authorization", &format!("Bearer {token}"))
