@@ -1,7 +1,7 @@
 //! The layering of `gateway/src`, kept true: no import cycles among the modules of any
 //! module (the crate's top-level modules included), only the server wires `proxy` in (and
-//! the conversations service, the one other front door, drives its executor), and the pure
-//! modules never name pingora.
+//! the conversations service, the one other front door, drives its executor), the pure
+//! modules never name pingora, and the Session format's modules do no I/O.
 //!
 //! Reads the sources: every `use crate::…`/`use super::…` tree and every inline
 //! `crate::…`/`super::…` path outside test modules is an edge to the module it names, seen
@@ -22,6 +22,29 @@ const PURE: [&str; 6] = [
     "ingress",
     "operation",
     "config",
+];
+
+/// The modules of `identity` that read and verify Sessions, delegations and keys: pure
+/// functions of the token, the keys and the clock (docs/sessions.md), so that every check is
+/// unit-tested without a network and the format stays in one place.
+const SESSION_FORMAT: [&[&str]; 4] = [
+    &["identity", "format"],
+    &["identity", "cnf"],
+    &["identity", "jwks"],
+    &["identity", "verify"],
+];
+
+/// What doing I/O looks like in a source: fetching, files, sockets, the runtime, or the
+/// modules of `identity` that do them.
+const IO: [&str; 8] = [
+    "reqwest",
+    "tokio",
+    "std::fs",
+    "std::net",
+    "pingora",
+    "super::http",
+    "super::source",
+    "super::metadata",
 ];
 
 /// The only modules that may use `proxy`: the server builds the service; the conversations
@@ -73,6 +96,26 @@ fn pure_modules_never_name_pingora() {
         .map(|s| display(&s.module))
         .collect();
     assert!(impure.is_empty(), "pure modules naming pingora: {impure:?}");
+}
+
+#[test]
+fn the_session_format_does_no_io() {
+    let graph = Graph::read();
+    let mut found = 0;
+    let mut impure = Vec::new();
+    for source in &graph.sources {
+        if !SESSION_FORMAT.iter().any(|m| source.module == path(m)) {
+            continue;
+        }
+        found += 1;
+        impure.extend(
+            IO.iter()
+                .filter(|needle| source.code.contains(*needle))
+                .map(|needle| format!("{} names {needle}", display(&source.module))),
+        );
+    }
+    assert_eq!(found, SESSION_FORMAT.len(), "every format module is read");
+    assert!(impure.is_empty(), "the Session format doing I/O: {impure:?}");
 }
 
 /// The checker sees what it should: a cycle it must report, and re-exports it must follow.

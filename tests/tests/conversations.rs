@@ -73,14 +73,16 @@ async fn propose_then_approval_message_performs_once(store: Store) {
         turn.request["body"].as_str().unwrap().as_bytes(),
         "the upstream gets the described body, byte for byte"
     );
-    // The Session JWT the call carried (signed for the described request), forwarded as is.
+    // The Session JWT the call carried (signed for the Personal Agent's message to the
+    // Company Agent, its `session_request`), forwarded as is.
+    let (method, path) = turn.session_request();
     poppy_e2e::signer::assert_session_of(
         &session,
         executed
             .header("poppy-session")
             .expect("Poppy-Session forwarded"),
-        "POST",
-        "/orders/o1/exchanges",
+        &method,
+        &path,
     );
     assert!(executed.header("poppy-approval").is_none());
 
