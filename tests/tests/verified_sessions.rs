@@ -243,7 +243,7 @@ async fn key_rotation_while_running(store: Store) {
     let gateway = &stack.gateway;
     let accepted = wait::until_some(Duration::from_secs(10), || async {
         let answer = gateway.send(&signed(exchange(), "es256-b", &claims)).await;
-        (answer.status == 403).then_some(answer)
+        (answer.json()["error"] == "approval_required").then_some(answer)
     })
     .await;
     accepted
@@ -252,7 +252,7 @@ async fn key_rotation_while_running(store: Store) {
     // The dropped key, once the set was read again, is no longer accepted.
     let old = wait::until_some(Duration::from_secs(10), || async {
         let answer = gateway.send(&signed(exchange(), "rs256-a", &claims)).await;
-        (answer.status == 403).then_some(answer)
+        (answer.json()["error"] == "invalid_session").then_some(answer)
     })
     .await;
     old.expect("the removed key is refused")
