@@ -50,6 +50,10 @@ const METHOD_OVERRIDE_PARAMETERS: [&str; 4] = [
 ];
 
 /// Check a Personal Agent request's raw target (as on the request line).
+/// Printable ASCII that is neither unreserved, a sub-delimiter, `:`, `@`, `/`, `?` nor `%`
+/// (RFC 3986, `pchar` and `query`); `#` has its own refusal.
+const NOT_IN_A_TARGET: &[u8] = b"\"<>[\\]^`{|}";
+
 pub fn check_target(raw: &[u8]) -> Result<Target, Refusal> {
     let Some(b'/') = raw.first() else {
         return Err(Refusal::path(
@@ -59,6 +63,19 @@ pub fn check_target(raw: &[u8]) -> Result<Target, Refusal> {
     if let Some(byte) = raw.iter().find(|b| !(0x21..=0x7e).contains(*b)) {
         return Err(Refusal::path(format!(
             "the target has the byte 0x{byte:02x}: send the path and query in printable ASCII, percent-encoding the rest"
+        )));
+    }
+    if raw.contains(&b'#') {
+        return Err(Refusal::path(
+            "the target has `#`: a fragment is never sent, and a client or server cuts the target there (another route); send the path without it, or percent-encode `#` as `%23`",
+        ));
+    }
+    // RFC 3986 allows these nowhere in a path or query: a forwarder that builds a URI refuses
+    // them, and servers read them differently. Refused here, for every interface alike.
+    if let Some(byte) = raw.iter().find(|b| NOT_IN_A_TARGET.contains(b)) {
+        return Err(Refusal::path(format!(
+            "the target has `{}`, which RFC 3986 allows nowhere in a path or query: percent-encode it (`%{byte:02X}`)",
+            char::from(*byte)
         )));
     }
     // Printable ASCII is valid UTF-8.
@@ -217,6 +234,17 @@ mod tests {
             "/orders/o1/exchanges?x-http-method-override=PUT",
             "/caf\u{e9}",
             "/a b",
+            "/orders/ord_7Hk2#x/exchanges",
+            "/orders/o1/exchanges#x",
+            "/orders/o1/exchanges?a=1#x",
+            "/orders/a<b>/exchanges",
+            "/orders/a`b/exchanges",
+            "/orders/a\"b",
+            "/orders/a{b}",
+            "/orders/a|b",
+            "/orders/a^b",
+            "/orders/[a]",
+            "/orders/o1/exchanges?a=<b>",
         ] {
             assert!(refused(raw), "{raw:?} was accepted");
         }

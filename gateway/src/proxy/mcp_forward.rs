@@ -66,6 +66,8 @@ impl StreamingForwarder {
                 header.append_header(name.clone(), value.clone())?;
             }
             header.insert_header(http::header::CONTENT_LENGTH, request.body.len().to_string())?;
+            // The proxy headers and request ID every other forward carries (forwarded.rs).
+            super::forwarded::apply_current(&mut header)?;
             upstream.write_request_header(Box::new(header)).await?;
             if !request.body.is_empty() {
                 upstream

@@ -132,43 +132,53 @@ impl UpstreamClient {
         self.send(request).await
     }
 
+    /// The request line and headers of a forward: its own headers, `Content-Length`, the proxy
+    /// headers of the request it is for (forwarded.rs) and `Host`.
+    fn request_header(&self, request: &ForwardRequest) -> Result<RequestHeader, String> {
+        let mut header = RequestHeader::build(
+            request.method.clone(),
+            request.path_and_query.as_bytes(),
+            Some(request.headers.len() + 1),
+        )
+        .map_err(|e| e.to_string())?;
+        for (name, value) in &request.headers {
+            header
+                .append_header(name.clone(), value.clone())
+                .map_err(|e| e.to_string())?;
+        }
+        header
+            .insert_header(http::header::CONTENT_LENGTH, request.body.len().to_string())
+            .map_err(|e| e.to_string())?;
+        super::forwarded::apply_current(&mut header).map_err(|e| e.to_string())?;
+        if !header.headers.contains_key(http::header::HOST) {
+            header
+                .insert_header(http::header::HOST, self.default_host.clone())
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(header)
+    }
+
     /// The peer passthrough traffic goes to.
     pub(crate) fn peer(&self) -> &HttpPeer {
         &self.peer
     }
 
-    /// Send a request on a fresh connection and read the whole answer.
+    /// Send a request on a fresh connection and read the whole answer. A request whose header
+    /// can't be built is refused before any connection: nothing was sent, so its claim is
+    /// released, never left as an unknown outcome.
     pub(crate) async fn send(
         &self,
         request: ForwardRequest,
     ) -> Result<RecordedResponse, ForwardError> {
+        let header = self
+            .request_header(&request)
+            .map_err(|e| ForwardError::NotSent(format!("the request could not be built: {e}")))?;
         let (mut session, _reused) = self
             .connector
             .get_http_session(&self.peer)
             .await
             .map_err(|e| ForwardError::NotSent(e.to_string()))?;
         let exchange = async {
-            let mut header = RequestHeader::build(
-                request.method.clone(),
-                request.path_and_query.as_bytes(),
-                Some(request.headers.len() + 1),
-            )
-            .map_err(|e| e.to_string())?;
-            for (name, value) in &request.headers {
-                header
-                    .append_header(name.clone(), value.clone())
-                    .map_err(|e| e.to_string())?;
-            }
-            header
-                .insert_header(http::header::CONTENT_LENGTH, request.body.len().to_string())
-                .map_err(|e| e.to_string())?;
-            // Proxy headers, request ID and Host of the request this is for (forwarded.rs).
-            super::forwarded::apply_current(&mut header).map_err(|e| e.to_string())?;
-            if !header.headers.contains_key(http::header::HOST) {
-                header
-                    .insert_header(http::header::HOST, self.default_host.clone())
-                    .map_err(|e| e.to_string())?;
-            }
             session
                 .write_request_header(Box::new(header))
                 .await
