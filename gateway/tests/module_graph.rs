@@ -115,7 +115,10 @@ fn the_session_format_does_no_io() {
         );
     }
     assert_eq!(found, SESSION_FORMAT.len(), "every format module is read");
-    assert!(impure.is_empty(), "the Session format doing I/O: {impure:?}");
+    assert!(
+        impure.is_empty(),
+        "the Session format doing I/O: {impure:?}"
+    );
 }
 
 /// The checker sees what it should: a cycle it must report, and re-exports it must follow.

@@ -68,9 +68,8 @@ pub(super) fn compile(
             }
         },
     };
-    let claim = |name: &Option<String>, default: &str| {
-        name.clone().unwrap_or_else(|| default.to_owned())
-    };
+    let claim =
+        |name: &Option<String>, default: &str| name.clone().unwrap_or_else(|| default.to_owned());
     SessionClaims {
         verify,
         session_claim: claim(&session.session_claim, "sid"),
@@ -97,7 +96,10 @@ fn verifier(
             "session.verify = \"required\" needs at least one [[session.agent]] (client_id: the URL of its metadata document; or issuer with jwks_file or jwks_url)".into(),
         ));
     }
-    let delegated = session.agent.iter().any(|a| a.get_ref().client_id.is_some());
+    let delegated = session
+        .agent
+        .iter()
+        .any(|a| a.get_ref().client_id.is_some());
     let statically_keyed = session.agent.iter().any(|a| a.get_ref().issuer.is_some());
     let origins = origins(session, delegated, &verify_span, at, errors);
     let audience = audience(session, statically_keyed, &verify_span, at, errors);

@@ -173,9 +173,9 @@ impl Approver {
         match &claims.verify {
             VerifyMode::Off => {
                 let mut approver = Approver::from_headers(session, authorization, claims)?;
-                let possessed = std::str::from_utf8(session)
-                    .ok()
-                    .and_then(|jwt| format::possession(jwt.trim(), super::now(), OFF_CLOCK_SKEW_SECS));
+                let possessed = std::str::from_utf8(session).ok().and_then(|jwt| {
+                    format::possession(jwt.trim(), super::now(), OFF_CLOCK_SKEW_SECS)
+                });
                 if let Some(thumbprint) = possessed {
                     approver.credentials = Some(Credentials::of_key(&thumbprint, authorization));
                 }
@@ -485,10 +485,16 @@ mod tests {
         let first = approver(session("es256-b", "es256-b", "j1")).await;
         let again = approver(session("es256-b", "es256-b", "j2")).await;
         assert_eq!(first.scope, again.scope);
-        assert_eq!(first.credentials, again.credentials, "the same delegated key");
+        assert_eq!(
+            first.credentials, again.credentials,
+            "the same delegated key"
+        );
         let rekeyed = approver(session("rs256-b", "rs256-b", "j3")).await;
         assert_eq!(first.scope, rekeyed.scope, "the same claims");
-        assert_ne!(first.credentials, rekeyed.credentials, "another delegated key");
+        assert_ne!(
+            first.credentials, rekeyed.credentials,
+            "another delegated key"
+        );
         // Signed by another key than its delegation names: bound to its exact bytes only.
         let forged_jwt = session("es256-b", "rs256-b", "j4");
         let forged = approver(forged_jwt.clone()).await;

@@ -17,8 +17,7 @@ mod version;
 pub(crate) use answer::RETRY_META_KEY;
 pub(crate) use answer::{
     already_performed_result, approval_required_result, error_response, extension_required_result,
-    result_response,
-    retry_result, tool_error_result,
+    result_response, retry_result, tool_error_result,
 };
 pub(crate) use fingerprint::call_fingerprint;
 pub(crate) use headers::check_standard_headers;

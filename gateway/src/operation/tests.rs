@@ -450,7 +450,10 @@ fn a_delegated_key_proves_every_re_signed_session() {
     let operation = minted(&first(approver.clone()));
     let thumbprint = [7u8; 32];
     let by_key = |authorization: Option<&[u8]>| Approver {
-        credentials: Some(crate::identity::Credentials::of_key(&thumbprint, authorization)),
+        credentials: Some(crate::identity::Credentials::of_key(
+            &thumbprint,
+            authorization,
+        )),
         ..session("s1")
     };
     let kept = record(&keys, &by_key(None), "exchange", done());
@@ -467,7 +470,12 @@ fn a_delegated_key_proves_every_re_signed_session() {
     let id = id_of(&operation);
     for other in [other_key, session("s1")] {
         assert_eq!(
-            decide(&approving(first(other), &operation), Some(kept.clone()), 0, NOW_MS),
+            decide(
+                &approving(first(other), &operation),
+                Some(kept.clone()),
+                0,
+                NOW_MS
+            ),
             Verdict::Answer(Answer::AlreadyPerformed(id.clone()))
         );
     }

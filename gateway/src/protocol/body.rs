@@ -78,8 +78,7 @@ impl ErrorBody {
     /// not verify Sessions), so its recorded answer is not given; no new operation is either,
     /// since approving one would perform the action twice (spec section 7).
     pub(crate) fn already_performed(operation_id: &str) -> ErrorBody {
-        ErrorBody::new("already_performed", ALREADY_PERFORMED)
-            .with("operation_id", operation_id)
+        ErrorBody::new("already_performed", ALREADY_PERFORMED).with("operation_id", operation_id)
     }
 
     /// Add a member, such as `term` or `extension`.

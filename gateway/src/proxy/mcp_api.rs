@@ -26,9 +26,8 @@ use crate::ingress::headers::check_operation_request;
 use crate::ingress::{self, Target};
 use crate::mcp::{
     HeldCall, Incoming, McpVersion, Readdress, RpcError, already_performed_result,
-    approval_required_result,
-    call_fingerprint, check_standard_headers, classify, codes, error_response,
-    extension_required_result, readdress_response, result_response, retry_result,
+    approval_required_result, call_fingerprint, check_standard_headers, classify, codes,
+    error_response, extension_required_result, readdress_response, result_response, retry_result,
     tool_error_result,
 };
 use crate::metrics::Outcome;
