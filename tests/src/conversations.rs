@@ -105,6 +105,19 @@ impl Turn {
     }
 }
 
+/// `200 {"outcome": OUTCOME, "operation_id", "response"}`: the body.
+pub fn assert_outcome(answer: &Answer, outcome: &str, context: &str) -> Value {
+    answer.assert_status(200, context);
+    let body = answer.json();
+    assert_eq!(
+        body["outcome"],
+        outcome,
+        "{context}:\n{}",
+        answer.describe()
+    );
+    body
+}
+
 /// A Personal Agent message approving `operation` (spec 6, "Conversations").
 pub fn approval_message(id: &str, operation: &Operation) -> Value {
     json!({

@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use poppy_e2e::agent::AGENT;
-use poppy_e2e::conversations::{Service, Turn, approval_message, text_message};
+use poppy_e2e::conversations::{Service, Turn, approval_message, assert_outcome, text_message};
 use poppy_e2e::gateway::CONVERSATIONS_TOKEN;
 use poppy_e2e::policies::exchange_summary;
-use poppy_e2e::{Answer, Request, Session, Stack, Store, identity, store_tests, wait};
+use poppy_e2e::{Request, Session, Stack, Store, identity, store_tests, wait};
 use serde_json::{Value, json};
 
 const UPSTREAM_WAIT: Duration = Duration::from_secs(10);
@@ -19,19 +19,6 @@ fn stack(store: Store) -> (Stack, Service) {
     let stack = Stack::start_with(store, |builder| builder.conversations());
     let service = Service::of(&stack.gateway);
     (stack, service)
-}
-
-/// `200 {"outcome": OUTCOME, "operation_id", "response"}`: the body.
-fn assert_outcome(answer: &Answer, outcome: &str, context: &str) -> Value {
-    answer.assert_status(200, context);
-    let body = answer.json();
-    assert_eq!(
-        body["outcome"],
-        outcome,
-        "{context}:\n{}",
-        answer.describe()
-    );
-    body
 }
 
 /// The upstream's answer to execution `n` of the exchange on `order`, as the service
@@ -626,6 +613,30 @@ async fn bad_calls_are_refused_clearly_and_perform_nothing() {
         (
             "a dot segment",
             with(&|b| b["request"]["path"] = json!("/orders/./o1/exchanges")),
+            400,
+            "invalid_path",
+        ),
+        (
+            "a raw # in a segment (the forwarder would cut the target there: another route)",
+            with(&|b| b["request"]["path"] = json!("/orders/o1#x/exchanges")),
+            400,
+            "invalid_path",
+        ),
+        (
+            "a fragment after the path (never sent by a client)",
+            with(&|b| b["request"]["path"] = json!("/orders/o1/exchanges#x")),
+            400,
+            "invalid_path",
+        ),
+        (
+            "raw < and > (no URI can carry them)",
+            with(&|b| b["request"]["path"] = json!("/orders/o<1>/exchanges")),
+            400,
+            "invalid_path",
+        ),
+        (
+            "a raw backtick",
+            with(&|b| b["request"]["path"] = json!("/orders/o`1/exchanges")),
             400,
             "invalid_path",
         ),

@@ -317,6 +317,19 @@ fn hostile_targets(port: u16) -> Vec<(&'static str, String)> {
             "/accounts/a1%252Ftransfers?currency=USD".into(),
         ),
         ("backslash", "/accounts\\a1\\transfers?currency=USD".into()),
+        (
+            "a raw # in a segment (a fragment to the framework)",
+            "/accounts/a1#x/transfers?currency=USD".into(),
+        ),
+        (
+            "raw < and >",
+            "/accounts/a<1>/transfers?currency=USD".into(),
+        ),
+        (
+            "a raw backtick",
+            "/accounts/a`1/transfers?currency=USD".into(),
+        ),
+        ("raw braces", "/accounts/{a1}/transfers?currency=USD".into()),
     ]
 }
 

@@ -62,6 +62,20 @@ async fn other_messages_and_methods_pass_through() {
         &json!(1),
     );
     assert_eq!(listed["tools"].as_array().unwrap().len(), 3);
+    // Forwarded by the gateway's own client, with the proxy headers every forward carries.
+    let list = stack
+        .server
+        .posts()
+        .into_iter()
+        .rfind(|p| p.method() == Some("tools/list"))
+        .expect("the server saw tools/list");
+    for header in ["x-request-id", "x-forwarded-for"] {
+        assert!(
+            list.header(header).is_some_and(|v| !v.is_empty()),
+            "tools/list reaches the MCP server with {header}: {:?}",
+            list.headers
+        );
+    }
 
     // GET and DELETE take the proxy path, Mcp-Session-Id included.
     let get = Request::agent("GET", MCP_PATH, &session)

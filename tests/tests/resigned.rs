@@ -7,7 +7,7 @@
 //! is someone else's gets an operation of its own, as before.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use poppy_e2e::conversations::{Service, Turn, approval_message};
+use poppy_e2e::conversations::{Service, Turn, approval_message, assert_outcome};
 use poppy_e2e::mcp_client::{approved, assert_performed, call, call_ok, held_operation};
 use poppy_e2e::{
     Answer, AnswerMode, McpStack, Request, Session, Stack, Store, TestAgent, store_tests,
@@ -367,19 +367,6 @@ fn conversation_stack(store: Store, agent: &Agent) -> (Stack, Service) {
     let stack = Stack::start_with(store, |b| agent.configure(b.conversations()));
     let service = Service::of(&stack.gateway);
     (stack, service)
-}
-
-/// `200 {"outcome": OUTCOME, …}`: the body.
-fn assert_outcome(answer: &Answer, outcome: &str, context: &str) -> Value {
-    answer.assert_status(200, context);
-    let body = answer.json();
-    assert_eq!(
-        body["outcome"],
-        outcome,
-        "{context}:\n{}",
-        answer.describe()
-    );
-    body
 }
 
 /// In a conversation (each call's `poppy_session` a new JWT): the same message re-sent gets
