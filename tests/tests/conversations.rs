@@ -516,6 +516,9 @@ store_tests!(
     the_service_token_is_required,
 );
 
+/// Replaced by a byte that is not UTF-8 before the call is sent.
+const INVALID_UTF8_MARK: &str = "INVALID-UTF8-HERE";
+
 /// Bad calls get a clear error (status, `error`, readable `detail`) and perform nothing;
 /// descriptions the proxy would refuse are refused the same way. No store involved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -652,11 +655,33 @@ async fn bad_calls_are_refused_clearly_and_perform_nothing() {
             400,
             "missing_term",
         ),
+        (
+            "a compressed body (the API would read another one)",
+            with(&|b| b["request"]["headers"] = json!([["Content-Encoding", "gzip"]])),
+            415,
+            "unsupported_content_encoding",
+        ),
+        (
+            "an invalid UTF-8 byte in the message's text",
+            with(&|b| b["message"]["text"] = json!(INVALID_UTF8_MARK)),
+            400,
+            "invalid_request",
+        ),
     ];
     for (what, body, status, code) in cases {
-        let answer = if body == json!("{") {
+        let raw = if body == json!("{") {
+            Some(b"{".to_vec())
+        } else {
+            // The mark becomes a byte that is not UTF-8, inside a member nothing reads.
+            let text = body.to_string();
+            text.contains(INVALID_UTF8_MARK).then(|| {
+                let (before, after) = text.split_once(INVALID_UTF8_MARK).unwrap();
+                [before.as_bytes(), b"\xff", after.as_bytes()].concat()
+            })
+        };
+        let answer = if let Some(raw) = raw {
             let request = Request::plain("POST", "/v1/perform")
-                .body(b"{".to_vec(), "application/json")
+                .body(raw, "application/json")
                 .header("Authorization", &format!("Bearer {CONVERSATIONS_TOKEN}"));
             poppy_e2e::Client::new(&stack.gateway.conversations_url())
                 .send(&request)

@@ -177,9 +177,17 @@ impl Message {
     }
 }
 
-/// Parse a JSON request body into `T`, or a `400 invalid_request` saying why.
+/// Parse a JSON request body into `T`, or a `400 invalid_request` saying why. The whole body
+/// must be UTF-8 (RFC 8259), also inside members that are not read, such as a message's
+/// `text`: a reader that skips them unchecked would take a call another reader refuses.
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Answer> {
-    serde_json::from_slice(body).map_err(|e| {
+    let text = std::str::from_utf8(body).map_err(|e| {
+        Answer::invalid(format!(
+            "the request body is not UTF-8 JSON: an invalid byte at offset {}",
+            e.valid_up_to()
+        ))
+    })?;
+    serde_json::from_str(text).map_err(|e| {
         Answer::invalid(format!(
             "the request body does not read as this endpoint's JSON: {e}"
         ))
