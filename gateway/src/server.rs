@@ -151,6 +151,8 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     server.bootstrap();
 
     let held = HeldBodies::new(config.server.max_held_body_bytes);
+    // Client connections open on the proxy's and the conversations service's listeners.
+    let connections_open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut routes = Vec::new();
     let mut reloaded_routes = Vec::new();
     for route in &config.routes {
@@ -175,16 +177,26 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         if let Some(settings) = &config.conversations
             && route.is_default()
         {
+            // The proxy's limits around it: the same connection cap (one count for both
+            // listeners), header deadline and held-bodies budget.
             let mut service = Service::new(
                 "poppy-gateway conversations".to_owned(),
-                crate::conversations::ConversationsApp::new(
-                    settings,
-                    &config,
-                    Arc::clone(&executor),
-                    Arc::clone(&upstream),
-                    route_policies.clone(),
-                    Arc::clone(&metrics),
-                ),
+                LimitedApp {
+                    inner: Arc::new(crate::conversations::ConversationsApp::new(
+                        settings,
+                        &config,
+                        Arc::clone(&executor),
+                        Arc::clone(&upstream),
+                        route_policies.clone(),
+                        Arc::clone(&metrics),
+                        Arc::clone(&held),
+                    )),
+                    max_connections: config.server.max_connections,
+                    header_timeout: config.server.header_read_timeout,
+                    open: Arc::clone(&connections_open),
+                    metrics: Arc::clone(&metrics),
+                    h2c: false,
+                },
             );
             service.add_tcp(&settings.listen);
             server.add_service(service);
@@ -244,7 +256,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             inner: Arc::new(http),
             max_connections: config.server.max_connections,
             header_timeout: config.server.header_read_timeout,
-            open: std::sync::atomic::AtomicUsize::new(0),
+            open: Arc::clone(&connections_open),
             metrics: Arc::clone(&metrics),
             h2c: config.server.h2c,
         },

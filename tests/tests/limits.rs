@@ -235,3 +235,100 @@ async fn connections_are_capped() {
 }
 
 store_tests!(held_bodies_are_bounded, a_slow_body_times_out);
+
+/// The conversations service's listener has the proxy's limits: its connections count
+/// against the one `max_connections` (over it: `503 gateway_busy`), a head that does not
+/// arrive within `header_read_timeout` is closed, and a call's body counts against
+/// `max_held_body_bytes` (over it: `503 gateway_busy`, nothing performed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conversations_listener_has_the_proxys_limits() {
+    use poppy_e2e::conversations::{Service, Turn, approval_message};
+    const CAP: usize = 20;
+    let stack = Stack::start_with(Store::Memory, |b| {
+        b.conversations()
+            .server_option("max_connections", &CAP.to_string())
+            .server_option("header_read_timeout", "\"1s\"")
+            .max_body_bytes(2048)
+            .server_option("max_held_body_bytes", "4096")
+    });
+    let service_addr: std::net::SocketAddr = stack
+        .gateway
+        .conversations_url()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+
+    // A body over the held-bodies budget: refused before anything is performed.
+    let service = Service::of(&stack.gateway);
+    let turn = Turn::exchange(
+        "conv_big",
+        &Session::signed_out("ses_big"),
+        "o1",
+        "i1",
+        "s1",
+    );
+    let operation = service.proposed(&turn).await;
+    let mut message = approval_message("msg_big_1", &operation);
+    message["text"] = json!("t".repeat(8192));
+    let busy = service.perform(&turn, &message).await;
+    busy.assert_error(503, "gateway_busy", "a call over max_held_body_bytes");
+    assert_eq!(busy.header("retry-after"), Some("1"));
+    stack.assert_executions(0, "a call over the budget");
+
+    // A head that never ends is closed.
+    let closed = tokio::task::spawn_blocking(move || {
+        let mut stream = TcpStream::connect(service_addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        stream
+            .write_all(b"POST /v1/perform HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
+        let started = Instant::now();
+        let mut buf = [0u8; 256];
+        let read = stream.read(&mut buf);
+        (started.elapsed(), read.map(|n| n == 0).unwrap_or(true))
+    })
+    .await
+    .unwrap();
+    assert!(closed.1, "the slow head was answered instead of closed");
+    assert!(closed.0 < Duration::from_secs(10), "{:?}", closed.0);
+
+    // The proxy's listener holds every connection the cap allows: the service's next is
+    // refused, and served again once one closes.
+    let idle: Vec<TcpStream> = (0..CAP)
+        .map(|_| TcpStream::connect(stack.gateway.listen_addr()).unwrap())
+        .collect();
+    let accepted = wait::until_some(Duration::from_secs(20), || async {
+        let open = stack
+            .gateway
+            .metrics()
+            .await
+            .value("poppy_connections_open", &[]);
+        (open >= CAP as f64).then_some(open)
+    })
+    .await;
+    assert!(accepted.is_some(), "the gateway accepted {CAP} connections");
+    let request = b"GET /openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec();
+    let refused = tokio::task::spawn_blocking({
+        let request = request.clone();
+        move || rawhttp::exchange(service_addr, &request, Duration::from_secs(10))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        refused.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    assert!(String::from_utf8_lossy(&refused.body).contains("gateway_busy"));
+    drop(idle);
+    let served = wait::until(Duration::from_secs(10), || {
+        rawhttp::exchange(service_addr, &request, Duration::from_secs(5))
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await;
+    assert!(served, "the service is served again under the cap");
+}

@@ -32,10 +32,11 @@ use pingora::protocols::http::ServerSession;
 use crate::clock::now_millis;
 use crate::config::{Config, Conversations, ServiceToken, SessionClaims};
 use crate::identity::{Approver, RequestTarget};
+use crate::metrics::Limit;
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{ErrorBody, declares_operations_v2};
-use crate::proxy::{Executor, UpstreamClient};
+use crate::proxy::{Executor, HeldBodies, Reservation, UpstreamClient};
 
 use describe::{Limits, describe};
 use messages::{Delivery, Messages};
@@ -59,6 +60,9 @@ pub(crate) struct ConversationsApp {
     messages: Messages,
     max_body_bytes: usize,
     body_read_timeout: Duration,
+    /// The proxy's budget of bodies held at once (`max_held_body_bytes`), shared with it.
+    held: Arc<HeldBodies>,
+    metrics: Arc<Metrics>,
     remember_grace: Duration,
     upstream_host: String,
 }
@@ -71,8 +75,9 @@ impl ConversationsApp {
         upstream: Arc<UpstreamClient>,
         policies: LivePolicies,
         metrics: Arc<Metrics>,
+        held: Arc<HeldBodies>,
     ) -> ConversationsApp {
-        let seam = Seam::new(executor, upstream, metrics);
+        let seam = Seam::new(executor, upstream, Arc::clone(&metrics));
         // The service runs the default route (`load` refuses [conversations] without one).
         let timeouts = config.longest_execution();
         let messages = Messages {
@@ -91,6 +96,8 @@ impl ConversationsApp {
             messages,
             max_body_bytes: config.server.max_body_bytes,
             body_read_timeout: config.server.body_read_timeout,
+            held,
+            metrics,
             remember_grace: config.store.remember_grace,
             upstream_host: config
                 .default_route()
@@ -251,8 +258,24 @@ impl ConversationsApp {
         self.token.matches(token.trim_ascii())
     }
 
-    async fn read_body(&self, session: &mut ServerSession) -> Result<Vec<u8>, Answer> {
+    /// The whole body, within the size limit, the body timeout and the held-bodies budget it
+    /// shares with the proxy (the reservation lasts as long as the body is kept).
+    async fn read_body(
+        &self,
+        session: &mut ServerSession,
+    ) -> Result<(Vec<u8>, Reservation), Answer> {
         let limit = self.max_body_bytes.saturating_mul(ESCAPING) + ENVELOPE;
+        let busy = || {
+            self.metrics.limit_hit(Limit::HeldBodies);
+            Answer::retry_later(
+                1,
+                &ErrorBody::new(
+                    "gateway_busy",
+                    "the gateway holds as many request bodies as it may right now; nothing was performed, send the same call again",
+                ),
+            )
+        };
+        let mut reservation = self.held.reserve(0).ok_or_else(busy)?;
         let too_large = || {
             Answer::error(
                 413,
@@ -271,12 +294,15 @@ impl ConversationsApp {
                     if body.len() + chunk.len() > limit {
                         return Err(too_large());
                     }
+                    if !reservation.grow(chunk.len()) {
+                        return Err(busy());
+                    }
                     body.extend_from_slice(&chunk);
                 }
                 Ok(body)
             };
         match tokio::time::timeout(self.body_read_timeout, read).await {
-            Ok(read) => read,
+            Ok(read) => read.map(|body| (body, reservation)),
             Err(_) => Err(Answer::error(
                 408,
                 &ErrorBody::new("request_timeout", "the request body did not arrive in time"),
@@ -288,6 +314,8 @@ impl ConversationsApp {
 #[async_trait]
 impl ServeHttp for ConversationsApp {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
+        // The head arrived: the header deadline no longer applies (proxy/limits.rs).
+        crate::proxy::head_read();
         let method = session.req_header().method.clone();
         let path = session.req_header().uri.path().to_owned();
         let call = match (method.as_str(), path.as_str()) {
@@ -331,8 +359,8 @@ impl ServeHttp for ConversationsApp {
             );
             return response;
         }
-        let body = match self.read_body(session).await {
-            Ok(body) => body,
+        let (body, _held) = match self.read_body(session).await {
+            Ok(read) => read,
             Err(refused) => {
                 session.set_keepalive(None);
                 return answer(&refused);

@@ -43,7 +43,8 @@ impl HeldBodies {
         self.used.load(Ordering::Relaxed)
     }
 
-    fn reserve(self: &Arc<Self>, bytes: usize) -> Option<Reservation> {
+    /// Reserve `bytes` of the budget, or `None` when it is spent.
+    pub(crate) fn reserve(self: &Arc<Self>, bytes: usize) -> Option<Reservation> {
         let mut reservation = Reservation {
             pool: Arc::clone(self),
             bytes: 0,
@@ -54,13 +55,14 @@ impl HeldBodies {
 
 /// Bytes reserved in [`HeldBodies`], released on drop.
 #[derive(Debug)]
-struct Reservation {
+pub(crate) struct Reservation {
     pool: Arc<HeldBodies>,
     bytes: usize,
 }
 
 impl Reservation {
-    fn grow(&mut self, more: usize) -> bool {
+    /// Reserve `more` bytes, or `false` (and nothing more reserved) when the budget is spent.
+    pub(crate) fn grow(&mut self, more: usize) -> bool {
         let pool = &self.pool;
         let grown = pool
             .used
@@ -201,7 +203,9 @@ pub(crate) struct LimitedApp<A> {
     pub(crate) inner: Arc<A>,
     pub(crate) max_connections: usize,
     pub(crate) header_timeout: Duration,
-    pub(crate) open: AtomicUsize,
+    /// Connections open, shared by every listener the cap covers (the proxy's and the
+    /// conversations service's): the cap bounds the process's client connections.
+    pub(crate) open: Arc<AtomicUsize>,
     pub(crate) metrics: Arc<Metrics>,
     /// Cleartext HTTP/2 is on (see h2.rs).
     pub(crate) h2c: bool,

@@ -36,7 +36,7 @@ mod well_known;
 pub(crate) use access_log::{AccessLogError, AccessLogger};
 pub(crate) use edge::Edge;
 pub(crate) use executor::{Executor, ExecutorParts};
-pub(crate) use limits::{BodyLimits, HeldBodies, LimitedApp};
+pub(crate) use limits::{BodyLimits, HeldBodies, LimitedApp, Reservation, head_read};
 pub(crate) use mcp_api::McpEndpoint;
 pub(crate) use operations::Operations;
 pub(crate) use routes::{RouteRuntime, Routes};
