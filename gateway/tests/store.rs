@@ -23,6 +23,9 @@ use redis::Value;
 const UNAVAILABLE_BOUND: Duration = Duration::from_secs(5);
 /// How long expiry and reconnection may take to show.
 const EVENTUALLY: Duration = Duration::from_secs(10);
+/// An operator's clock after every lease of a test: a resolution is only taken once the
+/// record's lease ran out.
+const AFTER_LEASES: i64 = i64::MAX / 4;
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -186,6 +189,7 @@ mod suite {
                 &resolved,
                 &Resolution::Performed(response()),
                 now_ms() + 60_000,
+                AFTER_LEASES,
             )
             .await
             .unwrap();
@@ -469,7 +473,7 @@ mod suite {
         let resolution = Resolution::Performed(response());
         assert_eq!(
             store
-                .resolve(&unknown, &resolution, now_ms() + 60_000)
+                .resolve(&unknown, &resolution, now_ms() + 60_000, AFTER_LEASES)
                 .await
                 .unwrap(),
             ResolveOutcome::Resolved
@@ -479,7 +483,7 @@ mod suite {
         assert!(!listed(&list, &unknown) && listed(&list, &running));
         assert_eq!(
             store
-                .resolve(&running, &Resolution::NotPerformed, now_ms())
+                .resolve(&running, &Resolution::NotPerformed, now_ms(), AFTER_LEASES)
                 .await
                 .unwrap(),
             ResolveOutcome::Resolved
@@ -495,7 +499,7 @@ mod suite {
         store.claim(&id, &claim).await.unwrap();
         assert_eq!(
             store
-                .resolve(&id, &Resolution::NotPerformed, now_ms())
+                .resolve(&id, &Resolution::NotPerformed, now_ms(), AFTER_LEASES)
                 .await
                 .unwrap(),
             ResolveOutcome::Resolved
@@ -612,7 +616,10 @@ mod suite {
         let id = fresh_id();
         for resolution in [&performed, &Resolution::NotPerformed] {
             assert_eq!(
-                store.resolve(&id, resolution, remember).await.unwrap(),
+                store
+                    .resolve(&id, resolution, remember, AFTER_LEASES)
+                    .await
+                    .unwrap(),
                 ResolveOutcome::NoRecord
             );
         }
@@ -624,7 +631,10 @@ mod suite {
         claim.lease_until_ms = claim.now_ms - 1;
         store.claim(&id, &claim).await.unwrap();
         assert_eq!(
-            store.resolve(&id, &performed, remember).await.unwrap(),
+            store
+                .resolve(&id, &performed, remember, AFTER_LEASES)
+                .await
+                .unwrap(),
             ResolveOutcome::Resolved
         );
         let record = store.lookup(&id).await.unwrap().unwrap();
@@ -651,7 +661,10 @@ mod suite {
             Resolution::NotPerformed,
         ] {
             assert_eq!(
-                store.resolve(&id, &resolution, remember).await.unwrap(),
+                store
+                    .resolve(&id, &resolution, remember, AFTER_LEASES)
+                    .await
+                    .unwrap(),
                 ResolveOutcome::AlreadyDone
             );
         }
@@ -665,11 +678,34 @@ mod suite {
         assert_eq!(store.lookup(&id).await.unwrap(), Some(record));
         assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
 
-        // A claim whose lease is still running can be resolved too (any owner).
+        // A claim whose lease is still running is not an operator's to resolve yet (its
+        // forward may be at the upstream); once the lease ran out it is (any owner).
         let live = fresh_id();
         store.claim(&live, &claim_by("owner-2")).await.unwrap();
         assert_eq!(
-            store.resolve(&live, &performed, remember).await.unwrap(),
+            store
+                .resolve(&live, &performed, remember, now_ms())
+                .await
+                .unwrap(),
+            ResolveOutcome::LeaseLive
+        );
+        assert_eq!(
+            store
+                .resolve(&live, &Resolution::NotPerformed, remember, now_ms())
+                .await
+                .unwrap(),
+            ResolveOutcome::LeaseLive,
+            "'not performed' while the forward may be at the upstream would let a retry run it again"
+        );
+        assert!(matches!(
+            store.lookup(&live).await.unwrap().unwrap().state,
+            RecordState::InFlight { .. }
+        ));
+        assert_eq!(
+            store
+                .resolve(&live, &performed, remember, AFTER_LEASES)
+                .await
+                .unwrap(),
             ResolveOutcome::Resolved
         );
         assert!(
@@ -692,7 +728,7 @@ mod suite {
         let remember = now_ms() + 60_000;
         assert_eq!(
             store
-                .resolve(&id, &Resolution::NotPerformed, remember)
+                .resolve(&id, &Resolution::NotPerformed, remember, AFTER_LEASES)
                 .await
                 .unwrap(),
             ResolveOutcome::Resolved
@@ -709,7 +745,7 @@ mod suite {
         assert_eq!(store.lookup(&id).await.unwrap(), None);
         assert_eq!(
             store
-                .resolve(&id, &Resolution::NotPerformed, remember)
+                .resolve(&id, &Resolution::NotPerformed, remember, AFTER_LEASES)
                 .await
                 .unwrap(),
             ResolveOutcome::NoRecord
@@ -735,7 +771,7 @@ mod suite {
         let performed = Resolution::Performed(response());
         assert_eq!(
             store
-                .resolve(&id, &performed, now_ms() + 60_000)
+                .resolve(&id, &performed, now_ms() + 60_000, AFTER_LEASES)
                 .await
                 .unwrap(),
             ResolveOutcome::Resolved
@@ -778,7 +814,12 @@ mod suite {
                 let (store, id, resolved) = (store.clone(), id.clone(), resolved.clone());
                 tokio::spawn(async move {
                     store
-                        .resolve(&id, &Resolution::Performed(resolved), remember)
+                        .resolve(
+                            &id,
+                            &Resolution::Performed(resolved),
+                            remember,
+                            AFTER_LEASES,
+                        )
                         .await
                         .unwrap()
                 })
@@ -1000,7 +1041,12 @@ async fn assert_all_unavailable(store: &dyn OperationStore) {
             "resolve",
             Box::pin(async {
                 store
-                    .resolve(&id, &Resolution::NotPerformed, now_ms() + 60_000)
+                    .resolve(
+                        &id,
+                        &Resolution::NotPerformed,
+                        now_ms() + 60_000,
+                        AFTER_LEASES,
+                    )
                     .await
                     .map(drop)
             }),
@@ -1266,7 +1312,9 @@ async fn redis_malformed_entries_are_corrupt_and_fail_closed() {
     ));
     for resolution in [Resolution::NotPerformed, Resolution::Performed(response())] {
         assert!(matches!(
-            store.resolve(&id, &resolution, now_ms() + 60_000).await,
+            store
+                .resolve(&id, &resolution, now_ms() + 60_000, AFTER_LEASES)
+                .await,
             Err(StoreError::Corrupt(_))
         ));
     }
@@ -1404,7 +1452,12 @@ async fn redis_claims_wait_for_a_replica() {
     );
     assert_eq!(
         store
-            .resolve(&unknown, &Resolution::NotPerformed, now_ms() + 60_000)
+            .resolve(
+                &unknown,
+                &Resolution::NotPerformed,
+                now_ms() + 60_000,
+                AFTER_LEASES
+            )
             .await
             .unwrap(),
         ResolveOutcome::Resolved

@@ -101,7 +101,80 @@ async fn the_operations_api_needs_its_token(store: Store) {
     assert_eq!(status, 409, "a recorded answer can't be changed: {body}");
 }
 
-store_tests!(the_operations_api_needs_its_token);
+/// An operation being forwarded (its lease live) is not the operator's to resolve: `409
+/// in_flight`, the record unchanged, so no retry is forwarded a second time while the first
+/// is still at the upstream; the agent's retry gets `503` and then the first answer.
+async fn an_operation_being_forwarded_is_never_resolved(store: Store) {
+    let stack = Stack::start_with(store, |b| b.env("POPPY_GATEWAY_ADMIN_TOKEN", TOKEN));
+    let request = Request::exchange(&Session::signed_out("ses_live"), "o1", "i1", "s1");
+    let op = stack.gateway.send(&request).await.operation();
+    let approved = request.approve(&op);
+    stack.upstream.hold();
+    let first = stack.send_held(&approved, 1).await;
+    let resolve = format!("/operations/{}/resolve", op.operation_id);
+    for verdict in [
+        json!({"performed": false}),
+        json!({"performed": true, "response": {"status": 200, "headers": [], "body": "{}"}}),
+    ] {
+        let (status, body) =
+            admin(&stack.gateway, "POST", &resolve, Some(verdict), Some(TOKEN)).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (409, Some("in_flight")),
+            "{body}"
+        );
+        assert!(body["lease_until_ms"].as_i64().is_some(), "{body}");
+    }
+    let (_, state) = state_of(&stack.gateway, &op).await;
+    assert_eq!(state["state"], "in_flight", "{state}");
+    stack
+        .gateway
+        .send(&approved)
+        .await
+        .assert_unavailable("operation_in_progress", "a retry while it is forwarded");
+    stack.upstream.release();
+    let first = first.await.unwrap();
+    first.assert_upstream_answer(1, "POST", "/orders/o1/exchanges");
+    stack
+        .gateway
+        .send(&approved)
+        .await
+        .assert_replay_of(&first, "a retry once it was performed");
+    stack.assert_executions(1, "an operator's attempt while it was forwarded");
+}
+
+/// A resolution is checked as strictly as an upstream's answer before it is recorded: a header
+/// value with CR or LF (every replay would be a `500`), a header that isn't one, or one the
+/// gateway writes itself is `400`, and nothing is recorded.
+async fn a_resolution_is_checked_before_it_is_recorded(store: Store) {
+    let stack = Stack::start_with(store, with_admin);
+    let resolve = "/operations/exc_sAAAAAAAAAAAAAAAABBBBBBBB/resolve";
+    for (headers, needle) in [
+        (json!([["x-note", "a\r\nx-injected: 1"]]), "can't carry"),
+        (json!([["x-note", "a\nb"]]), "can't carry"),
+        (json!([["bad name", "x"]]), "not an HTTP header name"),
+        (json!([["Content-Length", "5"]]), "the gateway's to write"),
+        (
+            json!([["transfer-encoding", "chunked"]]),
+            "the gateway's to write",
+        ),
+    ] {
+        let verdict = json!({"performed": true, "response": {"status": 200, "headers": headers, "body": "{}"}});
+        let (status, body) =
+            admin(&stack.gateway, "POST", resolve, Some(verdict), Some(TOKEN)).await;
+        assert_eq!(status, 400, "{headers}: {body}");
+        assert!(
+            body["detail"].as_str().is_some_and(|d| d.contains(needle)),
+            "{headers}: {body}"
+        );
+    }
+}
+
+store_tests!(
+    the_operations_api_needs_its_token,
+    an_operation_being_forwarded_is_never_resolved,
+    a_resolution_is_checked_before_it_is_recorded,
+);
 
 /// Retry until the answer is final (anything but a 503), at most `limit`.
 async fn retry_until_final(

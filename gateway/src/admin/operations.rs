@@ -20,7 +20,9 @@ use serde_json::{Value, json};
 use crate::clock::now_millis;
 use crate::protocol::{OperationId, constant_time_eq};
 use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
-use crate::store::{OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome};
+use crate::store::{
+    OperationRecord, OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome,
+};
 
 /// An admin answer: status and JSON body.
 pub(crate) type Answer = (u16, Value);
@@ -187,6 +189,41 @@ struct ResponseBody {
     body_base64: Option<String>,
 }
 
+/// Headers the gateway sets itself on every answer it replays, or that describe one hop.
+const NOT_RECORDABLE: [&str; 9] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authenticate",
+];
+
+/// A resolution's headers, checked as strictly as an upstream's answer: each a valid header
+/// name and value (no CR, LF or NUL: a value that can't be written would make every replay a
+/// `500`), none of those the gateway writes itself.
+fn checked_headers(headers: Vec<(String, String)>) -> Result<Vec<(String, Vec<u8>)>, String> {
+    headers
+        .into_iter()
+        .map(|(name, value)| {
+            let name = http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("header name {name:?} is not an HTTP header name"))?;
+            if NOT_RECORDABLE.contains(&name.as_str()) {
+                return Err(format!(
+                    "header {name} is the gateway's to write (or one hop's), not a recorded answer's"
+                ));
+            }
+            http::HeaderValue::from_bytes(value.as_bytes()).map_err(|_| {
+                format!("the value of header {name} has a character a header can't carry (CR, LF, NUL or another control)")
+            })?;
+            Ok((name.as_str().to_owned(), value.into_bytes()))
+        })
+        .collect()
+}
+
 /// `POST /operations/{id}/resolve`.
 pub(crate) async fn resolve(
     store: &dyn OperationStore,
@@ -227,11 +264,10 @@ pub(crate) async fn resolve(
                 (None, None) => Bytes::new(),
                 (Some(_), Some(_)) => return bad("give body or body_base64, not both".into()),
             };
-            let headers = response
-                .headers
-                .into_iter()
-                .map(|(name, value)| (name.to_ascii_lowercase(), value.into_bytes()))
-                .collect();
+            let headers = match checked_headers(response.headers) {
+                Ok(headers) => headers,
+                Err(detail) => return bad(detail),
+            };
             Resolution::Performed(RecordedResponse {
                 status: response.status,
                 headers,
@@ -239,13 +275,17 @@ pub(crate) async fn resolve(
             })
         }
     };
-    let remember_until_ms = now_millis().saturating_add(remember_for.as_millis() as i64);
+    let now = now_millis();
+    let remember_until_ms = now.saturating_add(remember_for.as_millis() as i64);
     // What the receipt says about the operation: read before the resolution may delete it.
     let before = match receipts {
         Some(_) => store.lookup(&id).await.ok().flatten(),
         None => None,
     };
-    match store.resolve(&id, &resolution, remember_until_ms).await {
+    match store
+        .resolve(&id, &resolution, remember_until_ms, now)
+        .await
+    {
         Err(e) => (
             503,
             json!({"error": "store_unavailable", "detail": e.to_string()}),
@@ -258,6 +298,23 @@ pub(crate) async fn resolve(
             409,
             json!({"error": "already_performed", "detail": "this operation has a recorded answer; it cannot be changed"}),
         ),
+        Ok(ResolveOutcome::LeaseLive) => {
+            let lease_until_ms = match store.lookup(&id).await {
+                Ok(Some(OperationRecord {
+                    state: RecordState::InFlight { lease_until_ms, .. },
+                    ..
+                })) => Some(lease_until_ms),
+                _ => None,
+            };
+            (
+                409,
+                json!({
+                    "error": "in_flight",
+                    "detail": "this operation is being forwarded now (its lease is live): resolving it could let a retry be forwarded a second time. Resolve it once its lease ran out (GET /operations/{id} says unknown)",
+                    "lease_until_ms": lease_until_ms,
+                }),
+            )
+        }
         Ok(ResolveOutcome::Resolved) => {
             let performed = matches!(resolution, Resolution::Performed(_));
             tracing::warn!(operation_id = %id, performed, outcome = "resolved", "operation resolved by an operator");

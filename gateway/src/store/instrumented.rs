@@ -124,10 +124,12 @@ impl OperationStore for InstrumentedStore {
         id: &OperationId,
         resolution: &Resolution,
         remember_until_ms: i64,
+        now_ms: i64,
     ) -> Result<ResolveOutcome, StoreError> {
         self.timed(
             StoreCall::Resolve,
-            self.inner.resolve(id, resolution, remember_until_ms),
+            self.inner
+                .resolve(id, resolution, remember_until_ms, now_ms),
         )
         .await
     }
@@ -198,6 +200,7 @@ mod tests {
             &self,
             _: &OperationId,
             _: &Resolution,
+            _: i64,
             _: i64,
         ) -> Result<ResolveOutcome, StoreError> {
             Err(StoreError::Unavailable("down".into()))

@@ -412,7 +412,8 @@ impl OperationStore for MemoryStore {
         let now = now_ms();
         let mut inner = self.lock();
         let record = match inner.finishable(id.as_str(), now, Finisher::Restore(claim)) {
-            Finishable::Done | Finishable::NotYours => return Ok(false),
+            // `Restore` is the owner's: never `LeaseLive`.
+            Finishable::Done | Finishable::NotYours | Finishable::LeaseLive => return Ok(false),
             Finishable::Yes => inner.live_record(id.as_str(), now).cloned(),
             Finishable::NoRecord => None,
         };
@@ -447,13 +448,15 @@ impl OperationStore for MemoryStore {
         id: &OperationId,
         resolution: &Resolution,
         remember_until_ms: i64,
+        now_ms: i64,
     ) -> Result<ResolveOutcome, StoreError> {
-        let now = now_ms();
+        let now = self::now_ms();
         let mut inner = self.lock();
-        match inner.finishable(id.as_str(), now, Finisher::Any) {
+        match inner.finishable(id.as_str(), now, Finisher::Operator { now_ms }) {
             Finishable::NoRecord => return Ok(ResolveOutcome::NoRecord),
             Finishable::Done => return Ok(ResolveOutcome::AlreadyDone),
-            // `Finisher::Any` finishes anybody's in-flight record.
+            Finishable::LeaseLive => return Ok(ResolveOutcome::LeaseLive),
+            // An operator finishes anybody's in-flight record.
             Finishable::Yes | Finishable::NotYours => {}
         }
         match resolution {

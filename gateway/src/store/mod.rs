@@ -151,6 +151,8 @@ pub enum ResolveOutcome {
     NoRecord,
     /// The operation has a recorded answer already; it was left unchanged.
     AlreadyDone,
+    /// In flight with a live lease (its forward may be at the upstream now): left unchanged.
+    LeaseLive,
 }
 
 /// `[store] wait_replicas`: how many replicas must acknowledge a claim before it is used
@@ -267,9 +269,10 @@ pub trait OperationStore: Send + Sync + 'static {
     /// retried. Only the owner's in-flight record is removed; returns whether it was.
     async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError>;
 
-    /// An operator's verdict on an operation (admin API), typically one whose outcome is
-    /// unknown. One atomic step, whoever owns the in-flight record and whether or not its
-    /// lease ran out. `Performed` records the answer exactly as [`OperationStore::complete`]
+    /// An operator's verdict on an operation (admin API): one whose outcome is unknown. One
+    /// atomic step, whoever owns the in-flight record, once its lease ran out (by `now_ms`):
+    /// while the lease is live the forward may still be at the upstream, and the record is
+    /// left alone ([`ResolveOutcome::LeaseLive`]). `Performed` records the answer exactly as [`OperationStore::complete`]
     /// does (expiry at least `remember_until_ms`, generation moved on); `NotPerformed` deletes
     /// the record and leaves the generation alone. A recorded answer is never changed.
     async fn resolve(
@@ -277,6 +280,7 @@ pub trait OperationStore: Send + Sync + 'static {
         id: &OperationId,
         resolution: &Resolution,
         remember_until_ms: i64,
+        now_ms: i64,
     ) -> Result<ResolveOutcome, StoreError>;
 
     /// A cheap round trip, for `/readyz`.

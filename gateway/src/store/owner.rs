@@ -11,8 +11,10 @@ pub(crate) enum Finisher<'a> {
     Owner(&'a str),
     /// The claim's own, and written anyway when the record vanished (`complete_claim`).
     Restore(&'a Claim),
-    /// Anybody's: an operator's resolution.
-    Any,
+    /// Anybody's, once its lease ran out: an operator's resolution. While the lease is live
+    /// the forward may still be at the upstream, and a resolution as "not performed" would let
+    /// the next retry be forwarded a second time.
+    Operator { now_ms: i64 },
 }
 
 /// What a [`Finisher`] may do with an operation's record.
@@ -25,6 +27,8 @@ pub(crate) enum Finishable {
     Done,
     /// In flight under another owner.
     NotYours,
+    /// In flight, its lease still live: not an operator's to finish yet.
+    LeaseLive,
 }
 
 impl Finisher<'_> {
@@ -33,9 +37,17 @@ impl Finisher<'_> {
         match state {
             None => Finishable::NoRecord,
             Some(RecordState::Done(_)) => Finishable::Done,
-            Some(RecordState::InFlight { owner, .. }) => match self.owner() {
-                Some(mine) if mine != owner => Finishable::NotYours,
-                _ => Finishable::Yes,
+            Some(RecordState::InFlight {
+                owner,
+                lease_until_ms,
+            }) => match self {
+                Finisher::Operator { now_ms } if *lease_until_ms >= *now_ms => {
+                    Finishable::LeaseLive
+                }
+                _ => match self.owner() {
+                    Some(mine) if mine != owner => Finishable::NotYours,
+                    _ => Finishable::Yes,
+                },
             },
         }
     }
@@ -45,16 +57,17 @@ impl Finisher<'_> {
         match self {
             Finisher::Owner(owner) => Some(owner),
             Finisher::Restore(claim) => Some(&claim.owner),
-            Finisher::Any => None,
+            Finisher::Operator { .. } => None,
         }
     }
 
-    /// The Lua scripts' `mode` and `owner` arguments.
-    pub(crate) fn script_args(&self) -> (&'static str, &str) {
+    /// The Lua scripts' `mode` and `owner` arguments (for an operator, the operator's clock,
+    /// which the lease is compared with: leases are written in gateways' time).
+    pub(crate) fn script_args(&self) -> (&'static str, String) {
         match self {
-            Finisher::Owner(owner) => ("owner", owner),
-            Finisher::Restore(claim) => ("restore", &claim.owner),
-            Finisher::Any => ("any", ""),
+            Finisher::Owner(owner) => ("owner", (*owner).to_owned()),
+            Finisher::Restore(claim) => ("restore", claim.owner.clone()),
+            Finisher::Operator { now_ms } => ("any", now_ms.to_string()),
         }
     }
 }
@@ -70,6 +83,7 @@ mod tests {
             owner: "gw-1".into(),
             lease_until_ms: 0,
         };
+        let operator = Finisher::Operator { now_ms: 1 };
         let done = RecordState::Done(RecordedResponse {
             status: 200,
             headers: Vec::new(),
@@ -94,12 +108,20 @@ mod tests {
             Finisher::Restore(&claim).finishable(Some(&flying)),
             Finishable::NotYours
         );
-        assert_eq!(Finisher::Any.finishable(Some(&flying)), Finishable::Yes);
-        for finisher in [mine, Finisher::Restore(&claim), Finisher::Any] {
+        assert_eq!(operator.finishable(Some(&flying)), Finishable::Yes);
+        // A live lease: the forward may be at the upstream now.
+        assert_eq!(
+            Finisher::Operator { now_ms: 0 }.finishable(Some(&flying)),
+            Finishable::LeaseLive
+        );
+        for finisher in [mine, Finisher::Restore(&claim), operator] {
             assert_eq!(finisher.finishable(Some(&done)), Finishable::Done);
             assert_eq!(finisher.finishable(None), Finishable::NoRecord);
         }
-        assert_eq!(Finisher::Restore(&claim).script_args(), ("restore", "gw-2"));
-        assert_eq!(Finisher::Any.script_args(), ("any", ""));
+        assert_eq!(
+            Finisher::Restore(&claim).script_args(),
+            ("restore", "gw-2".to_owned())
+        );
+        assert_eq!(operator.script_args(), ("any", "1".to_owned()));
     }
 }

@@ -3,7 +3,8 @@
 -- record vanished meanwhile (ARGV[1] 'restore': Redis restarted empty, or an operator
 -- resolved it as not performed while it was being forwarded; the upstream did perform it, so
 -- the answer is written as a new record), or an operator resolving it as performed
--- (ARGV[1] 'any': whoever owns it, lease expired or not).
+-- (ARGV[1] 'any', ARGV[2] the operator's clock in ms: whoever owns it, once its lease ran
+-- out; while it is live the forward may be at the upstream).
 -- One atomic step: nothing changes unless the record is in flight (under that owner). Every
 -- check that can fail runs before the first write, since a script error does not roll back.
 -- KEYS[1] record, KEYS[2] generation counter, KEYS[3] the action's in-flight set (same hash
@@ -11,7 +12,7 @@
 -- ARGV: mode, owner, status, headers, body, remember_until_ms, operation_id, indexed;
 -- 'restore' adds scope, policy, revision, created_at_ms, credentials ('' for none)
 -- Returns 1 when recorded, 0 when there is no record, 2 when it is done already, 3 when it is
--- in flight under another owner.
+-- in flight under another owner, 4 when its lease is live (mode 'any').
 local mode = ARGV[1]
 if mode ~= 'owner' and mode ~= 'any' and mode ~= 'restore' then
   return redis.error_reply('ERR unknown mode')
@@ -22,7 +23,7 @@ local function unlist()
     redis.call('ZREM', KEYS[4], ARGV[7])
   end
 end
-local fields = redis.call('HMGET', KEYS[1], 'state', 'owner')
+local fields = redis.call('HMGET', KEYS[1], 'state', 'owner', 'lease_until')
 if not fields[1] and mode ~= 'restore' then
   unlist()
   return 0
@@ -35,6 +36,9 @@ if fields[1] and fields[1] ~= 'in_flight' then
 end
 if fields[1] and mode ~= 'any' and fields[2] ~= ARGV[2] then
   return 3
+end
+if fields[1] and mode == 'any' and tonumber(fields[3] or '0') >= tonumber(ARGV[2]) then
+  return 4
 end
 local counter = redis.call('GET', KEYS[2])
 if counter and not string.match(counter, '^%d+$') then

@@ -25,6 +25,8 @@ pub(super) enum Finished {
     AlreadyDone,
     /// In flight under another owner: left alone.
     NotYours,
+    /// In flight with a live lease (an operator's resolution): left alone.
+    LeaseLive,
 }
 
 pub(super) fn finished(value: &Value) -> Result<Finished, StoreError> {
@@ -33,6 +35,7 @@ pub(super) fn finished(value: &Value) -> Result<Finished, StoreError> {
         Value::Int(0) => Ok(Finished::NoRecord),
         Value::Int(2) => Ok(Finished::AlreadyDone),
         Value::Int(3) => Ok(Finished::NotYours),
+        Value::Int(4) => Ok(Finished::LeaseLive),
         _ => Err(corrupt("script returned an unexpected reply")),
     }
 }

@@ -539,13 +539,15 @@ impl OperationStore for RedisStore {
         id: &OperationId,
         resolution: &Resolution,
         remember_until_ms: i64,
+        now_ms: i64,
     ) -> Result<ResolveOutcome, StoreError> {
+        let operator = Finisher::Operator { now_ms };
         let (finished, ran) = match resolution {
             Resolution::Performed(response) => {
-                self.record_answer(id, Finisher::Any, response, remember_until_ms)
+                self.record_answer(id, operator, response, remember_until_ms)
                     .await?
             }
-            Resolution::NotPerformed => self.forget(id, Finisher::Any, self.wait).await?,
+            Resolution::NotPerformed => self.forget(id, operator, self.wait).await?,
         };
         match finished {
             Finished::Yes => {
@@ -558,6 +560,7 @@ impl OperationStore for RedisStore {
             }
             Finished::NoRecord => Ok(ResolveOutcome::NoRecord),
             Finished::AlreadyDone => Ok(ResolveOutcome::AlreadyDone),
+            Finished::LeaseLive => Ok(ResolveOutcome::LeaseLive),
             Finished::NotYours => Err(corrupt("a resolution was refused for its owner")),
         }
     }
