@@ -183,7 +183,48 @@ async fn large_passthrough_bodies_arrive_whole(store: Store) {
     }
 }
 
+/// Only an approved forward carries the operation ID header (`poppy-operation-id` unless
+/// configured): a client's copy never reaches the upstream, passthrough or approved.
+async fn the_operation_id_header_is_the_gateways_alone(store: Store) {
+    let stack = Stack::start(store);
+    let session = Session::signed_out("ses_opid");
+    let forged = "exc_sForgedForgedForgedFor";
+    stack
+        .gateway
+        .send(&Request::plain("GET", "/orders/o2").header("Poppy-Operation-Id", forged))
+        .await
+        .assert_status(200, "plain GET: passthrough");
+    stack
+        .gateway
+        .send(&Request::agent("GET", "/orders/o1", &session).header("Poppy-Operation-Id", forged))
+        .await
+        .assert_status(200, "unnamed route: passthrough");
+    let request =
+        Request::exchange(&session, "o1", "i1", "s1").header("Poppy-Operation-Id", forged);
+    let operation = stack.gateway.send(&request).await.operation();
+    stack
+        .gateway
+        .send(&request.clone().approve(&operation))
+        .await
+        .assert_status(201, "the approved request");
+    let requests = stack.upstream.requests();
+    assert_eq!(requests.len(), 3);
+    for passthrough in &requests[..2] {
+        assert_eq!(
+            passthrough.header("poppy-operation-id"),
+            None,
+            "{passthrough:?}"
+        );
+    }
+    assert_eq!(
+        requests[2].header("poppy-operation-id"),
+        Some(operation.operation_id.as_str()),
+        "the approved forward carries its own operation ID, once"
+    );
+}
+
 store_tests!(
+    the_operation_id_header_is_the_gateways_alone,
     request_without_session_to_policy_route_is_proxied_unchanged,
     agent_request_to_unnamed_route_is_proxied,
     upstream_errors_pass_through,

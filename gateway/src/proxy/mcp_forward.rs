@@ -27,6 +27,8 @@ pub(crate) struct StreamingForwarder {
     connector: Connector,
     peer: HttpPeer,
     timeout: Duration,
+    /// Stripped from what is forwarded: only an approved forward carries it.
+    operation_id_header: http::HeaderName,
 }
 
 impl StreamingForwarder {
@@ -35,6 +37,7 @@ impl StreamingForwarder {
             connector: Connector::new(None),
             peer: client.peer().clone(),
             timeout: settings.timeout,
+            operation_id_header: client.operation_id_header().clone(),
         }
     }
 
@@ -63,7 +66,10 @@ impl StreamingForwarder {
                 Some(request.headers.len() + 1),
             )?;
             for (name, value) in &request.headers {
-                header.append_header(name.clone(), value.clone())?;
+                // Only an approved forward says which operation it performs.
+                if *name != self.operation_id_header {
+                    header.append_header(name.clone(), value.clone())?;
+                }
             }
             header.insert_header(http::header::CONTENT_LENGTH, request.body.len().to_string())?;
             // The proxy headers and request ID every other forward carries (forwarded.rs).

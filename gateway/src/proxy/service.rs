@@ -164,6 +164,11 @@ impl ProxyHttp for GatewayProxy {
         ctx: &mut Self::CTX,
     ) -> pingora::Result<()> {
         upstream_request.remove_header("poppy-approval");
+        // Only an approved forward says which operation it performs (the upstream may trust
+        // it in its logs or for idempotency): never a client's copy.
+        if let Picked::Route(route) = &ctx.route {
+            upstream_request.remove_header(&route.passthrough.operation_id_header);
+        }
         self.edge.upstream_request(&ctx.edge, upstream_request)
     }
 

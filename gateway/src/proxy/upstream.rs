@@ -158,6 +158,12 @@ impl UpstreamClient {
         Ok(header)
     }
 
+    /// The header an approved forward carries its operation ID in: the gateway's alone, so it
+    /// is stripped from every request the gateway did not approve.
+    pub(crate) fn operation_id_header(&self) -> &http::HeaderName {
+        &self.operation_id_header
+    }
+
     /// The peer passthrough traffic goes to.
     pub(crate) fn peer(&self) -> &HttpPeer {
         &self.peer
