@@ -102,6 +102,15 @@ async fn bad_sessions_are_refused(store: Store) {
             "not valid yet",
         ),
         (
+            "nbf as a string (never skipped)",
+            sign(
+                "es256-a",
+                SESSION_TYP,
+                &with(&|c| c["nbf"] = json!((now() + 3600).to_string())),
+            ),
+            "NumericDate",
+        ),
+        (
             "wrong audience",
             sign(
                 "rs256-a",
@@ -320,7 +329,27 @@ fn base64_url(text: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
 }
 
+/// An identity provider that can't be asked (its introspection endpoint refuses connections)
+/// is no verdict on the token: `503 token_check_unavailable` with `Retry-After`, never
+/// `401 invalid_token`, and nothing is forwarded.
+async fn an_unreachable_identity_provider_is_no_verdict(store: Store) {
+    let jwks = jwks_file(&["es256-a"]);
+    let nobody = poppy_e2e::ports::free_port();
+    let lines = format!(
+        "verify = \"required\"\naudience = [\"{AUDIENCE}\"]\n\n[[session.agent]]\nissuer = \"{AGENT}\"\njwks_file = \"{}\"\n\n[session.token]\nintrospection_url = \"http://127.0.0.1:{nobody}/introspect\"\nclient_id = \"gateway\"\nclient_secret = \"secret\"\n",
+        jwks.path().display()
+    );
+    let stack = Stack::start_with(store, |b| b.session(&lines));
+    let claims = session_claims(AGENT, "ses_idp", AUDIENCE);
+    let request =
+        signed(exchange(), "es256-a", &claims).header("Authorization", "Bearer opaque-token");
+    let answer = stack.gateway.send(&request).await;
+    answer.assert_unavailable("token_check_unavailable", "introspection unreachable");
+    stack.assert_executions(0, "a token nobody could check");
+}
+
 store_tests!(
+    an_unreachable_identity_provider_is_no_verdict,
     verified_sessions_approve_and_replay,
     bad_sessions_are_refused,
     key_rotation_while_running,

@@ -222,7 +222,13 @@ impl ConversationsApp {
             &target,
         )
         .await
-        .map_err(|e| Answer::error(e.status(), &ErrorBody::new(e.code(), e.to_string())))
+        .map_err(|e| {
+            let body = ErrorBody::new(e.code(), e.to_string());
+            match e.retry_after() {
+                Some(seconds) => Answer::retry_later(seconds, &body),
+                None => Answer::error(e.status(), &body),
+            }
+        })
     }
 
     /// Read the description against the policies in force now (a reload swaps them whole).

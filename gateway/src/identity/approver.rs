@@ -141,18 +141,37 @@ impl ApproverError {
     /// The `error` code of the answer that refuses the request.
     pub(crate) fn code(&self) -> &'static str {
         match self {
+            _ if self.unavailable() => "token_check_unavailable",
             ApproverError::InvalidToken(_) => "invalid_token",
             _ => "invalid_session",
         }
     }
 
     /// Its status: a bad access token is an authorization error (`401`); a bad Session is a
-    /// `403` with a JSON body, as the extension describes `invalid_session` (docs/sessions.md).
+    /// `403` with a JSON body, as the extension describes `invalid_session` (docs/sessions.md);
+    /// an identity provider that could not be asked is no verdict on the token: `503`.
     pub(crate) fn status(&self) -> u16 {
         match self {
+            _ if self.unavailable() => 503,
             ApproverError::InvalidToken(_) => 401,
             _ => 403,
         }
+    }
+
+    /// Seconds to wait before the same request, when the refusal is no verdict (`503`).
+    pub(crate) fn retry_after(&self) -> Option<u32> {
+        self.unavailable().then_some(1)
+    }
+
+    /// The token could not be checked (introspection failed, or the issuer's keys could not
+    /// be read): nothing is known about it yet.
+    fn unavailable(&self) -> bool {
+        matches!(
+            self,
+            ApproverError::InvalidToken(
+                TokenError::IntrospectionFailed(_) | TokenError::Jwt(VerifyError::NoKeys { .. })
+            )
+        )
     }
 }
 
@@ -170,6 +189,7 @@ impl Approver {
         claims: &SessionClaims,
         target: &RequestTarget<'_>,
     ) -> Result<Approver, ApproverError> {
+        check_authorization(authorization)?;
         match &claims.verify {
             VerifyMode::Off => {
                 let mut approver = Approver::from_headers(session, authorization, claims)?;
@@ -227,6 +247,7 @@ impl Approver {
         authorization: Option<&[u8]>,
         claims: &SessionClaims,
     ) -> Result<Approver, ApproverError> {
+        check_authorization(authorization)?;
         let payload = jwt_payload(session).ok_or(ApproverError::NotAJwt)?;
         let credentials = Some(Credentials::of(session, authorization));
         Approver::from_payload(&payload, authorization, claims, credentials, None)
@@ -306,11 +327,30 @@ fn account_of(token: &[u8], account_claim: &str) -> String {
     format!("token:{}", URL_SAFE_NO_PAD.encode(digest))
 }
 
+/// The access token of an `Authorization` value: `Bearer` (RFC 6750) or `DPoP` (RFC 9449),
+/// spaces, then a token with no white space or control character in it. Anything else is not
+/// read at all (see [`check_authorization`]): a framework could read it either way.
 fn bearer_token(header: &[u8]) -> Option<&[u8]> {
-    let text = std::str::from_utf8(header).ok()?.trim();
+    let text = std::str::from_utf8(header).ok()?.trim_matches(' ');
     let (scheme, token) = text.split_once(' ')?;
-    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty())
-        .then(|| token.trim().as_bytes())
+    let token = token.trim_start_matches(' ');
+    let readable = (scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("dpop"))
+        && !token.is_empty()
+        && !token
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control());
+    readable.then_some(token.as_bytes())
+}
+
+/// An `Authorization` value that is there must be a token the gateway reads as the upstream
+/// would: `Bearer\ttoken` read as signed out here and signed in there is refused instead.
+fn check_authorization(authorization: Option<&[u8]>) -> Result<(), ApproverError> {
+    match authorization {
+        Some(value) if bearer_token(value).is_none() => {
+            Err(ApproverError::InvalidToken(TokenError::Unreadable))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Decode a JWT's payload (no signature check). `None` unless it is three dot-separated
@@ -503,6 +543,35 @@ mod tests {
             forged.credentials,
             Some(Credentials::of(forged_jwt.as_bytes(), None))
         );
+    }
+
+    /// `Authorization` is read one way or refused: a value a framework could read as another
+    /// token, or as none, is `invalid_token` (401), never taken as signed out.
+    #[test]
+    fn authorization_is_read_one_way() {
+        let session = jwt(r#"{"sid":"s1","iss":"agent","sub":"u"}"#);
+        let read = |value: &str| {
+            Approver::from_headers(session.as_bytes(), Some(value.as_bytes()), &claims())
+        };
+        for good in ["Bearer tok", "bearer  tok", "DPoP tok", "Bearer tok "] {
+            assert_eq!(read(good).unwrap().kind, ScopeKind::Account, "{good:?}");
+        }
+        for bad in [
+            "Bearer\ttok",
+            "Bearer tok en",
+            "Bearer tok\tx",
+            "Basic dXNlcjpwdw==",
+            "Bearer",
+            "Bearer ",
+            "tok",
+        ] {
+            let refused = read(bad).unwrap_err();
+            assert_eq!(
+                (refused.code(), refused.status()),
+                ("invalid_token", 401),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

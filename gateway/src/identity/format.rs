@@ -56,6 +56,8 @@ pub(crate) struct SessionHeader {
 /// `poppy_dlg` (when present, a string).
 pub(crate) fn peek_session(token: &str) -> Result<SessionHeader, VerifyError> {
     let (jwt, header) = verify::peek_header(token)?;
+    // The delegation is the one extension a Session may mark critical.
+    verify::check_crit(&header, &[DELEGATION_HEADER])?;
     match header.get("typ") {
         None => {}
         Some(Value::String(typ)) if typ.eq_ignore_ascii_case(SESSION_TYP) => {}
@@ -100,15 +102,17 @@ pub(crate) fn verify_delegated(
         Signature::Malformed => VerifyError::Malformed,
     })?;
     // Check 4: its lifetime.
-    let iat = numeric(&claims, CLAIM_IAT)?.ok_or(VerifyError::MissingClaim(CLAIM_IAT.into()))?;
-    let exp = numeric(&claims, CLAIM_EXP)?.ok_or(VerifyError::MissingClaim(CLAIM_EXP.into()))?;
+    let iat =
+        verify::numeric(&claims, CLAIM_IAT)?.ok_or(VerifyError::MissingClaim(CLAIM_IAT.into()))?;
+    let exp =
+        verify::numeric(&claims, CLAIM_EXP)?.ok_or(VerifyError::MissingClaim(CLAIM_EXP.into()))?;
     if exp.saturating_add(skew) < now {
         return Err(VerifyError::Expired);
     }
     if iat > now.saturating_add(skew) {
         return Err(VerifyError::IssuedInFuture);
     }
-    if numeric(&claims, CLAIM_NBF)?.is_some_and(|nbf| nbf > now.saturating_add(skew)) {
+    if verify::numeric(&claims, CLAIM_NBF)?.is_some_and(|nbf| nbf > now.saturating_add(skew)) {
         return Err(VerifyError::NotYetValid);
     }
     if exp.saturating_sub(iat) > MAX_SESSION_LIFETIME_SECS {
@@ -138,7 +142,7 @@ pub(crate) fn possession(token: &str, now: u64, skew: u64) -> Option<[u8; 32]> {
         return None;
     }
     let claims = signed_claims(token, &key.key, header.jwt.alg).ok()?;
-    match numeric(&claims, CLAIM_EXP) {
+    match verify::numeric(&claims, CLAIM_EXP) {
         Ok(Some(exp)) if exp.saturating_add(skew) < now => return None,
         Ok(_) => {}
         Err(_) => return None,
@@ -163,6 +167,7 @@ fn delegated_key(
         VerifyError::NoIssuer => VerifyError::DelegationMalformed("no \"iss\" claim"),
         _ => VerifyError::DelegationMalformed("not a compact JWS with a JSON header and payload"),
     })?;
+    verify::check_crit(&header, &[])?;
     match header.get("typ") {
         None => {}
         Some(Value::String(typ)) if typ.eq_ignore_ascii_case(DELEGATION_TYP) => {}
@@ -195,7 +200,7 @@ fn delegated_key(
         Signature::Malformed => VerifyError::DelegationMalformed("its payload is not JSON claims"),
     })?;
     let malformed = |_| VerifyError::DelegationMalformed("a time claim is not a NumericDate");
-    let exp = numeric(&claims, CLAIM_EXP)
+    let exp = verify::numeric(&claims, CLAIM_EXP)
         .map_err(malformed)?
         .ok_or(VerifyError::DelegationMalformed("no \"exp\" claim"))?;
     if exp.saturating_add(skew) < now {
@@ -208,12 +213,14 @@ fn delegated_key(
     {
         return Err(VerifyError::DelegationTooLong);
     }
-    if numeric(&claims, CLAIM_NBF)
+    if verify::numeric(&claims, CLAIM_NBF)
         .map_err(malformed)?
         .is_some_and(|nbf| nbf > now.saturating_add(skew))
     {
         return Err(VerifyError::DelegationNotYetValid);
     }
+    // Optional, but a number when present (a string would be skipped by a lenient reader).
+    verify::numeric(&claims, CLAIM_IAT).map_err(malformed)?;
     let jwk = claims
         .get(CLAIM_CNF)
         .and_then(|cnf| cnf.get(CNF_JWK))
@@ -248,17 +255,6 @@ fn signed_claims(
 
 /// A NumericDate claim (RFC 7519 2): absent, or a non-negative number (seconds, fractions
 /// dropped).
-fn numeric(claims: &Map<String, Value>, name: &str) -> Result<Option<u64>, VerifyError> {
-    match claims.get(name) {
-        None => Ok(None),
-        Some(Value::Number(n)) => match (n.as_u64(), n.as_f64()) {
-            (Some(secs), _) => Ok(Some(secs)),
-            (None, Some(secs)) if secs.is_finite() && secs >= 0.0 => Ok(Some(secs as u64)),
-            _ => Err(VerifyError::Invalid(format!("{name} is not a NumericDate"))),
-        },
-        Some(_) => Err(VerifyError::Invalid(format!("{name} is not a NumericDate"))),
-    }
-}
 
 /// Check 5: `htu` is a configured origin (scheme and host ASCII-case-insensitively) followed
 /// by the request's path (byte for byte); `htm`, when present, is the request's method.

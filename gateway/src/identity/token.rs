@@ -58,6 +58,10 @@ pub(crate) enum TokenError {
     OtherAgent,
     #[error("the access token names no agent (neither client_id nor azp)")]
     NoAgent,
+    #[error(
+        "Authorization is not `Bearer <token>` (or `DPoP <token>`): one space, then the token, with no other white space"
+    )]
+    Unreadable,
 }
 
 /// The access token and the Session must belong to the same agent: the token's top-level

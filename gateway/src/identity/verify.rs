@@ -104,7 +104,9 @@ pub(crate) struct Unverified {
 
 /// Read the header and the issuer (unverified) of a compact JWS.
 pub(crate) fn peek(token: &str) -> Result<Unverified, VerifyError> {
-    peek_header(token).map(|(unverified, _)| unverified)
+    let (unverified, header) = peek_header(token)?;
+    check_crit(&header, &[])?;
+    Ok(unverified)
 }
 
 /// [`peek`], and the whole protected header (for the members a caller reads itself).
@@ -133,6 +135,34 @@ pub(crate) fn peek_header(token: &str) -> Result<(Unverified, Map<String, Value>
         _ => return Err(VerifyError::NoIssuer),
     };
     Ok((Unverified { alg, kid, issuer }, header))
+}
+
+/// `crit` (RFC 7515 4.1.11): the header parameters a verifier must understand. A token whose
+/// `crit` names one not in `understood` (or not in its header), or is malformed or empty, is
+/// refused rather than read without it. The caller of [`peek_header`] checks it.
+pub(crate) fn check_crit(
+    header: &Map<String, Value>,
+    understood: &[&str],
+) -> Result<(), VerifyError> {
+    let Some(crit) = header.get("crit") else {
+        return Ok(());
+    };
+    let names = crit
+        .as_array()
+        .filter(|names| !names.is_empty())
+        .ok_or_else(|| VerifyError::Invalid("crit is not a non-empty list".into()))?;
+    for name in names {
+        match name.as_str() {
+            Some(name) if understood.contains(&name) && header.contains_key(name) => {}
+            Some(name) => {
+                return Err(VerifyError::Invalid(format!(
+                    "crit names {name:?}, which this gateway does not understand"
+                )));
+            }
+            None => return Err(VerifyError::Invalid("crit is not a list of names".into())),
+        }
+    }
+    Ok(())
 }
 
 /// Verify `token` with `keys`, the key set of `unverified.issuer`: signature, `iss`, `aud`,
@@ -189,18 +219,30 @@ pub(crate) fn verify(
         .claims;
     // jsonwebtoken reads the clock itself; `now` re-checks with the caller's clock so tests
     // and the gateway agree on one reading.
+    // A time claim that is not a number is refused, not skipped (a string `nbf` would
+    // otherwise make a not-yet-valid token valid now).
     let skew = expect.clock_skew_secs;
-    if let Some(exp) = claims.get("exp").and_then(Value::as_u64)
-        && exp.saturating_add(skew) < now
-    {
+    if numeric(&claims, "exp")?.is_some_and(|exp| exp.saturating_add(skew) < now) {
         return Err(VerifyError::Expired);
     }
-    if let Some(nbf) = claims.get("nbf").and_then(Value::as_u64)
-        && nbf > now.saturating_add(skew)
-    {
+    if numeric(&claims, "nbf")?.is_some_and(|nbf| nbf > now.saturating_add(skew)) {
         return Err(VerifyError::NotYetValid);
     }
+    numeric(&claims, "iat")?;
     Ok(claims)
+}
+
+/// A NumericDate claim (RFC 7519 2): `None` when absent, an error when it is not a number.
+pub(crate) fn numeric(claims: &Map<String, Value>, name: &str) -> Result<Option<u64>, VerifyError> {
+    match claims.get(name) {
+        None => Ok(None),
+        Some(Value::Number(n)) => match (n.as_u64(), n.as_f64()) {
+            (Some(secs), _) => Ok(Some(secs)),
+            (None, Some(secs)) if secs.is_finite() && secs >= 0.0 => Ok(Some(secs as u64)),
+            _ => Err(VerifyError::Invalid(format!("{name} is not a NumericDate"))),
+        },
+        Some(_) => Err(VerifyError::Invalid(format!("{name} is not a NumericDate"))),
+    }
 }
 
 /// A base64url-encoded JSON object (a JWS header or payload).

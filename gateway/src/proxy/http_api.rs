@@ -128,7 +128,7 @@ async fn read(
     let approver = ops
         .approver(headers, &signed_for)
         .await
-        .map_err(|e| bad(e.status(), ErrorBody::new(e.code(), e.to_string())))?;
+        .map_err(|e| (Reply::approver_refused(&e), Outcome::BadRequest))?;
 
     let method = header.method.clone();
     let headers = headers.clone();

@@ -166,10 +166,7 @@ async fn held_call(
     let approver = match ops.approver(headers, &target).await {
         Ok(approver) => approver,
         Err(e) => {
-            return refused(
-                Outcome::BadRequest,
-                Reply::error(e.status(), &ErrorBody::new(e.code(), e.to_string())),
-            );
+            return refused(Outcome::BadRequest, Reply::approver_refused(&e));
         }
     };
     let approval = match call.approval {

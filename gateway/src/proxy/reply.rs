@@ -46,6 +46,16 @@ impl Reply {
     }
 
     /// `503` with `Retry-After`: try the same request again later.
+    /// The refusal of a request whose Session or token does not verify (or could not be
+    /// checked: `503` with `Retry-After`).
+    pub(crate) fn approver_refused(e: &crate::identity::ApproverError) -> Reply {
+        let body = ErrorBody::new(e.code(), e.to_string());
+        match e.retry_after() {
+            Some(seconds) => Reply::retry_later(seconds, &body),
+            None => Reply::error(e.status(), &body),
+        }
+    }
+
     pub(crate) fn retry_later(seconds: u32, body: &ErrorBody) -> Reply {
         Reply::error(503, body).with_header("retry-after", seconds.to_string())
     }

@@ -424,3 +424,42 @@ fn possession_is_the_thumbprint_of_the_key_that_signed() {
         cnf::thumbprint(&delegated)
     );
 }
+
+/// `crit` (RFC 7515): a Session may mark its delegation critical; any other name, an empty
+/// list, or a critical delegation member is refused rather than read without it.
+#[test]
+fn crit_names_only_what_is_understood() {
+    let mut case = Case::es256();
+    case.header["crit"] = json!([DELEGATION_HEADER]);
+    assert!(case.verify().is_ok(), "the delegation is understood");
+    for crit in [json!(["b64"]), json!([]), json!("poppy_dlg"), json!([1])] {
+        let mut case = Case::es256();
+        case.header["crit"] = crit.clone();
+        assert!(
+            matches!(case.verify().unwrap_err(), VerifyError::Invalid(_)),
+            "Session crit {crit}"
+        );
+    }
+    let mut case = Case::es256();
+    case.dlg_header["crit"] = json!(["x-policy"]);
+    assert!(
+        case.verify().is_err(),
+        "a delegation naming a critical extension"
+    );
+}
+
+/// Times are NumericDates: a string `nbf`, `exp` or `iat` is refused, never skipped.
+#[test]
+fn time_claims_must_be_numbers() {
+    for claim in ["nbf", "exp", "iat"] {
+        let mut case = Case::es256();
+        case.claims[claim] = json!((NOW + 10_000).to_string());
+        assert!(
+            matches!(case.verify().unwrap_err(), VerifyError::Invalid(_)),
+            "a string {claim} in the Session"
+        );
+        let mut case = Case::es256();
+        case.dlg[claim] = json!((NOW + 10_000).to_string());
+        assert!(case.verify().is_err(), "a string {claim} in the delegation");
+    }
+}
