@@ -162,16 +162,31 @@ async fn concurrent_approvals_write_one_chain(store: Store) {
     audit(&file).assert_code(0, "restored");
 }
 
-/// An operator's resolution writes a receipt, in the same chain.
+/// An operator's resolution (of an outcome unknown: the forward timed out and its lease ran
+/// out) writes a receipt, in the same chain.
 async fn operator_resolutions_write_receipts(store: Store) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("receipts.jsonl");
-    let stack = stack_with_receipts(store, &file);
+    let table = format!("[receipts]\npath = \"{}\"", file.display());
+    // connect_timeout 200 ms + timeout 500 ms + 1 s: the claim's lease.
+    let stack = Stack::start_with(store, |b| {
+        b.extra_config(&table)
+            .env("POPPY_GATEWAY_ADMIN_TOKEN", TOKEN)
+            .upstream_connect_timeout("200ms")
+            .upstream_timeout("500ms")
+    });
     let request = Request::exchange(&Session::signed_out("ses_resolve"), "o1", "i1", "s1");
     let op = stack.gateway.send(&request).await.operation();
     let approved = request.approve(&op);
 
     let in_flight = stack.try_send_held(&approved, 1).await;
+    let state = format!("/operations/{}", op.operation_id);
+    let unknown = poppy_e2e::wait::until_some(Duration::from_secs(10), || async {
+        let (_, body) = admin(&stack.gateway, "GET", &state, None).await;
+        (body["state"] == "unknown").then_some(body)
+    })
+    .await;
+    assert!(unknown.is_some(), "the forward's outcome turned unknown");
     let recorded = json!({"status": 201, "headers": [["content-type", "application/json"]], "body": "{\"resolved\":true}"});
     let (status, body) = admin(
         &stack.gateway,
