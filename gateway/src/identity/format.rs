@@ -253,9 +253,6 @@ fn signed_claims(
         })
 }
 
-/// A NumericDate claim (RFC 7519 2): absent, or a non-negative number (seconds, fractions
-/// dropped).
-
 /// Check 5: `htu` is a configured origin (scheme and host ASCII-case-insensitively) followed
 /// by the request's path (byte for byte); `htm`, when present, is the request's method.
 fn check_target(

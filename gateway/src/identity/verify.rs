@@ -232,7 +232,8 @@ pub(crate) fn verify(
     Ok(claims)
 }
 
-/// A NumericDate claim (RFC 7519 2): `None` when absent, an error when it is not a number.
+/// A NumericDate claim (RFC 7519 2): `None` when absent, the seconds (fractions dropped) of
+/// a non-negative number, an error for anything else.
 pub(crate) fn numeric(claims: &Map<String, Value>, name: &str) -> Result<Option<u64>, VerifyError> {
     match claims.get(name) {
         None => Ok(None),
