@@ -342,7 +342,42 @@ async fn reserialized_json_body_is_another_request(store: Store) {
         .assert_upstream_answer(1, "POST", "/orders/o1/exchanges");
 }
 
+/// A header that is not a term still binds the approval (`X-Tenant: a` at the request that
+/// returned the operation, `b` at the approval): the changed request gets a new revision and
+/// nothing is performed; the approval with the same header is performed once, with it.
+/// A new trace or idempotency key changes nothing.
+async fn headers_that_change_get_a_new_revision(store: Store) {
+    let stack = Stack::start(store);
+    let session = Session::signed_out("ses_tenant");
+    let request = Request::exchange(&session, "o1", "i1", "s1")
+        .header("X-Tenant", "a")
+        .header("Idempotency-Key", "k1");
+    let op = stack.gateway.send(&request).await.operation();
+    let other_tenant = request.clone().header("X-Tenant", "b").approve(&op);
+    let fresh = stack
+        .gateway
+        .send(&other_tenant)
+        .await
+        .operation_in("the approval with another X-Tenant");
+    assert_eq!(fresh.operation_id, op.operation_id, "the same action");
+    assert_ne!(fresh.revision, op.revision, "other terms: a new revision");
+    stack.assert_executions(0, "an approval of another tenant's request");
+
+    let approved = request
+        .clone()
+        .header("Idempotency-Key", "k2")
+        .header(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        )
+        .approve(&op);
+    let first = stack.gateway.send(&approved).await;
+    first.assert_upstream_answer(1, "POST", "/orders/o1/exchanges");
+    assert_eq!(stack.upstream.requests()[0].header("x-tenant"), Some("a"));
+}
+
 store_tests!(
+    headers_that_change_get_a_new_revision,
     approved_request_is_performed_once_then_replayed,
     unknown_approval_members_are_ignored,
     empty_approval_lines_are_ignored_anywhere,

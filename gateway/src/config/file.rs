@@ -222,6 +222,9 @@ pub(crate) struct OperationFile {
     pub ignore: Option<Spanned<Vec<String>>>,
     /// Query parameters that are not terms and do not affect the action.
     pub ignore_query: Option<Spanned<Vec<String>>>,
+    /// Request headers that do not affect the action, besides those no revision covers
+    /// (`ingress::UNBOUND_HEADERS`): every other header is bound to the approval.
+    pub ignore_headers: Option<Spanned<Vec<String>>>,
 }
 
 /// One term: exactly one of these keys.

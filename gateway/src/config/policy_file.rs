@@ -105,6 +105,26 @@ fn compile_operation(
             ));
         }
     }
+    let mut ignore_headers = Vec::new();
+    if let Some(names) = &op.ignore_headers {
+        for name in names.get_ref() {
+            let is_term = op.terms.values().any(|t| {
+                t.get_ref()
+                    .header
+                    .as_deref()
+                    .is_some_and(|h| h.eq_ignore_ascii_case(name))
+            });
+            match http::HeaderName::from_bytes(name.as_bytes()) {
+                Ok(header) if !is_term && header != http::header::CONTENT_TYPE => {
+                    ignore_headers.push(header.as_str().to_owned());
+                }
+                _ => errors.push(at(
+                    names.span(),
+                    format!("ignore_headers: `{name}` is not a header name, or is Content-Type or a term's own header (those are always bound)"),
+                )),
+            }
+        }
+    }
     let lookup =
         super::lookup::compile_lookup(op.lookup.as_ref(), &op.terms).unwrap_or_else(|problems| {
             for (span, problem) in problems {
@@ -128,6 +148,7 @@ fn compile_operation(
         terms: action.terms,
         ignore: action.ignore,
         ignore_query,
+        ignore_headers,
         source: action.source,
     })
 }

@@ -75,6 +75,7 @@ pub(super) fn compile_tool(
         terms: action.terms,
         ignore: action.ignore,
         ignore_query: Vec::new(),
+        ignore_headers: Vec::new(),
         source: action.source,
     })
 }

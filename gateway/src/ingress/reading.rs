@@ -80,20 +80,15 @@ pub fn read_policy_request(
     let elide = (!filtered).then_some(COPY_STRINGS_UP_TO);
     let body = read_body(policy, request, elide)?;
 
-    let mut bound_headers = Vec::new();
+    let mut term_headers = Vec::new();
     for (term, source) in &policy.terms {
         if let TermSource::Header(name) = source {
-            let value = single_value(request.headers, name)
+            single_value(request.headers, name)
                 .map_err(|refusal| refusal.naming("term", term.as_str()))?;
-            bound_headers.push((name.as_str(), value.unwrap_or_default().as_bytes()));
+            term_headers.push(name.to_ascii_lowercase());
         }
     }
-    let content_type = request
-        .headers
-        .get(http::header::CONTENT_TYPE)
-        .map(|v| v.as_bytes())
-        .unwrap_or_default();
-    bound_headers.push(("content-type", content_type));
+    let bound_headers = bound_headers(policy, &term_headers, request.headers);
 
     let extract = |body: Option<&Value>| {
         let parts = RequestParts {
@@ -119,6 +114,83 @@ pub fn read_policy_request(
     );
     Ok(PolicyReading { terms, fingerprint })
 }
+
+/// The headers an approval is bound to, sorted by name (each name's values in their order):
+/// `Content-Type`, every term's header, and every other header but the policy's
+/// `ignore_headers` and [`UNBOUND_HEADERS`]. A header that changes between the request that
+/// returned the operation and its approval (`X-Tenant: a`, then `b`) gets a new revision, as a
+/// changed body does: the upstream executes only what was approved.
+fn bound_headers<'a>(
+    policy: &Policy,
+    term_headers: &[String],
+    headers: &'a HeaderMap,
+) -> Vec<(&'a str, &'a [u8])> {
+    let mut bound: Vec<(&str, &[u8])> = headers
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()))
+        .filter(|(name, _)| {
+            *name == "content-type"
+                || term_headers.iter().any(|t| t == name)
+                || !(UNBOUND_HEADERS.contains(name)
+                    || name.starts_with("poppy-")
+                    || name.starts_with("x-b3-")
+                    || policy.ignore_headers.iter().any(|i| i == name))
+        })
+        .collect();
+    if !bound.iter().any(|(name, _)| *name == "content-type") {
+        bound.push(("content-type", b""));
+    }
+    // Stable: a header's values keep their order; names are sorted.
+    bound.sort_by(|a, b| a.0.cmp(b.0));
+    bound
+}
+
+/// Headers no revision covers: they carry who is asking (checked on their own), describe one
+/// hop, trace, negotiate the answer's form, or change on every retry by design
+/// (`Idempotency-Key`: "doesn't carry over", spec 6). Every `Poppy-*` header too.
+pub const UNBOUND_HEADERS: &[&str] = &[
+    // Credentials and proof of possession: the approver's scope binds them.
+    "authorization",
+    "dpop",
+    // One hop.
+    "host",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "expect",
+    "via",
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "x-forwarded-port",
+    "x-real-ip",
+    // Tracing.
+    "traceparent",
+    "tracestate",
+    "baggage",
+    "x-request-id",
+    "x-correlation-id",
+    "x-amzn-trace-id",
+    "x-cloud-trace-context",
+    "sentry-trace",
+    "b3",
+    // The answer's form, the client, the cache.
+    "accept",
+    "accept-encoding",
+    "accept-language",
+    "user-agent",
+    "cache-control",
+    "pragma",
+    "date",
+    // New on every retry by design.
+    "idempotency-key",
+];
 
 /// Read a held tool call's arguments strictly: every parser reads them as the gateway does
 /// (no case-folded twin names, integers within ±(2^53 − 1)), nothing in them is outside the
@@ -218,6 +290,82 @@ mod tests {
             body: body.as_bytes(),
         };
         read_policy_request(&policy, &captures, &request)
+    }
+
+    /// [`read`] with extra headers (and the policy's `ignore_headers` line, if any).
+    fn read_with(policy_text: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+        let file = std::path::Path::new("t.toml");
+        let policies = PolicySet::new(crate::config::parse_policy_file(file, policy_text).unwrap());
+        let target = check_target(b"/orders/o1/notes").unwrap();
+        let Ok(RouteMatch::Policy(policy, captures)) =
+            match_route(&policies, None, "POST", &target.path, false)
+        else {
+            panic!("the route matches");
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            "application/json".parse().unwrap(),
+        );
+        for (name, value) in extra {
+            headers.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        let request = HttpRequest {
+            method: "POST",
+            target: &target,
+            headers: &headers,
+            body: br#"{"text":"hi"}"#,
+        };
+        read_policy_request(&policy, &captures, &request)
+            .unwrap()
+            .fingerprint
+    }
+
+    /// An approval is bound to every header but those that can't affect the action: a tenant
+    /// header that changes is another revision; a new trace, Session or idempotency key is not.
+    #[test]
+    fn headers_that_can_affect_the_action_are_bound() {
+        let plain = policy("text = { body = \"$.text\" }");
+        let tenant_a = read_with(&plain, &[("x-tenant", "a")]);
+        assert_ne!(tenant_a, read_with(&plain, &[("x-tenant", "b")]));
+        assert_ne!(tenant_a, read_with(&plain, &[]));
+        assert_ne!(
+            tenant_a,
+            read_with(&plain, &[("cookie", "t=a"), ("x-tenant", "a")])
+        );
+        // Order of names does not matter; what rides along unbound does not either.
+        assert_eq!(
+            read_with(&plain, &[("x-b", "1"), ("x-tenant", "a")]),
+            read_with(&plain, &[("x-tenant", "a"), ("x-b", "1")])
+        );
+        assert_eq!(
+            tenant_a,
+            read_with(
+                &plain,
+                &[
+                    ("x-tenant", "a"),
+                    ("poppy-session", "a.new.jwt"),
+                    ("poppy-approval", "operation_id=\"x\", revision=\"y\""),
+                    (
+                        "traceparent",
+                        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+                    ),
+                    ("idempotency-key", "k2"),
+                    ("user-agent", "agent/2"),
+                    ("authorization", "Bearer other"),
+                    ("x-request-id", "r2"),
+                ]
+            )
+        );
+        // The policy may say a header does not affect the action.
+        let ignoring = plain.replace("ignore = [", "ignore_headers = [\"X-Tenant\"]\nignore = [");
+        assert_eq!(
+            read_with(&ignoring, &[("x-tenant", "a")]),
+            read_with(&ignoring, &[("x-tenant", "b")])
+        );
     }
 
     fn policy(terms: &str) -> String {

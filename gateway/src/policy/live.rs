@@ -61,6 +61,7 @@ mod tests {
             lookup: None,
             ignore: Vec::new(),
             ignore_query: Vec::new(),
+            ignore_headers: Vec::new(),
         }
     }
 

@@ -54,6 +54,8 @@ pub struct Policy {
     pub ignore: Vec<String>,
     /// Query parameters that are not terms and do not affect the action.
     pub ignore_query: Vec<String>,
+    /// Header names (lower case) that do not affect the action: not bound to the approval.
+    pub ignore_headers: Vec<String>,
 }
 
 /// The method and path an HTTP policy applies to.
