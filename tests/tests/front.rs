@@ -558,6 +558,34 @@ async fn the_combined_access_log_reads_like_nginx() {
             && line.contains(" route=default upstream_status=200 operation_id=- outcome=-"),
         "{line}"
     );
+
+    // A client can't end a quoted field or forge a line: `"`, `\` and controls are `\xHH`,
+    // as nginx writes them. (pingora itself refuses a `"` in the target.)
+    let addr = stack.gateway.listen_addr();
+    let raw = tokio::task::spawn_blocking(move || {
+        poppy_e2e::rawhttp::exchange(
+            addr,
+            b"GET /orders/o1?q=1 HTTP/1.1\r\nHost: x\r\nUser-Agent: a\"b\\c\td\r\nConnection: close\r\n\r\n",
+            Duration::from_secs(10),
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(raw.status, 200, "{}", String::from_utf8_lossy(&raw.body));
+    let two = wait::until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.lines().count() == 2 && t.ends_with('\n'))
+    })
+    .await;
+    assert!(two, "{:?}", std::fs::read_to_string(&log));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = text.lines().nth(1).unwrap();
+    assert!(
+        line.contains("\"GET /orders/o1?q=1 HTTP/1.1\"")
+            && line.contains("\"a\\x22b\\x5Cc\\x09d\""),
+        "{line}"
+    );
+    assert_eq!(line.matches('"').count(), 6, "three quoted fields: {line}");
 }
 
 #[test]

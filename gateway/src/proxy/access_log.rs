@@ -184,14 +184,14 @@ fn combined_line(session: &Session, entry: &Entry<'_>) -> String {
     let agent = header
         .headers
         .get(http::header::USER_AGENT)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).replace('"', "'"))
+        .map(|v| escaped(v.as_bytes()))
         .unwrap_or_else(|| "-".into());
     let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     format!(
         "{client} - - [{time}] \"{method} {path} {protocol}\" {status} {bytes} \"-\" \"{agent}\" request_id={rid} duration_ms={ms:.3} route={route} upstream_status={up} operation_id={op} outcome={outcome}",
         client = dash(entry.facts.and_then(|f| f.peer).map(|ip| ip.to_string())),
         method = header.method.as_str(),
-        path = header.uri.path(),
+        path = escaped(header.raw_path()),
         protocol = protocol(entry),
         status = status(session),
         bytes = session.body_bytes_sent(),
@@ -202,6 +202,21 @@ fn combined_line(session: &Session, entry: &Entry<'_>) -> String {
         op = dash(entry.notes.operation_id.clone()),
         outcome = entry.notes.outcome.unwrap_or("-"),
     )
+}
+
+/// A request's bytes as nginx writes them in a quoted field: `"`, `\`, controls and bytes
+/// beyond ASCII as `\xHH`, so that no client can end the field or forge a line.
+fn escaped(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len());
+    for &byte in bytes {
+        if byte == b'"' || byte == b'\\' || !(0x20..0x7f).contains(&byte) {
+            let _ = write!(out, "\\x{byte:02X}");
+        } else {
+            out.push(char::from(byte));
+        }
+    }
+    out
 }
 
 /// Reopens the access log file on SIGHUP, so `logrotate` (without `copytruncate`) can move it

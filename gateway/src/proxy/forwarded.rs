@@ -19,6 +19,16 @@ pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-i
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+/// The headers the gateway sets or vouches for upstream, whose `_` spellings are dropped.
+const UNDERSCORE_TWINS_OF: [&str; 7] = [
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-forwarded-host",
+    "x-forwarded-port",
+    "x-real-ip",
+    "forwarded",
+    "x-request-id",
+];
 const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
 
 /// The headers that describe the client, as they go upstream with one request.
@@ -195,7 +205,7 @@ impl UpstreamHeaders {
         }
         // What a client that is not a trusted proxy says about earlier hops is not passed on;
         // only headers it sent need removing.
-        let remove = if trusted {
+        let mut remove: Vec<HeaderName> = if trusted {
             Vec::new()
         } else {
             [
@@ -208,6 +218,18 @@ impl UpstreamHeaders {
             .filter(|name| incoming.contains_key(name) && !set.iter().any(|(n, _)| n == name))
             .collect()
         };
+        // CGI, WSGI and Rack servers read `X_Forwarded_For` as `X-Forwarded-For`: a spelling
+        // with `_` of a header the gateway vouches for is never passed on, whoever sent it.
+        remove.extend(
+            incoming
+                .keys()
+                .filter(|name| {
+                    let name = name.as_str();
+                    name.contains('_')
+                        && UNDERSCORE_TWINS_OF.contains(&name.replace('_', "-").as_str())
+                })
+                .cloned(),
+        );
         let configured = upstream
             .host_header
             .as_deref()
@@ -344,6 +366,29 @@ mod tests {
         );
         assert_eq!(get(&r, "x-request-id"), "rid-1");
         assert_eq!(r.headers.get_all("x-forwarded-for").iter().count(), 1);
+    }
+
+    /// `X_Forwarded_For` is `X-Forwarded-For` to CGI, WSGI and Rack: never passed on, from a
+    /// trusted proxy or anybody else.
+    #[test]
+    fn underscore_spellings_of_proxy_headers_are_dropped() {
+        for peer in ["203.0.113.7", "10.1.2.3"] {
+            let r = headers_for(
+                peer,
+                &["10.0.0.0/8"],
+                &[
+                    ("x_forwarded_for", "1.2.3.4"),
+                    ("X_Real_IP", "1.2.3.4"),
+                    ("x_request_id", "forged"),
+                    ("x_tenant", "kept"),
+                ],
+            );
+            for twin in ["x_forwarded_for", "x_real_ip", "x_request_id"] {
+                assert!(r.headers.get(twin).is_none(), "{peer}: {twin} passed on");
+            }
+            assert_eq!(get(&r, "x_tenant"), "kept", "not a proxy header");
+            assert_eq!(get(&r, "x-request-id"), "rid-1");
+        }
     }
 
     #[test]
