@@ -1098,6 +1098,46 @@ async fn redis_outage_fails_fast_and_recovers_by_itself() {
     assert_eq!(store.lookup(&before).await.unwrap(), None);
 }
 
+/// After Redis restarted, one failed call starts every runtime's connection afresh: the
+/// gateway's other threads (each with its own connection) do not each find their dead one
+/// with a failed request of their own.
+#[test]
+fn a_restarted_redis_costs_one_failed_call_not_one_per_runtime() {
+    const RUNTIMES: usize = 4;
+    let mut server = RedisServer::start();
+    let store = RedisStore::new(&server.url(), "test").unwrap();
+    let runtimes: Vec<tokio::runtime::Runtime> = (0..RUNTIMES)
+        .map(|_| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+        })
+        .collect();
+    for runtime in &runtimes {
+        runtime.block_on(store.ping()).expect("connected");
+    }
+    server.restart();
+    let deadline = Instant::now() + EVENTUALLY;
+    while !server.ping() {
+        assert!(Instant::now() < deadline, "redis-server did not come back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let failed = runtimes
+        .iter()
+        .filter(|runtime| runtime.block_on(store.ping()).is_err())
+        .count();
+    assert!(
+        failed <= 1,
+        "{failed} of {RUNTIMES} runtimes found their connection dead one by one"
+    );
+    for runtime in &runtimes {
+        runtime
+            .block_on(store.ping())
+            .expect("every runtime works again");
+    }
+}
+
 /// A server that accepts but never answers (frozen, or a silent network) must not hang calls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_stalled_server_times_out_and_recovers() {

@@ -263,7 +263,14 @@ impl Links {
         }
         // The manager repairs dropped connections, but not every failure (a handshake
         // error, a peer that went silent and times out): start afresh on the next call.
-        self.forget(connection);
+        if error.is_connection_dropped() || error.is_io_error() {
+            // The server closed it (a restart, a failover): every other runtime's connection
+            // went to the same server and is dead too. Start them all afresh, so that each
+            // runtime does not find its own with a failed request.
+            self.connections().clear();
+        } else {
+            self.forget(connection);
+        }
         StoreError::Unavailable(error.to_string())
     }
 }
