@@ -35,6 +35,13 @@ pub enum StartError {
     },
     #[error("{0}")]
     Keys(#[from] KeysError),
+    #[error(
+        "{variable} is the placeholder this repository ships ({value:?}), which anyone can read: set your own, e.g. `openssl rand -hex 32`"
+    )]
+    Placeholder {
+        variable: &'static str,
+        value: &'static str,
+    },
     #[error("store: {0}")]
     Store(String),
     #[error("metrics: {0}")]
@@ -49,13 +56,44 @@ pub enum StartError {
     AccessLog(#[from] crate::proxy::AccessLogError),
 }
 
+/// Secrets this repository ships in its examples (deploy/kubernetes/secret.yaml): published,
+/// so never accepted as the real thing.
+const SHIPPED_PLACEHOLDERS: [&str; 1] = ["replace-me-with-openssl-rand-hex-32"];
+/// docker/compose.yaml's development signing key: fine for the demo's `memory://`, where keys
+/// are bound to the process; with a shared store anyone who read the file can mint revisions.
+const COMPOSE_DEVELOPMENT_KEY: &str = "dev-only-insecure-key-do-not-deploy";
+
+/// Refuse a secret that is one of [`SHIPPED_PLACEHOLDERS`] (any comma-separated part of it).
+fn refuse_placeholder(variable: &'static str, value: &str) -> Result<(), StartError> {
+    match value
+        .split(',')
+        .map(str::trim)
+        .find_map(|part| SHIPPED_PLACEHOLDERS.iter().find(|p| **p == part))
+    {
+        Some(value) => Err(StartError::Placeholder { variable, value }),
+        None => Ok(()),
+    }
+}
+
 /// The signing keys from `POPPY_GATEWAY_KEYS`. Redis needs them, since every replica and every
 /// restart must verify the same revisions. `memory://` forgets performed operations when the
 /// process ends, so its keys are always bound to the process: a revision minted before a
 /// restart is refused after it, never performed a second time.
 pub fn signing_keys(env_value: Option<&str>, store_url: &str) -> Result<Keys, StartError> {
     let configured = match env_value.map(str::trim).filter(|v| !v.is_empty()) {
-        Some(value) => Some(Keys::from_env_value(value)?),
+        Some(value) => {
+            refuse_placeholder("POPPY_GATEWAY_KEYS", value)?;
+            if store_url != "memory://"
+                && value
+                    .split(',')
+                    .any(|k| k.trim() == COMPOSE_DEVELOPMENT_KEY)
+            {
+                tracing::warn!(
+                    "POPPY_GATEWAY_KEYS holds docker/compose.yaml's development key, which anyone can read, and the store is shared: anyone can mint revisions this gateway accepts. Set your own (openssl rand -hex 32)"
+                );
+            }
+            Some(Keys::from_env_value(value)?)
+        }
         None => None,
     };
     match configured {
@@ -108,6 +146,9 @@ fn check_store(check: &DurabilityCheck, store: &dyn OperationStore) -> Result<()
 
 /// Start listening and serve until a signal stops the process.
 pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
+    if let Ok(token) = std::env::var("POPPY_GATEWAY_ADMIN_TOKEN") {
+        refuse_placeholder("POPPY_GATEWAY_ADMIN_TOKEN", token.trim())?;
+    }
     check_listen_addresses(&config)?;
     let metrics = Arc::new(Metrics::new()?);
     let store = store::open_with(&config.store.url, &config.store.options())

@@ -360,6 +360,63 @@ fn redis_store_without_keys_refuses_to_start() {
     );
 }
 
+/// The placeholder secrets deploy/kubernetes/secret.yaml ships (anyone can read them) are
+/// refused at startup, as signing keys (also beside a real key) and as the admin token.
+#[test]
+fn shipped_placeholder_secrets_refuse_to_start() {
+    const PLACEHOLDER: &str = "replace-me-with-openssl-rand-hex-32";
+    let secret = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/secret.yaml"),
+    )
+    .unwrap();
+    assert!(
+        secret.contains(PLACEHOLDER),
+        "the test knows the shipped placeholder"
+    );
+    let config = GatewayBuilder::new("http://127.0.0.1:9").write();
+    let args = ["--config", config.config.to_str().unwrap()];
+    for keys in [
+        PLACEHOLDER.to_owned(),
+        format!("{}, {PLACEHOLDER}", "a".repeat(32)),
+    ] {
+        let run = run(&args, config.dir.path(), Some(&keys));
+        assert!(!run.success, "{keys}:\n{}", run.describe());
+        assert!(
+            run.stderr.contains("POPPY_GATEWAY_KEYS is the placeholder"),
+            "{}",
+            run.describe()
+        );
+    }
+    let out = config.dir.path().join("admin.stdout");
+    let err = config.dir.path().join("admin.stderr");
+    let mut child = Command::new(binaries::gateway())
+        .args(args)
+        .env("POPPY_GATEWAY_KEYS", "a".repeat(32))
+        .env("POPPY_GATEWAY_ADMIN_TOKEN", PLACEHOLDER)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("the gateway started with the placeholder admin token");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains("POPPY_GATEWAY_ADMIN_TOKEN is the placeholder"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn memory_store_without_keys_starts_and_warns() {
     let upstream = poppy_e2e::Upstream::start();
