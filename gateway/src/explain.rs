@@ -16,7 +16,10 @@ use serde_json::{Value, json};
 use crate::config::{Config, SessionClaims};
 use crate::identity::{Approver, ApproverError};
 use crate::ingress::{self, Refusal, RouteMatch, Target, reading::HttpRequest};
-use crate::mcp::{approval_required_result, call_fingerprint, duplicate_member, tool_error_result};
+use crate::mcp::{
+    MCP_CONNECTION_HEADERS, approval_required_result, call_fingerprint, duplicate_member,
+    tool_error_result,
+};
 use crate::operation::{self, Minted, OperationRequest, Prepared};
 use crate::policy::{Captures, Policy, TermSource, Terms, extract_from_answer};
 use crate::protocol::{ErrorBody, Keys, Operation, SigningKey};
@@ -169,7 +172,7 @@ fn explain_policy(
     now: i64,
 ) -> Result<Explanation, (u16, ErrorBody)> {
     let approver = approver(request, &config.session)
-        .map_err(|e| (401, ErrorBody::new("invalid_session", e.to_string())))?;
+        .map_err(|e| (e.status(), ErrorBody::new(e.code(), e.to_string())))?;
     let method = request.method.to_ascii_uppercase();
     let reading = ingress::read_policy_request(
         policy,
@@ -297,7 +300,7 @@ fn explain_tool(
     let approver = match approver(request, &config.session) {
         Ok(approver) => approver,
         Err(e) => {
-            return rejected(401, body(&ErrorBody::new("invalid_session", e.to_string())));
+            return rejected(e.status(), body(&ErrorBody::new(e.code(), e.to_string())));
         }
     };
     let terms = match ingress::read_tool_call(&policy, &request.headers, &arguments) {
@@ -308,7 +311,11 @@ fn explain_tool(
         }
     };
     let summary = policy.summary.render(&terms);
-    let fingerprint = call_fingerprint(tool, &arguments);
+    let fingerprint = call_fingerprint(
+        tool,
+        &arguments,
+        &ingress::bound_headers(&policy, &[], MCP_CONNECTION_HEADERS, &request.headers),
+    );
     let operation = mint(&policy, &approver, &terms, &fingerprint, now);
     Explanation::Operation {
         policy: policy.name.clone(),

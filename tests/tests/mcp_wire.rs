@@ -398,6 +398,45 @@ async fn a_retry_in_flight_is_told_to_retry(store: Store) {
     stack.server.assert_executions(1, "in flight, then done");
 }
 
+/// On MCP too an approval is bound to the POST's headers that can change the call: the
+/// approval sent with another `X-Tenant` gets a new revision (a tool error, nothing performed);
+/// with the same one it is performed once. Another MCP session may still send it.
+async fn a_changed_header_is_another_call(store: Store) {
+    let stack = McpStack::start(store, AnswerMode::Json);
+    let raw = stack.raw(&Session::signed_out("ses_mcp_tenant")).await;
+    let with_tenant =
+        |message: Value, tenant: &str| raw.request(&message).header("X-Tenant", tenant);
+    let held = stack
+        .gateway
+        .send(&with_tenant(exchange(json!(1)), "a"))
+        .await;
+    let operation = held_operation(&result_of(&held, &json!(1)), "held with X-Tenant a");
+    let other = stack
+        .gateway
+        .send(&with_tenant(approved(exchange(json!(2)), &operation), "b"))
+        .await;
+    let fresh = held_operation(
+        &result_of(&other, &json!(2)),
+        "the approval with X-Tenant b",
+    );
+    assert_eq!(fresh.operation_id, operation.operation_id);
+    assert_ne!(
+        fresh.revision, operation.revision,
+        "another call: a new revision"
+    );
+    stack
+        .server
+        .assert_executions(0, "another tenant's approval");
+    let performed = stack
+        .gateway
+        .send(&with_tenant(approved(exchange(json!(3)), &operation), "a"))
+        .await;
+    assert_eq!(
+        result_of(&performed, &json!(3))["structuredContent"]["execution"],
+        1
+    );
+}
+
 /// A signed-out Session naming its account's operation is challenged to sign in.
 async fn a_signed_out_session_is_challenged(store: Store) {
     let stack = McpStack::start(store, AnswerMode::Json);
@@ -431,6 +470,7 @@ async fn store_down_is_told_to_retry(store: Store) {
 }
 
 store_tests!(
+    a_changed_header_is_another_call,
     sse_replays_carry_the_retry_id,
     a_retry_in_flight_is_told_to_retry,
     a_signed_out_session_is_challenged

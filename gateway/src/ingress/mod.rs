@@ -31,7 +31,7 @@ use crate::protocol::ErrorBody;
 
 pub use reading::read_policy_request;
 
-pub(crate) use reading::read_tool_call;
+pub(crate) use reading::{bound_headers, read_tool_call};
 
 pub use reading::PolicyReading;
 pub use route::{RouteMatch, match_route};

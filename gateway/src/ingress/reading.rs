@@ -88,7 +88,7 @@ pub fn read_policy_request(
             term_headers.push(name.to_ascii_lowercase());
         }
     }
-    let bound_headers = bound_headers(policy, &term_headers, request.headers);
+    let bound_headers = bound_headers(policy, &term_headers, &[], request.headers);
 
     let extract = |body: Option<&Value>| {
         let parts = RequestParts {
@@ -120,9 +120,11 @@ pub fn read_policy_request(
 /// `ignore_headers` and [`UNBOUND_HEADERS`]. A header that changes between the request that
 /// returned the operation and its approval (`X-Tenant: a`, then `b`) gets a new revision, as a
 /// changed body does: the upstream executes only what was approved.
-fn bound_headers<'a>(
+/// `also_unbound`: the interface's own per-connection headers (MCP's session and version).
+pub(crate) fn bound_headers<'a>(
     policy: &Policy,
     term_headers: &[String],
+    also_unbound: &[&str],
     headers: &'a HeaderMap,
 ) -> Vec<(&'a str, &'a [u8])> {
     let mut bound: Vec<(&str, &[u8])> = headers
@@ -132,6 +134,7 @@ fn bound_headers<'a>(
             *name == "content-type"
                 || term_headers.iter().any(|t| t == name)
                 || !(UNBOUND_HEADERS.contains(name)
+                    || also_unbound.contains(name)
                     || name.starts_with("poppy-")
                     || name.starts_with("x-b3-")
                     || policy.ignore_headers.iter().any(|i| i == name))

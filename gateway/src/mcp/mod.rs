@@ -19,7 +19,7 @@ pub(crate) use answer::{
     already_performed_result, approval_required_result, error_response, extension_required_result,
     result_response, retry_result, tool_error_result,
 };
-pub(crate) use fingerprint::call_fingerprint;
+pub(crate) use fingerprint::{MCP_CONNECTION_HEADERS, call_fingerprint};
 pub(crate) use headers::check_standard_headers;
 pub(crate) use message::{HeldCall, Incoming, RpcError, classify};
 pub(crate) use no_duplicates::duplicate_member;

@@ -25,10 +25,10 @@ use crate::identity::RequestTarget;
 use crate::ingress::headers::check_operation_request;
 use crate::ingress::{self, Target};
 use crate::mcp::{
-    HeldCall, Incoming, McpVersion, Readdress, RpcError, already_performed_result,
-    approval_required_result, call_fingerprint, check_standard_headers, classify, codes,
-    error_response, extension_required_result, readdress_response, result_response, retry_result,
-    tool_error_result,
+    HeldCall, Incoming, MCP_CONNECTION_HEADERS, McpVersion, Readdress, RpcError,
+    already_performed_result, approval_required_result, call_fingerprint, check_standard_headers,
+    classify, codes, error_response, extension_required_result, readdress_response,
+    result_response, retry_result, tool_error_result,
 };
 use crate::metrics::Outcome;
 use crate::operation::{Decision, OperationRequest};
@@ -209,7 +209,11 @@ async fn held_call(
         approver,
         approval,
         terms,
-        fingerprint: call_fingerprint(&call.tool, &call.arguments),
+        fingerprint: call_fingerprint(
+            &call.tool,
+            &call.arguments,
+            &ingress::bound_headers(&policy, &[], MCP_CONNECTION_HEADERS, headers),
+        ),
     };
     let executed = ops.executor.run(request, &forward).await;
     Step::Operation(render(executed.decision, &to), executed.outcome)
