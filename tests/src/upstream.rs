@@ -184,6 +184,15 @@ impl Upstream {
         self.shared.requests().clone()
     }
 
+    /// The value of header `name` in the last request that carried it (such as the
+    /// `Poppy-Session` JWT a re-signing agent sent last).
+    pub fn last_header(&self, name: &str) -> Option<String> {
+        self.requests()
+            .iter()
+            .rev()
+            .find_map(|r| r.header(name).map(str::to_owned))
+    }
+
     /// How often `/.well-known/poppy.json` was fetched.
     pub fn well_known_hits(&self) -> usize {
         self.shared.well_known_hits.load(Ordering::SeqCst)

@@ -427,10 +427,7 @@ async fn the_access_log_has_one_line_per_request_field_by_field() {
     let text = std::fs::read_to_string(&log).unwrap();
     let sent_session = stack
         .upstream
-        .requests()
-        .iter()
-        .rev()
-        .find_map(|r| r.header("poppy-session").map(str::to_owned))
+        .last_header("poppy-session")
         .expect("a forwarded Poppy-Session");
     for secret in ["tok-secret", &sent_session, "secret=q", "sku"] {
         assert!(

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use poppy_e2e::rawhttp;
@@ -134,6 +134,61 @@ async fn a_slow_body_times_out(store: Store) {
     );
 }
 
+/// Send the start of a head that never ends to `addr`: whether the gateway closed the
+/// connection (rather than answering), and after how long.
+async fn unfinished_head(addr: SocketAddr, start: &'static [u8]) -> (bool, Duration) {
+    tokio::task::spawn_blocking(move || {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        stream.write_all(start).unwrap();
+        let started = Instant::now();
+        let mut buf = [0u8; 256];
+        let read = stream.read(&mut buf);
+        (read.map(|n| n == 0).unwrap_or(true), started.elapsed())
+    })
+    .await
+    .unwrap()
+}
+
+/// Open `cap` idle connections to the proxy's listener and wait until the gateway counts
+/// them all open (the admin listener is not capped).
+async fn fill_to_the_cap(stack: &Stack, cap: usize) -> Vec<TcpStream> {
+    let idle: Vec<TcpStream> = (0..cap)
+        .map(|_| TcpStream::connect(stack.gateway.listen_addr()).unwrap())
+        .collect();
+    let accepted = wait::until_some(Duration::from_secs(20), || async {
+        let open = stack
+            .gateway
+            .metrics()
+            .await
+            .value("poppy_connections_open", &[]);
+        (open >= cap as f64).then_some(open)
+    })
+    .await;
+    assert!(accepted.is_some(), "the gateway accepted {cap} connections");
+    idle
+}
+
+/// `request` to `addr` gets `503 gateway_busy`.
+async fn assert_busy(addr: SocketAddr, request: &[u8]) {
+    let request = request.to_vec();
+    let refused = tokio::task::spawn_blocking(move || {
+        rawhttp::exchange(addr, &request, Duration::from_secs(10))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        refused.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    assert!(String::from_utf8_lossy(&refused.body).contains("gateway_busy"));
+}
+
 /// A head that does not arrive within `header_read_timeout` (a slow client, or a kept-alive
 /// connection that sends nothing more) is closed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,31 +196,13 @@ async fn a_slow_head_is_closed() {
     let stack = Stack::start_with(Store::Memory, |b| {
         b.server_option("header_read_timeout", "\"1s\"")
     });
-    let addr = stack.gateway.listen_addr();
-    let closed_within = tokio::task::spawn_blocking(move || {
-        let mut stream = TcpStream::connect(addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        stream
-            .write_all(b"POST /orders/o1/exchanges HTTP/1.1\r\nHost: x\r\n")
-            .unwrap();
-        let started = Instant::now();
-        let mut buf = [0u8; 256];
-        let read = stream.read(&mut buf);
-        (started.elapsed(), read.map(|n| n == 0).unwrap_or(true))
-    })
-    .await
-    .unwrap();
-    assert!(
-        closed_within.1,
-        "the slow head was answered instead of closed"
-    );
-    assert!(
-        closed_within.0 < Duration::from_secs(10),
-        "{:?}",
-        closed_within.0
-    );
+    let (closed, after) = unfinished_head(
+        stack.gateway.listen_addr(),
+        b"POST /orders/o1/exchanges HTTP/1.1\r\nHost: x\r\n",
+    )
+    .await;
+    assert!(closed, "the slow head was answered instead of closed");
+    assert!(after < Duration::from_secs(10), "{after:?}");
     stack.assert_executions(0, "a head that never arrived");
     let metrics = stack.gateway.metrics().await;
     assert_eq!(
@@ -184,35 +221,9 @@ async fn connections_are_capped() {
     });
     let addr = stack.gateway.listen_addr();
     let rss_before = stack.gateway.rss_kib();
-    let mut idle: Vec<TcpStream> = (0..CAP)
-        .map(|_| TcpStream::connect(addr).unwrap())
-        .collect();
-    // The gateway has accepted them all (the admin listener is not capped).
-    let accepted = wait::until_some(Duration::from_secs(20), || async {
-        let open = stack
-            .gateway
-            .metrics()
-            .await
-            .value("poppy_connections_open", &[]);
-        (open >= CAP as f64).then_some(open)
-    })
-    .await;
-    assert!(accepted.is_some(), "the gateway accepted {CAP} connections");
-    let request = b"GET /anything HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec();
-    let refused = tokio::task::spawn_blocking({
-        let request = request.clone();
-        move || rawhttp::exchange(addr, &request, Duration::from_secs(10))
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert_eq!(
-        refused.status,
-        503,
-        "{}",
-        String::from_utf8_lossy(&refused.body)
-    );
-    assert!(String::from_utf8_lossy(&refused.body).contains("gateway_busy"));
+    let mut idle = fill_to_the_cap(&stack, CAP).await;
+    let request = b"GET /anything HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert_busy(addr, request).await;
     let rss_open = stack.gateway.rss_kib();
     eprintln!(
         "RSS {rss_before} KiB before, {rss_open} KiB with {CAP} idle connections: {:.1} KiB each",
@@ -227,7 +238,7 @@ async fn connections_are_capped() {
 
     idle.truncate(CAP - 1);
     let served = wait::until(Duration::from_secs(10), || {
-        rawhttp::exchange(addr, &request, Duration::from_secs(5)).is_ok_and(|r| r.status == 200)
+        rawhttp::exchange(addr, request, Duration::from_secs(5)).is_ok_and(|r| r.status == 200)
     })
     .await;
     assert!(served, "a connection under the cap is served again");
@@ -276,57 +287,19 @@ async fn the_conversations_listener_has_the_proxys_limits() {
     stack.assert_executions(0, "a call over the budget");
 
     // A head that never ends is closed.
-    let closed = tokio::task::spawn_blocking(move || {
-        let mut stream = TcpStream::connect(service_addr).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        stream
-            .write_all(b"POST /v1/perform HTTP/1.1\r\nHost: x\r\n")
-            .unwrap();
-        let started = Instant::now();
-        let mut buf = [0u8; 256];
-        let read = stream.read(&mut buf);
-        (started.elapsed(), read.map(|n| n == 0).unwrap_or(true))
-    })
-    .await
-    .unwrap();
-    assert!(closed.1, "the slow head was answered instead of closed");
-    assert!(closed.0 < Duration::from_secs(10), "{:?}", closed.0);
+    let (closed, after) =
+        unfinished_head(service_addr, b"POST /v1/perform HTTP/1.1\r\nHost: x\r\n").await;
+    assert!(closed, "the slow head was answered instead of closed");
+    assert!(after < Duration::from_secs(10), "{after:?}");
 
     // The proxy's listener holds every connection the cap allows: the service's next is
     // refused, and served again once one closes.
-    let idle: Vec<TcpStream> = (0..CAP)
-        .map(|_| TcpStream::connect(stack.gateway.listen_addr()).unwrap())
-        .collect();
-    let accepted = wait::until_some(Duration::from_secs(20), || async {
-        let open = stack
-            .gateway
-            .metrics()
-            .await
-            .value("poppy_connections_open", &[]);
-        (open >= CAP as f64).then_some(open)
-    })
-    .await;
-    assert!(accepted.is_some(), "the gateway accepted {CAP} connections");
-    let request = b"GET /openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec();
-    let refused = tokio::task::spawn_blocking({
-        let request = request.clone();
-        move || rawhttp::exchange(service_addr, &request, Duration::from_secs(10))
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert_eq!(
-        refused.status,
-        503,
-        "{}",
-        String::from_utf8_lossy(&refused.body)
-    );
-    assert!(String::from_utf8_lossy(&refused.body).contains("gateway_busy"));
+    let idle = fill_to_the_cap(&stack, CAP).await;
+    let request = b"GET /openapi.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert_busy(service_addr, request).await;
     drop(idle);
     let served = wait::until(Duration::from_secs(10), || {
-        rawhttp::exchange(service_addr, &request, Duration::from_secs(5))
+        rawhttp::exchange(service_addr, request, Duration::from_secs(5))
             .is_ok_and(|r| r.status == 200)
     })
     .await;

@@ -53,10 +53,7 @@ async fn secrets_and_bodies_are_never_logged() {
     // A Session JWT that was sent (each request carries a new one): the one forwarded last.
     let session_jwt = stack
         .upstream
-        .requests()
-        .iter()
-        .rev()
-        .find_map(|r| r.header("poppy-session").map(str::to_owned))
+        .last_header("poppy-session")
         .expect("a forwarded Poppy-Session");
     let bearer = session.authorization().unwrap();
     let token = bearer.trim_start_matches("Bearer ").to_owned();

@@ -148,29 +148,29 @@ impl ConversationsApp {
                 );
                 return Ok(answer);
             }
-            Delivery::Unproven => {
-                let answer = self
-                    .seam
-                    .decide(described, approver, approval, Call::Perform)
-                    .await;
-                log(
-                    "perform (a retried message, unproven sender)",
-                    &context,
-                    Some(message_id),
-                    &answer,
-                );
-                return Ok(answer);
-            }
-            Delivery::Handle(handling) => handling,
+            // Answered before to a sender this one does not prove to be: the flow answers
+            // again (performing nothing twice), and nothing is kept.
+            Delivery::Unproven => None,
+            Delivery::Handle(handling) => Some(handling),
         };
         let answer = self
             .seam
             .decide(described, approver, approval, Call::Perform)
             .await;
-        let until =
-            now_millis().saturating_add(i64::try_from(remember.as_millis()).unwrap_or(i64::MAX));
-        self.messages.finish(handling, &answer, until).await;
-        log("perform", &context, Some(message_id), &answer);
+        match handling {
+            Some(handling) => {
+                let until = now_millis()
+                    .saturating_add(i64::try_from(remember.as_millis()).unwrap_or(i64::MAX));
+                self.messages.finish(handling, &answer, until).await;
+                log("perform", &context, Some(message_id), &answer);
+            }
+            None => log(
+                "perform (a retried message, unproven sender)",
+                &context,
+                Some(message_id),
+                &answer,
+            ),
+        }
         Ok(answer)
     }
 

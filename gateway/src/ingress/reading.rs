@@ -273,30 +273,15 @@ mod tests {
     use crate::policy::PolicySet;
 
     fn read(policy_text: &str, body: &str) -> Result<PolicyReading, Refusal> {
-        let file = std::path::Path::new("t.toml");
-        let policies = PolicySet::new(crate::config::parse_policy_file(file, policy_text).unwrap());
-        let target = check_target(b"/orders/o1/notes").unwrap();
-        let Ok(RouteMatch::Policy(policy, captures)) =
-            match_route(&policies, None, "POST", &target.path, false)
-        else {
-            panic!("the route matches");
-        };
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            "application/json".parse().unwrap(),
-        );
-        let request = HttpRequest {
-            method: "POST",
-            target: &target,
-            headers: &headers,
-            body: body.as_bytes(),
-        };
-        read_policy_request(&policy, &captures, &request)
+        read_with_headers(policy_text, body, &[])
     }
 
-    /// [`read`] with extra headers (and the policy's `ignore_headers` line, if any).
-    fn read_with(policy_text: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+    /// [`read`], with `extra` headers after `Content-Type: application/json`.
+    fn read_with_headers(
+        policy_text: &str,
+        body: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<PolicyReading, Refusal> {
         let file = std::path::Path::new("t.toml");
         let policies = PolicySet::new(crate::config::parse_policy_file(file, policy_text).unwrap());
         let target = check_target(b"/orders/o1/notes").unwrap();
@@ -320,9 +305,14 @@ mod tests {
             method: "POST",
             target: &target,
             headers: &headers,
-            body: br#"{"text":"hi"}"#,
+            body: body.as_bytes(),
         };
         read_policy_request(&policy, &captures, &request)
+    }
+
+    /// The fingerprint of `{"text":"hi"}` with `extra` headers.
+    fn read_with(policy_text: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+        read_with_headers(policy_text, r#"{"text":"hi"}"#, extra)
             .unwrap()
             .fingerprint
     }
