@@ -119,27 +119,19 @@ pub fn explain(config: &Config, request: &ExplainRequest, now: i64) -> Explanati
         Some(query) => format!("{}?{query}", request.path),
         None => request.path.clone(),
     };
-    let target = match ingress::headers::check_all(&request.headers)
-        .and_then(|()| ingress::check_target(raw_target.as_bytes()))
-        .and_then(|target| {
-            ingress::headers::check_personal_agent(&request.headers).map(|()| target)
-        }) {
-        Ok(target) => target,
-        Err(refusal) => return refused(refusal),
-    };
     let method = request.method.to_ascii_uppercase();
-    let route = ingress::match_route(
+    let route = ingress::admit::route(
         &config.policies,
         config.first_mcp().map(|mcp| &mcp.template),
         &method,
-        &target.path,
-        ingress::headers::is_form_content_type(&request.headers),
+        raw_target.as_bytes(),
+        &request.headers,
     );
-    let (policy, captures) = match route {
+    let (target, policy, captures) = match route {
         Err(refusal) => return refused(refusal),
-        Ok(RouteMatch::Policy(policy, captures)) => (policy, captures),
-        Ok(RouteMatch::Mcp) => return mcp_pass_through(config, None),
-        Ok(RouteMatch::None) => {
+        Ok((target, RouteMatch::Policy(policy, captures))) => (target, policy, captures),
+        Ok((_, RouteMatch::Mcp)) => return mcp_pass_through(config, None),
+        Ok((_, RouteMatch::None)) => {
             return Explanation::NoMatch {
                 routes: config
                     .policies

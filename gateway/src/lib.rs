@@ -23,4 +23,6 @@ pub mod receipts;
 mod reload;
 pub mod server;
 pub mod store;
+#[cfg(test)]
+mod testkit;
 mod tls;

@@ -227,7 +227,6 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
                         settings,
                         &config,
                         Arc::clone(&executor),
-                        Arc::clone(&upstream),
                         route_policies.clone(),
                         Arc::clone(&metrics),
                         Arc::clone(&held),

@@ -24,6 +24,30 @@ const PURE: [&str; 6] = [
     "config",
 ];
 
+/// The modules that do I/O or hold the process's state: a decision module (below) names none
+/// of them, so the core owns its vocabulary (records, claims, outcomes) and the I/O around it
+/// uses that, not the other way round.
+const IO_MODULES: [&str; 15] = [
+    "health",
+    "quiet_log",
+    "proxy",
+    "store",
+    "metrics",
+    "receipts",
+    "server",
+    "conversations",
+    "admin",
+    "reload",
+    "hangup",
+    "tls",
+    "clock",
+    "drain",
+    "explain",
+];
+
+/// The pure modules that decide (`config` reads files, and is checked for pingora only).
+const DECIDING: [&str; 5] = ["protocol", "policy", "mcp", "ingress", "operation"];
+
 /// The modules of `identity` that read and verify Sessions, delegations and keys: pure
 /// functions of the token, the keys and the clock (docs/sessions.md), so that every check is
 /// unit-tested without a network and the format stays in one place.
@@ -96,6 +120,22 @@ fn pure_modules_never_name_pingora() {
         .map(|s| display(&s.module))
         .collect();
     assert!(impure.is_empty(), "pure modules naming pingora: {impure:?}");
+}
+
+#[test]
+fn pure_modules_never_import_io_modules() {
+    let graph = Graph::read();
+    let found: Vec<String> = graph
+        .edges
+        .iter()
+        .filter(|(from, _)| from.first().is_some_and(|m| DECIDING.contains(&m.as_str())))
+        .filter(|(_, to)| to.first().is_some_and(|m| IO_MODULES.contains(&m.as_str())))
+        .map(|(from, to)| format!("{} uses {}", display(from), display(to)))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "pure modules using I/O modules: {found:?}"
+    );
 }
 
 #[test]

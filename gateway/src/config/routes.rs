@@ -397,6 +397,18 @@ pub struct Upstream {
     pub passthrough: Passthrough,
 }
 
+impl Upstream {
+    /// What the operation core's expiry and release rules read of these settings.
+    pub(crate) fn forward_rules(&self) -> crate::operation::ForwardRules {
+        crate::operation::ForwardRules {
+            connect_timeout: self.connect_timeout,
+            timeout: self.timeout,
+            release_statuses: self.release_statuses.clone(),
+            release_503_with_retry_after: self.release_503_with_retry_after,
+        }
+    }
+}
+
 /// `http://host[:port]` or `https://host[:port]`, with no path.
 fn parse_upstream_url(url: &str) -> Result<(bool, String, u16), String> {
     let (tls, rest) = if let Some(rest) = url.strip_prefix("http://") {

@@ -19,6 +19,8 @@
 mod describe;
 mod messages;
 mod seam;
+#[cfg(test)]
+mod tests;
 mod wire;
 
 use std::sync::Arc;
@@ -30,13 +32,13 @@ use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 
 use crate::clock::now_millis;
-use crate::config::{Config, Conversations, ServiceToken, SessionClaims};
-use crate::identity::{Approver, RequestTarget};
+use crate::config::{Config, Conversations, ServiceToken};
+use crate::identity::RequestTarget;
 use crate::metrics::Limit;
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
-use crate::protocol::{ErrorBody, declares_operations_v2};
-use crate::proxy::{Executor, HeldBodies, Reservation, UpstreamClient};
+use crate::protocol::ErrorBody;
+use crate::proxy::{Executor, HeldBodies, Reservation};
 
 use describe::{Limits, describe};
 use messages::{Delivery, Messages};
@@ -55,7 +57,8 @@ const ENVELOPE: usize = 64 * 1024;
 pub(crate) struct ConversationsApp {
     token: ServiceToken,
     policies: LivePolicies,
-    session_claims: SessionClaims,
+    /// `[session] verify = "off"`: a call needs no `session_request`.
+    verify_off: bool,
     seam: Seam,
     messages: Messages,
     max_body_bytes: usize,
@@ -72,12 +75,16 @@ impl ConversationsApp {
         settings: &Conversations,
         config: &Config,
         executor: Arc<Executor>,
-        upstream: Arc<UpstreamClient>,
         policies: LivePolicies,
         metrics: Arc<Metrics>,
         held: Arc<HeldBodies>,
     ) -> ConversationsApp {
-        let seam = Seam::new(executor, upstream, Arc::clone(&metrics));
+        let seam = Seam::new(
+            executor,
+            config.session.clone(),
+            Arc::clone(&metrics),
+            config.server.max_body_bytes,
+        );
         // The service runs the default route (`load` refuses [conversations] without one).
         let timeouts = config.longest_execution();
         let messages = Messages {
@@ -91,7 +98,7 @@ impl ConversationsApp {
         ConversationsApp {
             token: settings.token.clone(),
             policies,
-            session_claims: config.session.clone(),
+            verify_off: config.session.verify.is_off(),
             seam,
             messages,
             max_body_bytes: config.server.max_body_bytes,
@@ -110,12 +117,13 @@ impl ConversationsApp {
     async fn propose(&self, body: &[u8]) -> Result<Answer, Answer> {
         let request: ProposeRequest = parse(body)?;
         let context = request.context();
-        let approver = self.check(&context).await?;
+        let signed_for = self.signed_for(&context)?;
         let described = self.describe(&request.request, &context)?;
-        let answer = self
+        let admitted = self
             .seam
-            .decide(described, approver, None, Call::Propose)
-            .await;
+            .admit(described, context.conversation_id, signed_for, None)
+            .await?;
+        let answer = self.seam.decide(admitted, Call::Propose).await;
         log("propose", &context, None, &answer);
         Ok(answer)
     }
@@ -124,15 +132,24 @@ impl ConversationsApp {
     async fn perform(&self, body: &[u8]) -> Result<Answer, Answer> {
         let request: PerformRequest = parse(body)?;
         let context = request.context();
-        let approver = self.check(&context).await?;
-        let approval = request.message.approval()?;
+        let signed_for = self.signed_for(&context)?;
+        request.message.check()?;
         let described = self.describe(&request.request, &context)?;
-        let remember = described.policy.expires_in + self.remember_grace;
+        let admitted = self
+            .seam
+            .admit(
+                described,
+                context.conversation_id,
+                signed_for,
+                request.message.approval(),
+            )
+            .await?;
+        let remember = admitted.policy.expires_in + self.remember_grace;
         let message_id = request.message.id.as_str();
         let handling = match self
             .messages
             .deliver(
-                &approver,
+                &admitted.approver,
                 self.seam.signing_key(),
                 context.conversation_id,
                 message_id,
@@ -153,10 +170,7 @@ impl ConversationsApp {
             Delivery::Unproven => None,
             Delivery::Handle(handling) => Some(handling),
         };
-        let answer = self
-            .seam
-            .decide(described, approver, approval, Call::Perform)
-            .await;
+        let answer = self.seam.decide(admitted, Call::Perform).await;
         match handling {
             Some(handling) => {
                 let until = now_millis()
@@ -174,64 +188,27 @@ impl ConversationsApp {
         Ok(answer)
     }
 
-    /// The conversation ID, the declaration of the extension (operations only go to a
-    /// Personal Agent that declared it, spec 2), then the Session and token, as the proxy
-    /// reads them.
-    async fn check(&self, context: &Context<'_>) -> Result<Approver, Answer> {
+    /// The conversation ID, then the Personal Agent's request its Session is signed for
+    /// (the front door checks the Session against it, as the proxy does).
+    fn signed_for<'a>(&self, context: &Context<'a>) -> Result<RequestTarget<'a>, Answer> {
         context.check()?;
-        match declares_operations_v2([context.poppy_extensions.as_bytes()]) {
-            Err(e) => {
-                return Err(Answer::error(
-                    400,
-                    &ErrorBody::new("invalid_header", e.to_string())
-                        .with("header", "Poppy-Extensions"),
-                ));
-            }
-            Ok(false) => {
-                return Err(Answer::error(
-                    400,
-                    &ErrorBody::new(
-                        "extension_required",
-                        "the Personal Agent did not declare Poppy-Extensions: \"operations\";v=\"2\", so it gets no operations: handle its approval another way (spec 2)",
-                    )
-                    .with("extension", "operations"),
-                ));
-            }
-            Ok(true) => {}
-        }
-        let target = match context.session_request {
-            Some(request) => RequestTarget {
+        match context.session_request {
+            Some(request) => Ok(RequestTarget {
                 method: &request.method,
                 path: &request.path,
-            },
+            }),
             // Nothing to check a Session's request against when the gateway reads claims only.
-            None if self.session_claims.verify.is_off() => RequestTarget {
+            None if self.verify_off => Ok(RequestTarget {
                 method: "",
                 path: "",
-            },
-            None => {
-                return Err(Answer::invalid(
-                    "session_request: the gateway verifies Sessions, and a Session is signed for one request: give the method and path of the Personal Agent's request that carried poppy_session (docs/sessions.md)",
-                ));
-            }
-        };
-        Approver::for_request(
-            context.poppy_session.as_bytes(),
-            context.authorization.map(str::as_bytes),
-            &self.session_claims,
-            &target,
-        )
-        .await
-        .map_err(|e| {
-            let body = ErrorBody::new(e.code(), e.to_string());
-            match e.retry_after() {
-                Some(seconds) => Answer::retry_later(seconds, &body),
-                None => Answer::error(e.status(), &body),
-            }
-        })
+            }),
+            None => Err(Answer::invalid(
+                "session_request: the gateway verifies Sessions, and a Session is signed for one request: give the method and path of the Personal Agent's request that carried poppy_session (docs/sessions.md)",
+            )),
+        }
     }
 
-    /// Read the description against the policies in force now (a reload swaps them whole).
+    /// Route the description against the policies in force now (a reload swaps them whole).
     fn describe(
         &self,
         description: &wire::Description,
@@ -240,7 +217,6 @@ impl ConversationsApp {
         let policies = self.policies.snapshot();
         let limits = Limits {
             policies: &policies,
-            max_body_bytes: self.max_body_bytes,
             upstream_host: &self.upstream_host,
         };
         describe(description, context, &limits)

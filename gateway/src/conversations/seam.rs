@@ -1,20 +1,27 @@
 //! The one place the conversations service meets the operation core: a described request
-//! goes through the HTTP API's own sequence (`proxy::operate`: check 2 before a policy's
-//! lookup, the lookup, then the executor: checks 1-3 in the spec's order, the claim, one
-//! forward, the recorded answer), its outcome is counted and logged as the proxy's are
-//! (`RequestOutcome::record`), and the decision is rendered as the service's answers.
-//! Nothing here decides anything the core decides.
+//! goes through the proxy's runner (`proxy::run`'s halves: the front door's extension,
+//! Session, body size, approval and terms, then the executor: check 2 before a policy's
+//! lookup, the lookup, checks 1-3 in the spec's order, the claim, one forward, the recorded
+//! answer), its outcome is counted and logged as the proxy's are (`RequestOutcome::record`),
+//! and the decision is rendered as the service's answers. Nothing here decides anything the
+//! core decides, and nothing here checks anything the front door checks.
 
 use std::sync::Arc;
 
-use super::describe::Described;
+use serde_json::Value;
+
+use super::describe::{Described, bound_to_conversation};
 use super::wire::Answer;
-use crate::identity::Approver;
+use crate::identity::{RequestTarget, SessionClaims};
+use crate::ingress::admit::{Admitted, ApprovalSource, Refused, body_size};
 use crate::metrics::Metrics;
 use crate::operation::Decision;
-use crate::protocol::{ApprovalHeader, ErrorBody, SigningKey};
-use crate::proxy::{ApiRequest, Executor, Operated, RequestOutcome, UpstreamClient, operate};
+use crate::protocol::{ErrorBody, SigningKey};
+use crate::proxy::{Arrival, Executor, Operated, RequestOutcome, admit_request, refused_outcome};
 use crate::store::OperationStore;
+
+/// Where a message's approval travels, as its errors name it.
+const APPROVAL_PLACE: &str = "message.extensions.operations.approval";
 
 /// What the flow is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,20 +34,23 @@ pub(crate) enum Call {
 
 pub(crate) struct Seam {
     executor: Arc<Executor>,
-    upstream: Arc<UpstreamClient>,
+    claims: SessionClaims,
     metrics: Arc<Metrics>,
+    max_body_bytes: usize,
 }
 
 impl Seam {
     pub(crate) fn new(
         executor: Arc<Executor>,
-        upstream: Arc<UpstreamClient>,
+        claims: SessionClaims,
         metrics: Arc<Metrics>,
+        max_body_bytes: usize,
     ) -> Seam {
         Seam {
             executor,
-            upstream,
+            claims,
             metrics,
+            max_body_bytes,
         }
     }
 
@@ -59,42 +69,74 @@ impl Seam {
         self.executor.instance()
     }
 
-    /// Decide `described` for `approver`, with the message's approval if any.
-    pub(crate) async fn decide(
+    /// The front door for `described` (as for the proxy's requests), and the conversation
+    /// bound into what the revision covers. `signed_for`: the Personal Agent's request a
+    /// verified Session is signed for; `approval`: the message's, as sent.
+    pub(crate) async fn admit(
         &self,
         described: Described,
-        approver: Approver,
-        approval: Option<ApprovalHeader>,
-        call: Call,
-    ) -> Answer {
-        let policy = Arc::clone(&described.policy);
-        let named = approval
+        conversation_id: &str,
+        signed_for: RequestTarget<'_>,
+        approval: Option<&Value>,
+    ) -> Result<Admitted, Answer> {
+        let policy = Arc::clone(described.action.policy());
+        let max_body_bytes = self.max_body_bytes;
+        let body = described.body;
+        let arrival = Arrival {
+            headers: described.headers,
+            signed_for,
+            action: described.action,
+            approval: ApprovalSource::Json {
+                value: approval,
+                place: APPROVAL_PLACE,
+            },
+        };
+        let body = async move { body_size(body.len(), max_body_bytes).map(|()| body) };
+        match admit_request(&self.claims, arrival, body).await {
+            Ok(mut admitted) => {
+                admitted.fingerprint =
+                    bound_to_conversation(conversation_id, &admitted.fingerprint);
+                Ok(admitted)
+            }
+            Err(refused) => {
+                let answer = refused_answer(&refused);
+                RequestOutcome::refused(&policy.name, refused_outcome(&refused), answer.status)
+                    .record(&self.metrics);
+                Err(answer)
+            }
+        }
+    }
+
+    /// Decide `admitted`: the executor's, rendered as the service's answer.
+    pub(crate) async fn decide(&self, admitted: Admitted, call: Call) -> Answer {
+        let policy = Arc::clone(&admitted.policy);
+        let named = admitted
+            .approval
             .as_ref()
             .map(|a| a.operation_id.clone())
             .unwrap_or_default();
-        let request = ApiRequest {
-            policy: Arc::clone(&policy),
-            approver,
-            approval,
-            reading: described.reading,
-            headers: described.headers,
-            forward: described.forward,
-        };
-        match operate(&self.executor, &self.upstream, request).await {
+        match self.executor.operate(admitted).await {
             Operated::Decided(executed) => {
                 executed.outcome.record(&self.metrics);
                 render(executed.decision, &named, call)
             }
-            Operated::Refused(reply, outcome) => {
+            Operated::Refused(refusal, outcome) => {
                 // A lookup that failed, or a term it can't be filled from: nothing forwarded.
-                RequestOutcome::refused(&policy.name, outcome, reply.status).record(&self.metrics);
-                Answer {
-                    status: reply.status,
-                    body: serde_json::from_slice(&reply.body).unwrap_or_default(),
-                    retry_after: None,
-                }
+                let answer = refused_answer(&Refused::Request(refusal));
+                RequestOutcome::refused(&policy.name, outcome, answer.status).record(&self.metrics);
+                answer
             }
         }
+    }
+}
+
+/// A front door refusal as the service's answer: the proxy's JSON error, status and
+/// `Retry-After`.
+pub(crate) fn refused_answer(refused: &Refused) -> Answer {
+    let body = refused.error_body();
+    match refused.retry_after() {
+        Some(seconds) => Answer::retry_later(seconds, &body),
+        None => Answer::error(refused.status(), &body),
     }
 }
 

@@ -8,7 +8,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::protocol::{ApprovalHeader, ErrorBody, Operation, is_id};
+use crate::protocol::{ErrorBody, Operation, is_id};
 use crate::store::RecordedResponse;
 
 /// `POST /v1/propose`.
@@ -91,7 +91,7 @@ impl PerformRequest {
 }
 
 /// The request the Company Agent would make to the company's API.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Description {
     pub(crate) method: String,
@@ -123,18 +123,12 @@ pub(crate) struct MessageExtensions {
     pub(crate) operations: Option<OperationsContent>,
 }
 
-/// `extensions.operations` of a message: `approval` in a Personal Agent's message.
+/// `extensions.operations` of a message: `approval` in a Personal Agent's message, read by
+/// the front door with the reader the header and MCP use (`ingress::admit`).
 #[derive(Debug, Deserialize)]
 pub(crate) struct OperationsContent {
     #[serde(default)]
-    pub(crate) approval: Option<ApprovalContent>,
-}
-
-/// Unknown members are ignored, as for `Poppy-Approval` (spec 6).
-#[derive(Debug, Deserialize)]
-pub(crate) struct ApprovalContent {
-    pub(crate) operation_id: String,
-    pub(crate) revision: String,
+    pub(crate) approval: Option<serde_json::Value>,
 }
 
 impl Context<'_> {
@@ -150,30 +144,23 @@ impl Context<'_> {
 }
 
 impl Message {
-    /// The message's approval, if it carries one; a malformed one is refused.
-    pub(crate) fn approval(&self) -> Result<Option<ApprovalHeader>, Answer> {
+    /// The message ID has the characters of spec 8.2's IDs.
+    pub(crate) fn check(&self) -> Result<(), Answer> {
         if !is_id(&self.id) {
             return Err(Answer::invalid(
                 "message.id must be 1 to 128 characters of A-Z a-z 0-9 _ -",
             ));
         }
-        let approval = self
-            .extensions
+        Ok(())
+    }
+
+    /// The message's approval as sent, if it carries one (`null` is none).
+    pub(crate) fn approval(&self) -> Option<&serde_json::Value> {
+        self.extensions
             .as_ref()
             .and_then(|e| e.operations.as_ref())
-            .and_then(|o| o.approval.as_ref());
-        let Some(approval) = approval else {
-            return Ok(None);
-        };
-        if !is_id(&approval.operation_id) || !is_id(&approval.revision) {
-            return Err(Answer::invalid(
-                "message.extensions.operations.approval: operation_id and revision must be 1 to 128 characters of A-Z a-z 0-9 _ -",
-            ));
-        }
-        Ok(Some(ApprovalHeader {
-            operation_id: approval.operation_id.clone(),
-            revision: approval.revision.clone(),
-        }))
+            .and_then(|o| o.approval.as_ref())
+            .filter(|approval| !approval.is_null())
     }
 }
 
@@ -305,23 +292,19 @@ mod tests {
             "id": "msg_1", "text": "I approve, go ahead", "author": {"type": "agent"}
         }))
         .unwrap();
-        assert_eq!(message.approval(), Ok(None));
+        assert_eq!(message.approval(), None);
         let message: Message = serde_json::from_value(json!({
             "id": "msg_2",
             "extensions": {"operations": {"approval": {"operation_id": "exc_1", "revision": "9-x", "future": 1}}}
         }))
         .unwrap();
-        let approval = message.approval().unwrap().unwrap();
+        // Read by the front door's one approval reader (protocol/approval.rs).
         assert_eq!(
-            (approval.operation_id.as_str(), approval.revision.as_str()),
-            ("exc_1", "9-x")
+            message.approval(),
+            Some(&json!({"operation_id": "exc_1", "revision": "9-x", "future": 1}))
         );
-        let bad: Message = serde_json::from_value(json!({
-            "id": "msg_3",
-            "extensions": {"operations": {"approval": {"operation_id": "exc 1", "revision": "r"}}}
-        }))
-        .unwrap();
-        assert_eq!(bad.approval().unwrap_err().status, 400);
+        let bad: Message = serde_json::from_value(json!({"id": "msg 3"})).unwrap();
+        assert_eq!(bad.check().unwrap_err().status, 400);
     }
 
     #[test]

@@ -382,23 +382,10 @@ fn frame(kind: &str, parts: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn claims() -> SessionClaims {
-        SessionClaims {
-            verify: VerifyMode::Off,
-            session_claim: "sid".into(),
-            agent_claim: "iss".into(),
-            user_claim: "sub".into(),
-            account_claim: "sub".into(),
-        }
-    }
+    use crate::testkit::{claims_off as claims, unsigned_jwt};
 
     fn jwt(payload: &str) -> String {
-        format!(
-            "{}.{}.sig",
-            URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#),
-            URL_SAFE_NO_PAD.encode(payload)
-        )
+        unsigned_jwt(&serde_json::from_str(payload).unwrap())
     }
 
     #[test]

@@ -88,6 +88,9 @@ fn check_value_at(value: &Value, path: &mut Vec<PathPart>, depth: usize) -> Resu
             let mut folded = std::collections::HashMap::new();
             for (name, member) in map {
                 path.push(PathPart::Name(name.clone()));
+                if name.contains('\0') {
+                    return Err(nul_in_string(path));
+                }
                 if let Some(other) = folded.insert(fold_case(name), name) {
                     return Err(case_twin(path, other));
                 }
@@ -105,9 +108,19 @@ fn check_value_at(value: &Value, path: &mut Vec<PathPart>, depth: usize) -> Resu
         Value::Number(number) if !is_safe_integer_or_float(number) => {
             return Err(unsafe_number(path, &number.to_string()));
         }
+        // As the strict body reader: a value read (a tool's arguments) is held to the rules
+        // a body is.
+        Value::String(text) if text.contains('\0') => return Err(nul_in_string(path)),
         _ => {}
     }
     Ok(())
+}
+
+fn nul_in_string(path: &[PathPart]) -> Refusal {
+    field(
+        Refusal::body("a string has \\u0000, where some servers cut it: leave it out"),
+        path,
+    )
 }
 
 /// Case folding as Go's `strings.EqualFold` sees it, near enough: `ſ` is `s`, `K` (Kelvin) is
@@ -570,6 +583,10 @@ mod tests {
         assert!(check_value(&json!({"a": {"b": 1, "c": [1.5, "x"]}})).is_ok());
         assert!(check_value(&json!({"a": 1, "A": 2})).is_err());
         assert!(check_value(&json!({"a": [9_007_199_254_740_993_u64]})).is_err());
+        // As in a body: NUL in a value or a name (found by conversations::tests, where a tool
+        // call took what the same body was refused for).
+        assert!(check_value(&json!({"a": "x\u{0}y"})).is_err());
+        assert!(check_value(&json!({"a\u{0}": 1})).is_err());
     }
 
     #[test]

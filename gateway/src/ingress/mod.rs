@@ -9,9 +9,12 @@
 //! spelling: every Personal Agent request passes the rules here first, and a request that two
 //! common readings could tell apart is refused with a `400` (or `415`) naming what to fix.
 //!
-//! Pure: no pingora, no store. The pingora adapter (`proxy::service`), the MCP adapter and
-//! `poppy-gateway explain` all call these functions, so the three can't drift.
+//! Pure: no pingora, no store. [`admit`] is the front door every interface goes through (the
+//! HTTP API, the MCP endpoint, the conversations service and `poppy-gateway explain`): the
+//! steps below, in the spec's order, written once, so the interfaces can't drift.
 //!
+//! - [`admit`]: the front door (route, extension, body size, approval, reading, forward);
+//! - `forward`: what is sent upstream once approved, built from the request's own bytes;
 //! - [`target`]: the request target and path spelling (every Personal Agent request);
 //! - [`headers`]: method overrides, URL rewrites, ambiguous header names, upgrades, encodings;
 //! - [`route`]: which policy a path is, including spellings a framework maps onto it;
@@ -19,7 +22,9 @@
 //! - [`fields`]: nothing outside the summary, every body field is a term or ignored;
 //! - [`reading`]: all of it for one policy route, giving the canonical reading the flow uses.
 
+pub(crate) mod admit;
 pub mod fields;
+mod forward;
 pub mod headers;
 pub mod json;
 pub mod query;
@@ -31,6 +36,7 @@ use crate::protocol::ErrorBody;
 
 pub use reading::read_policy_request;
 
+pub(crate) use forward::{ForwardRequest, HOP_BY_HOP, forwarded_headers};
 pub(crate) use reading::{bound_headers, read_tool_call};
 
 pub use reading::PolicyReading;

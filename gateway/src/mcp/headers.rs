@@ -89,7 +89,7 @@ mod tests {
     fn standard_headers_must_agree_with_the_body() {
         let held_call = classify_json(&call(json!(1), json!({"name": "exchange_item"}))).unwrap();
         let other = classify_json(&call(json!(1), json!({"name": "lookup_order"}))).unwrap();
-        let v2025 = McpVersion::of_request(Some(b"2025-11-25"), b"");
+        let v2025 = McpVersion::of_request(Some(b"2025-11-25"), None);
         let check = |incoming: &Incoming, method: Option<&str>, name: Option<&str>| {
             check_standard_headers(
                 incoming,
@@ -114,7 +114,7 @@ mod tests {
                 .code,
             codes::INVALID_REQUEST
         );
-        let v2026 = McpVersion::of_request(Some(b"2026-07-28"), b"");
+        let v2026 = McpVersion::of_request(Some(b"2026-07-28"), None);
         let mismatch = check_standard_headers(&held_call, Some(b"tools/list"), None, &v2026, held)
             .unwrap_err();
         assert_eq!(

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::codes::{INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
 use super::no_duplicates::duplicate_member;
-use crate::protocol::{ApprovalHeader, MAX_ID_LEN, is_id};
+use super::version::McpVersion;
 
 /// Where the approval is, in `params._meta` (spec section 6, "MCP").
 pub(crate) const APPROVAL_META_KEY: &str = "personalagentprotocol.org/approval";
@@ -33,9 +33,9 @@ pub(crate) struct HeldCall {
     pub(crate) tool: String,
     /// `params.arguments`, an object (`{}` when absent).
     pub(crate) arguments: Value,
-    /// The approval in `_meta`: absent, or present and well-formed, or a readable reason
-    /// why it is malformed (answered only after the extension and Session checks).
-    pub(crate) approval: Result<Option<ApprovalHeader>, String>,
+    /// The approval in `_meta`, as sent: the front door reads it (`ingress::admit`), after
+    /// the extension and Session checks, with the reader the header and conversations use.
+    pub(crate) approval: Option<Value>,
     /// The message to forward once approved: the same, without the approval in `_meta`
     /// (and without `_meta` if nothing else was in it).
     pub(crate) forward_body: Vec<u8>,
@@ -67,18 +67,43 @@ impl RpcError {
     }
 }
 
+/// Read a POST body, parsed once: what it is, and the protocol version it speaks (the
+/// `MCP-Protocol-Version` header's, else the message's `_meta`).
+pub(crate) fn read_post(
+    body: &[u8],
+    version_header: Option<&[u8]>,
+    needs_approval: impl Fn(&str) -> bool,
+) -> Result<(Incoming, McpVersion), RpcError> {
+    let value = parse(body)?;
+    let version = McpVersion::of_request(version_header, Some(&value));
+    Ok((classify_value(value, body, needs_approval)?, version))
+}
+
 /// Classify a POST body. `needs_approval` says whether a tool name is held.
+#[cfg(test)]
 pub(crate) fn classify(
     body: &[u8],
     needs_approval: impl Fn(&str) -> bool,
 ) -> Result<Incoming, RpcError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
+    classify_value(parse(body)?, body, needs_approval)
+}
+
+fn parse(body: &[u8]) -> Result<Value, RpcError> {
+    serde_json::from_slice(body).map_err(|e| {
         RpcError::new(
             Value::Null,
             PARSE_ERROR,
             format!("Parse error: the body is not JSON ({e})"),
         )
-    })?;
+    })
+}
+
+/// Classify `value`, parsed from `body`.
+fn classify_value(
+    value: Value,
+    body: &[u8],
+    needs_approval: impl Fn(&str) -> bool,
+) -> Result<Incoming, RpcError> {
     if let Some(name) = duplicate_member(body) {
         return Err(RpcError::new(
             Value::Null,
@@ -197,13 +222,13 @@ fn held_call(mut message: Map<String, Value>, tool: String) -> Result<HeldCall, 
         }
     };
     let approval = match params.get_mut("_meta") {
-        None => Ok(None),
+        None => None,
         Some(Value::Object(meta)) => {
-            let approval = meta.remove(APPROVAL_META_KEY).map(|a| parse_approval(&a));
+            let approval = meta.remove(APPROVAL_META_KEY);
             if meta.is_empty() {
                 params.remove("_meta");
             }
-            approval.transpose()
+            approval
         }
         Some(_) => {
             return Err(invalid(
@@ -220,35 +245,6 @@ fn held_call(mut message: Map<String, Value>, tool: String) -> Result<HeldCall, 
         arguments,
         approval,
         forward_body,
-    })
-}
-
-/// `{"operation_id": "…", "revision": "…"}`, both IDs (spec 8.2 characters). Other members
-/// are ignored, as for the `Poppy-Approval` header.
-fn parse_approval(value: &Value) -> Result<ApprovalHeader, String> {
-    let shape = format!(
-        "`_meta[\"{APPROVAL_META_KEY}\"]` must be an object with string members operation_id and revision, each 1 to {MAX_ID_LEN} characters of A-Z a-z 0-9 _ -"
-    );
-    let member = |name: &str| -> Result<String, String> {
-        match value.get(name) {
-            Some(Value::String(text)) if is_id(text) => Ok(text.clone()),
-            Some(Value::String(_)) => Err(format!(
-                "Invalid params: approval member `{name}` has characters outside A-Z a-z 0-9 _ - (or is empty, or too long); {shape}"
-            )),
-            Some(_) => Err(format!(
-                "Invalid params: approval member `{name}` must be a string; {shape}"
-            )),
-            None => Err(format!(
-                "Invalid params: the approval has no `{name}`; {shape}"
-            )),
-        }
-    };
-    if !value.is_object() {
-        return Err(format!("Invalid params: {shape}"));
-    }
-    Ok(ApprovalHeader {
-        operation_id: member("operation_id")?,
-        revision: member("revision")?,
     })
 }
 
@@ -309,7 +305,7 @@ mod tests {
         assert_eq!(call.id, json!(8));
         assert_eq!(call.tool, "exchange_item");
         assert_eq!(call.arguments, json!({"order_id": "o1"}));
-        assert_eq!(call.approval, Ok(None));
+        assert_eq!(call.approval, None);
         assert_eq!(
             serde_json::from_slice::<Value>(&call.forward_body).unwrap(),
             message
@@ -328,10 +324,7 @@ mod tests {
         };
         assert_eq!(
             held.approval,
-            Ok(Some(ApprovalHeader {
-                operation_id: "exc_1".into(),
-                revision: "1-a".into()
-            }))
+            Some(json!({"operation_id": "exc_1", "revision": "1-a", "future": 1}))
         );
         let forwarded: Value = serde_json::from_slice(&held.forward_body).unwrap();
         assert_eq!(
@@ -354,30 +347,6 @@ mod tests {
         let forwarded: Value = serde_json::from_slice(&held.forward_body).unwrap();
         assert_eq!(forwarded["params"]["_meta"], json!({"progressToken": 7}));
         assert_eq!(held.arguments, json!({}), "absent arguments are {{}}");
-    }
-
-    #[test]
-    fn malformed_approvals_are_reasons_not_approvals() {
-        for approval in [
-            json!("exc_1"),
-            json!({"operation_id": "exc_1"}),
-            json!({"operation_id": "exc 1", "revision": "r"}),
-            json!({"operation_id": "exc_1", "revision": 5}),
-            json!({"operation_id": "exc_1", "revision": ""}),
-        ] {
-            let message = call(
-                json!(1),
-                json!({"name": "exchange_item", "_meta": {APPROVAL_META_KEY: approval}}),
-            );
-            let Ok(Incoming::Held(held)) = classify_json(&message) else {
-                panic!("expected a held call");
-            };
-            let reason = held.approval.unwrap_err();
-            assert!(
-                reason.contains("operation_id") || reason.contains("revision"),
-                "{reason}"
-            );
-        }
     }
 
     #[test]

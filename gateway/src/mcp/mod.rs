@@ -21,7 +21,9 @@ pub(crate) use answer::{
 };
 pub(crate) use fingerprint::{MCP_CONNECTION_HEADERS, call_fingerprint};
 pub(crate) use headers::check_standard_headers;
-pub(crate) use message::{HeldCall, Incoming, RpcError, classify};
+#[cfg(test)]
+pub(crate) use message::classify;
+pub(crate) use message::{HeldCall, Incoming, RpcError, read_post};
 pub(crate) use no_duplicates::duplicate_member;
 pub(crate) use output_schema::{is_tools_list, widen_tools_list_body};
 pub(crate) use rewrite::{Readdress, readdress_response};

@@ -75,7 +75,7 @@ pub(crate) fn rewrite_response_id(
     content_type: Option<&[u8]>,
     id: &Value,
 ) -> Option<Vec<u8>> {
-    let version = McpVersion::of_request(None, b"");
+    let version = McpVersion::of_request(None, None);
     readdress_response(
         body,
         content_type,
@@ -178,7 +178,7 @@ mod tests {
             "event: message\nid: ev-2\n",
             "data: {\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{\"content\":[]}}\n\n",
         );
-        let version = McpVersion::of_request(Some(b"2026-07-28"), b"");
+        let version = McpVersion::of_request(Some(b"2026-07-28"), None);
         let to = Readdress {
             id: &json!(9),
             version: &version,

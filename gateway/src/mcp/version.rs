@@ -22,13 +22,14 @@ pub(crate) struct McpVersion(Option<String>);
 impl McpVersion {
     /// From the `MCP-Protocol-Version` header, else the request's `_meta`. Neither: a client
     /// of the handshake era (the transport spec says to assume 2025-03-26 then).
-    pub(crate) fn of_request(header: Option<&[u8]>, body: &[u8]) -> McpVersion {
+    /// `message`: the request as parsed (the body is parsed once per request).
+    pub(crate) fn of_request(header: Option<&[u8]>, message: Option<&Value>) -> McpVersion {
         let from_header = header
             .and_then(|v| std::str::from_utf8(v).ok())
             .map(str::trim)
             .filter(|v| !v.is_empty())
             .map(str::to_owned);
-        McpVersion(from_header.or_else(|| from_meta(body)))
+        McpVersion(from_header.or_else(|| message.and_then(from_meta)))
     }
 
     /// Whether results must carry `resultType` (2026-07-28 and any revision the gateway
@@ -63,8 +64,7 @@ impl McpVersion {
     }
 }
 
-fn from_meta(body: &[u8]) -> Option<String> {
-    let message: Value = serde_json::from_slice(body).ok()?;
+fn from_meta(message: &Value) -> Option<String> {
     message
         .pointer("/params/_meta")?
         .get(PROTOCOL_VERSION_META_KEY)?
@@ -78,7 +78,7 @@ mod tests {
     use serde_json::json;
 
     fn version(header: Option<&str>, body: &Value) -> McpVersion {
-        McpVersion::of_request(header.map(str::as_bytes), body.to_string().as_bytes())
+        McpVersion::of_request(header.map(str::as_bytes), Some(body))
     }
 
     #[test]

@@ -24,44 +24,6 @@ impl Outcome {
     ];
 }
 
-/// Why an approval was rejected (answered with a new revision, outcome `rejected`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Rejection {
-    /// The operation is not this requester's to approve, or not for this action: another
-    /// Session or account, another route, other `same_action` values.
-    NotThisApprover,
-    /// The operation was of an earlier (or later) generation of the action: performed and
-    /// moved on, so not approvable now.
-    StaleGeneration,
-    /// The revision is not one minted for exactly this request (other terms, another body,
-    /// tampered, or signed with a key no longer configured).
-    RevisionInvalid,
-    /// The revision's `expires_at` has passed.
-    RevisionExpired,
-    /// The operation_id is not of this gateway's shape at all.
-    NotOurs,
-}
-
-impl Rejection {
-    pub(crate) const ALL: [Rejection; 5] = [
-        Rejection::NotThisApprover,
-        Rejection::StaleGeneration,
-        Rejection::RevisionInvalid,
-        Rejection::RevisionExpired,
-        Rejection::NotOurs,
-    ];
-
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Rejection::NotThisApprover => "not_this_approver",
-            Rejection::StaleGeneration => "stale_generation",
-            Rejection::RevisionInvalid => "revision_invalid",
-            Rejection::RevisionExpired => "revision_expired",
-            Rejection::NotOurs => "not_ours",
-        }
-    }
-}
-
 /// One method of the operation store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StoreCall {
@@ -166,6 +128,7 @@ pub(crate) fn status_class(status: Option<u16>) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operation::outcome::Rejection;
 
     #[test]
     fn status_classes() {

@@ -1,8 +1,8 @@
 //! What a request for an operation came to, for its interface to render.
 
-use crate::metrics::Outcome;
+use super::outcome::Outcome;
+use super::record::RecordedResponse;
 use crate::protocol::{ApprovalHeader, Operation, OperationId};
-use crate::store::RecordedResponse;
 
 /// What the executor decided, for the interface (HTTP API or MCP) to render.
 #[derive(Debug, Clone)]

@@ -18,7 +18,9 @@
 //!    performed, and [`Remember`] how long a recorded answer is kept.
 
 mod decision;
+pub(crate) mod outcome;
 mod receipt;
+pub mod record;
 mod remember;
 mod verdict;
 
@@ -35,7 +37,7 @@ use crate::protocol::{ApprovalHeader, OperationId, ScopeKind};
 
 pub(crate) use decision::Decision;
 pub(crate) use receipt::draft_receipt;
-pub(crate) use remember::{Remember, lease_until_ms, releases};
+pub(crate) use remember::{ForwardRules, Remember, lease_until_ms, releases};
 pub(crate) use verdict::{
     Answer, Approved, Minted, Start, Verdict, action_tag, check, claim, existing, from_record,
     mint, mint_for, record_before_lookup, start,

@@ -3,12 +3,22 @@
 
 use std::time::Duration;
 
-use crate::config::Upstream;
+/// What the expiry and release rules read of a route's `[upstream]`: its settings, as the
+/// config holds them (`config::Upstream::forward_rules`), given to the core as plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ForwardRules {
+    pub(crate) connect_timeout: Duration,
+    /// How long an approved execution may take to answer.
+    pub(crate) timeout: Duration,
+    /// Statuses that prove the upstream performed nothing: the claim is released.
+    pub(crate) release_statuses: Vec<u16>,
+    pub(crate) release_503_with_retry_after: bool,
+}
 
 /// Until when a claim made at `now_ms` holds without an answer: the longest a forward can
 /// take (connect, then the whole answer), plus a second. Past it, with no answer recorded,
 /// the outcome is unknown.
-pub(crate) fn lease_until_ms(upstream: &Upstream, now_ms: i64) -> i64 {
+pub(crate) fn lease_until_ms(upstream: &ForwardRules, now_ms: i64) -> i64 {
     let lease = upstream.connect_timeout + upstream.timeout + Duration::from_secs(1);
     now_ms.saturating_add(duration_ms(lease))
 }
@@ -16,7 +26,11 @@ pub(crate) fn lease_until_ms(upstream: &Upstream, now_ms: i64) -> i64 {
 /// The release rule: whether the upstream's answer proves nothing was performed (a
 /// `release_statuses` status, or a 503 with `Retry-After` when that is allowed), so the
 /// claim is released and the same approval may be sent again.
-pub(crate) fn releases(upstream: &Upstream, status: u16, headers: &[(String, Vec<u8>)]) -> bool {
+pub(crate) fn releases(
+    upstream: &ForwardRules,
+    status: u16,
+    headers: &[(String, Vec<u8>)],
+) -> bool {
     upstream.release_statuses.contains(&status)
         || (status == 503
             && upstream.release_503_with_retry_after

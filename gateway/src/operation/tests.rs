@@ -6,38 +6,24 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
 use serde_json::json;
 
+use super::outcome::Rejection;
+use super::record::{ActionState, OperationRecord, RecordState, RecordedResponse};
 use super::*;
 use crate::config::Upstream;
-use crate::identity::{SessionClaims, VerifyMode, Who};
-use crate::metrics::Rejection;
+use crate::identity::{SessionClaims, Who};
 use crate::policy::Terms;
 use crate::protocol::{Keys, Operation, SigningKey};
-use crate::store::{ActionState, OperationRecord, RecordState, RecordedResponse};
+use crate::testkit::{EXCHANGE_POLICY, claims_off, unsigned_jwt};
 
 /// 2027-01-15T08:00:00Z, on a second boundary.
 const NOW_MS: i64 = 1_800_000_000_000;
 const NOW_S: i64 = NOW_MS / 1000;
 const FIFTEEN_MINUTES: i64 = 15 * 60;
 
-const POLICIES: &str = r#"
-[[operation]]
-name = "exchange"
-method = "POST"
-path = "/orders/{order_id}/exchanges"
-id_prefix = "exc"
-expires_in = "EXPIRES"
-same_action = ["order_id", "item_id"]
-summary = "Exchange item {item_id} on order {order_id} for {sku}."
-[operation.terms]
-order_id = { path = "order_id" }
-item_id = { body = "$.item_id" }
-sku = { body = "$.sku" }
-
+const LOOKED_UP_POLICY: &str = r#"
 [[operation]]
 name = "exchange_looked_up"
 method = "POST"
@@ -54,7 +40,7 @@ url = "/catalog/{order_id}"
 "#;
 
 fn policies(expires_in: &str) -> Vec<Arc<Policy>> {
-    let text = POLICIES.replace("EXPIRES", expires_in);
+    let text = format!("{EXCHANGE_POLICY}{LOOKED_UP_POLICY}").replace("EXPIRES", expires_in);
     crate::config::parse_policy_file(Path::new("core.toml"), &text)
         .unwrap()
         .into_iter()
@@ -75,18 +61,11 @@ fn keys() -> Keys {
 }
 
 fn claims() -> SessionClaims {
-    SessionClaims {
-        verify: VerifyMode::Off,
-        session_claim: "sid".into(),
-        agent_claim: "iss".into(),
-        user_claim: "sub".into(),
-        account_claim: "sub".into(),
-    }
+    claims_off()
 }
 
 fn jwt(payload: serde_json::Value) -> String {
-    let part = |v: serde_json::Value| URL_SAFE_NO_PAD.encode(v.to_string());
-    format!("{}.{}.sig", part(json!({"alg": "none"})), part(payload))
+    unsigned_jwt(&payload)
 }
 
 /// A signed-out Session, read unverified (bound to its exact credentials).
@@ -859,13 +838,16 @@ fn upstream() -> Upstream {
 
 #[test]
 fn a_claim_holds_for_the_longest_forward_and_a_second() {
-    assert_eq!(lease_until_ms(&upstream(), NOW_MS), NOW_MS + 33_000);
+    assert_eq!(
+        lease_until_ms(&upstream().forward_rules(), NOW_MS),
+        NOW_MS + 33_000
+    );
 }
 
 #[test]
 fn only_answers_that_prove_nothing_was_performed_release_the_claim() {
     let retry_after = vec![("retry-after".to_owned(), b"1".to_vec())];
-    let mut settings = upstream();
+    let mut settings = upstream().forward_rules();
     assert!(releases(&settings, 401, &[]));
     assert!(releases(&settings, 429, &[]));
     assert!(releases(&settings, 503, &retry_after));

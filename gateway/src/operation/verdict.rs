@@ -7,14 +7,14 @@
 //! 3. the revision is one minted for exactly this request and hasn't expired, else answer
 //!    with a new revision.
 
+use super::outcome::Rejection;
+use super::record::{ActionState, Claim, OperationRecord, RecordState, RecordedResponse};
 use super::{Prepared, terms_value};
 use crate::identity::Approver;
-use crate::metrics::Rejection;
 use crate::policy::Policy;
 use crate::protocol::{
     ActionTag, ApprovalHeader, Keys, Operation, OperationId, Revision, RevisionInput, ScopeKind,
 };
-use crate::store::{ActionState, Claim, OperationRecord, RecordState, RecordedResponse};
 
 /// What the core decided about a request, given what the store returned so far.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,9 @@
-//! `Poppy-Approval`: `operation_id="…", revision="…"` (an RFC 9651 Dictionary).
+//! The approval: `operation_id` and `revision`. One reader for every place it travels: the
+//! `Poppy-Approval` header (an RFC 9651 Dictionary: `operation_id="…", revision="…"`), an MCP
+//! call's `_meta` and a conversation message's extension (a JSON object with the same two
+//! members). Each member is checked by the same rule wherever it came from.
 
+use serde_json::Value;
 use sfv::{Dictionary, ListEntry, Parser};
 
 use super::is_id;
@@ -12,19 +16,46 @@ pub struct ApprovalHeader {
     pub revision: String,
 }
 
+/// Where an approval travelled: named in every error about it.
+pub const HEADER: &str = "Poppy-Approval";
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApprovalError {
-    #[error("Poppy-Approval is not an RFC 9651 Dictionary: {0}")]
-    Syntax(String),
-    #[error("Poppy-Approval has no `{0}` member")]
-    Missing(&'static str),
-    #[error("Poppy-Approval member `{0}` must be a String, like {0}=\"…\"")]
-    NotAString(&'static str),
+    #[error("{0} is not an RFC 9651 Dictionary: {1}")]
+    Syntax(&'static str, String),
+    #[error("{0} must be an object with string members operation_id and revision")]
+    NotAnObject(&'static str),
+    #[error("{0} has no `{1}` member")]
+    Missing(&'static str, &'static str),
     #[error(
-        "Poppy-Approval member `{0}` must be 1 to {max} characters of A-Z a-z 0-9 _ -",
+        "{0} member `{1}` must be a string, like {1}=\"…\" (a header) or \"{1}\": \"…\" (JSON)"
+    )]
+    NotAString(&'static str, &'static str),
+    #[error(
+        "{0} member `{1}` must be 1 to {max} characters of A-Z a-z 0-9 _ -",
         max = super::MAX_ID_LEN
     )]
-    BadCharacters(&'static str),
+    BadCharacters(&'static str, &'static str),
+}
+
+impl ApprovalError {
+    /// Where the approval that was refused travelled.
+    pub fn place(&self) -> &'static str {
+        match self {
+            ApprovalError::Syntax(place, _)
+            | ApprovalError::NotAnObject(place)
+            | ApprovalError::Missing(place, _)
+            | ApprovalError::NotAString(place, _)
+            | ApprovalError::BadCharacters(place, _) => place,
+        }
+    }
+}
+
+/// What one member of an approval was found to be, wherever it travels.
+enum Member<'a> {
+    Absent,
+    Text(&'a str),
+    Other,
 }
 
 impl ApprovalHeader {
@@ -34,29 +65,47 @@ impl ApprovalHeader {
         let joined = super::combine_lines(lines);
         let dictionary: Dictionary = Parser::new(&joined)
             .parse()
-            .map_err(|e| ApprovalError::Syntax(e.to_string()))?;
-        Ok(ApprovalHeader {
-            operation_id: member(&dictionary, "operation_id")?,
-            revision: member(&dictionary, "revision")?,
+            .map_err(|e| ApprovalError::Syntax(HEADER, e.to_string()))?;
+        let member = |name: &str| match dictionary.iter().find(|(key, _)| key.as_str() == name) {
+            None => Member::Absent,
+            Some((_, ListEntry::Item(item))) => item
+                .bare_item
+                .as_string()
+                .map_or(Member::Other, |s| Member::Text(s.as_str())),
+            Some((_, ListEntry::InnerList(_))) => Member::Other,
+        };
+        Self::from_members(HEADER, member)
+    }
+
+    /// Read an approval that travels as JSON (`{"operation_id": "…", "revision": "…"}`) at
+    /// `place`. Other members are ignored, as for the header.
+    pub fn from_json(value: &Value, place: &'static str) -> Result<Self, ApprovalError> {
+        let Value::Object(object) = value else {
+            return Err(ApprovalError::NotAnObject(place));
+        };
+        Self::from_members(place, |name| match object.get(name) {
+            None => Member::Absent,
+            Some(Value::String(text)) => Member::Text(text),
+            Some(_) => Member::Other,
         })
     }
-}
 
-fn member(dictionary: &Dictionary, name: &'static str) -> Result<String, ApprovalError> {
-    let entry = dictionary
-        .iter()
-        .find(|(key, _)| key.as_str() == name)
-        .map(|(_, entry)| entry)
-        .ok_or(ApprovalError::Missing(name))?;
-    let text = match entry {
-        ListEntry::Item(item) => item.bare_item.as_string().map(|s| s.as_str().to_owned()),
-        ListEntry::InnerList(_) => None,
+    /// The one rule for both members, wherever they came from.
+    fn from_members<'a>(
+        place: &'static str,
+        member: impl Fn(&str) -> Member<'a>,
+    ) -> Result<Self, ApprovalError> {
+        let read = |name: &'static str| match member(name) {
+            Member::Absent => Err(ApprovalError::Missing(place, name)),
+            Member::Other => Err(ApprovalError::NotAString(place, name)),
+            Member::Text(text) if !is_id(text) => Err(ApprovalError::BadCharacters(place, name)),
+            Member::Text(text) => Ok(text.to_owned()),
+        };
+        Ok(ApprovalHeader {
+            operation_id: read("operation_id")?,
+            revision: read("revision")?,
+        })
     }
-    .ok_or(ApprovalError::NotAString(name))?;
-    if !is_id(&text) {
-        return Err(ApprovalError::BadCharacters(name));
-    }
-    Ok(text)
 }
 
 #[cfg(test)]
@@ -84,27 +133,56 @@ mod tests {
 
     #[test]
     fn rejects_bad_shapes() {
-        assert!(matches!(parse("((("), Err(ApprovalError::Syntax(_))));
+        assert!(matches!(parse("((("), Err(ApprovalError::Syntax(..))));
         assert!(matches!(
             parse(r#"revision="r""#),
-            Err(ApprovalError::Missing("operation_id"))
+            Err(ApprovalError::Missing(HEADER, "operation_id"))
         ));
         assert!(matches!(
             parse(r#"operation_id=o1, revision="r""#),
-            Err(ApprovalError::NotAString("operation_id"))
+            Err(ApprovalError::NotAString(HEADER, "operation_id"))
         ));
         assert!(matches!(
             parse(r#"operation_id="o 1", revision="r""#),
-            Err(ApprovalError::BadCharacters("operation_id"))
+            Err(ApprovalError::BadCharacters(HEADER, "operation_id"))
         ));
         assert!(matches!(
             parse(r#"operation_id="o1", revision="""#),
-            Err(ApprovalError::BadCharacters("revision"))
+            Err(ApprovalError::BadCharacters(HEADER, "revision"))
         ));
         let long = format!(r#"operation_id="o1", revision="{}""#, "a".repeat(129));
         assert!(matches!(
             parse(&long),
-            Err(ApprovalError::BadCharacters("revision"))
+            Err(ApprovalError::BadCharacters(HEADER, "revision"))
         ));
+    }
+
+    #[test]
+    fn json_approvals_follow_the_header_s_rule() {
+        let place = "params._meta approval";
+        let read = |value: Value| ApprovalHeader::from_json(&value, place);
+        let approval = read(serde_json::json!({"operation_id": "o1", "revision": "r1", "x": 1}));
+        assert_eq!(approval.unwrap().revision, "r1");
+        assert_eq!(
+            read(serde_json::json!("o1")),
+            Err(ApprovalError::NotAnObject(place))
+        );
+        assert_eq!(
+            read(serde_json::json!({"revision": "r"})),
+            Err(ApprovalError::Missing(place, "operation_id"))
+        );
+        assert_eq!(
+            read(serde_json::json!({"operation_id": 1, "revision": "r"})),
+            Err(ApprovalError::NotAString(place, "operation_id"))
+        );
+        assert_eq!(
+            read(serde_json::json!({"operation_id": "o1", "revision": "r 1"})),
+            Err(ApprovalError::BadCharacters(place, "revision"))
+        );
+        // The same member, refused the same way in the header.
+        assert_eq!(
+            parse(r#"operation_id="o1", revision="r 1""#),
+            Err(ApprovalError::BadCharacters(HEADER, "revision"))
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Pure wire code of the operations extension: structured-field headers, IDs, revisions and the
 //! JSON bodies the gateway answers with. No I/O, no pingora, no Redis.
 
-mod approval;
+pub mod approval;
 mod body;
 mod extensions;
 mod operation_id;

@@ -7,13 +7,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::lookup::lookup_terms;
 use super::outcome::RequestOutcome;
-use super::upstream::{ForwardError, ForwardRequest, UpstreamClient};
+use super::upstream::{ForwardError, UpstreamClient};
 use crate::clock::Clock;
 use crate::config::Upstream;
 use crate::drain::{Drain, ForwardGuard};
 use crate::identity::Approver;
-use crate::metrics::{Metrics, Rejection};
+use crate::ingress::admit::Admitted;
+use crate::ingress::{ForwardRequest, Refusal};
+use crate::metrics::{Metrics, Outcome, Rejection};
 use crate::operation::{
     self, Answer, Approved, Decision, Minted, OperationRequest, Prepared, Remember, Start, Verdict,
 };
@@ -49,6 +52,8 @@ pub(crate) struct ExecutorParts {
 /// Everything a request for an operation needs, shared by all requests.
 pub(crate) struct Executor {
     parts: ExecutorParts,
+    /// The core's expiry and release rules' reading of `parts.settings`.
+    rules: operation::ForwardRules,
     /// Identifies this process in claims (`owner`), for operators reading records.
     instance: String,
     claims_made: AtomicU64,
@@ -62,6 +67,15 @@ pub(crate) struct Executed {
     pub(crate) outcome: RequestOutcome,
 }
 
+/// What became of a request the front door let in.
+pub(crate) enum Operated {
+    /// The executor decided (what to count and log of it included).
+    Decided(Executed),
+    /// Refused by the policy's lookup (a term its URL can't take, a failed lookup): nothing
+    /// decided, nothing forwarded.
+    Refused(Refusal, Outcome),
+}
+
 /// Why a record found in flight is unknown.
 const LEASE_RAN_OUT: &str = "its lease ran out with no answer recorded";
 /// How long the gateway keeps trying to record an answer after the store failed.
@@ -70,6 +84,7 @@ const RERECORD_FOR: Duration = Duration::from_secs(60);
 impl Executor {
     pub(crate) fn new(parts: ExecutorParts) -> Executor {
         Executor {
+            rules: parts.settings.forward_rules(),
             parts,
             instance: format!("{:08x}", rand::random::<u32>()),
             claims_made: AtomicU64::new(0),
@@ -90,6 +105,34 @@ impl Executor {
     /// This process, as claims name it.
     pub(crate) fn instance(&self) -> &str {
         &self.instance
+    }
+
+    /// A request the front door let in, carried through: its record first when its policy
+    /// has a lookup (check 2 comes before the lookup: a performed operation is replayed even
+    /// while the upstream's records can't be read), then the lookup, then [`Self::run`].
+    pub(crate) async fn operate(&self, admitted: Admitted) -> Operated {
+        let policy = admitted.policy;
+        let approval = admitted.approval;
+        if let Some(executed) = self
+            .answer_from_record(&policy, &admitted.approver, approval.as_ref())
+            .await
+        {
+            return Operated::Decided(executed);
+        }
+        let mut terms = admitted.terms;
+        if let Err((refusal, outcome)) =
+            lookup_terms(&self.parts.upstream, &policy, &admitted.headers, &mut terms).await
+        {
+            return Operated::Refused(refusal, outcome);
+        }
+        let request = OperationRequest {
+            policy,
+            approver: admitted.approver,
+            approval,
+            terms,
+            fingerprint: admitted.fingerprint,
+        };
+        Operated::Decided(self.run(request, &admitted.forward).await)
     }
 
     /// Decide a request, and carry the decision out: mint, replay, or claim and forward it
@@ -128,7 +171,7 @@ impl Executor {
     /// Checks 1 and 2 before a policy's lookup runs (see [`operation::record_before_lookup`]):
     /// `None` when the request goes the normal way (no such record, not this approver's, or
     /// the store can't say).
-    pub(crate) async fn answer_from_record(
+    async fn answer_from_record(
         &self,
         policy: &Policy,
         approver: &Approver,
@@ -228,7 +271,7 @@ impl Executor {
             self.instance,
             self.claims_made.fetch_add(1, Ordering::Relaxed)
         );
-        let lease_until_ms = operation::lease_until_ms(&self.parts.settings, now_ms);
+        let lease_until_ms = operation::lease_until_ms(&self.rules, now_ms);
         let claim = operation::claim(
             &self.parts.keys,
             prepared,
@@ -264,8 +307,7 @@ impl Executor {
         Ok(Ok(
             match self.parts.metrics.upstream_call(name, sent).await {
                 Ok(response) => {
-                    if operation::releases(&self.parts.settings, response.status, &response.headers)
-                    {
+                    if operation::releases(&self.rules, response.status, &response.headers) {
                         self.release(name, id, &claim.owner).await;
                         tracing::info!(policy = name, operation_id = %id, status = response.status, outcome = "released", "upstream performed nothing; claim released");
                         return Ok(Ok(Decision::Released(response)));

@@ -4,11 +4,10 @@
 
 use bytes::Bytes;
 
-use super::reply::Reply;
-use super::upstream::{ForwardError, ForwardRequest, UpstreamClient};
+use super::upstream::{ForwardError, UpstreamClient};
+use crate::ingress::{ForwardRequest, Refusal};
 use crate::metrics::Outcome;
 use crate::policy::{AnswerError, Policy, TermSource, Terms, extract_from_answer};
-use crate::protocol::ErrorBody;
 
 /// Headers of the Personal Agent's request a lookup carries: the upstream checks the same
 /// credentials for the record as for the action.
@@ -47,27 +46,27 @@ impl LookupError {
 }
 
 /// Run the policy's lookup, if it has one, and add its terms. A failed lookup is answered
-/// with its reply (400 for a term the URL can't take, 502 for the upstream), and nothing is
+/// with its refusal (400 for a term the URL can't take, 502 for the upstream), and nothing is
 /// forwarded.
 pub(crate) async fn lookup_terms(
     upstream: &UpstreamClient,
     policy: &Policy,
     headers: &http::HeaderMap,
     terms: &mut Terms,
-) -> Result<(), (Reply, Outcome)> {
+) -> Result<(), (Refusal, Outcome)> {
     let Some(template) = &policy.lookup else {
         return Ok(());
     };
     let path_and_query = template.fill(terms).map_err(|e| {
-        let body = ErrorBody::new("invalid_term", e.to_string()).with("term", e.term());
-        (Reply::error(400, &body), Outcome::BadRequest)
+        let refusal = Refusal::new(400, "invalid_term", e.to_string()).naming("term", e.term());
+        (refusal, Outcome::BadRequest)
     })?;
     fetch(upstream, headers, path_and_query, &policy.terms, terms)
         .await
         .map_err(|e| {
             e.log(&policy.name);
             (
-                Reply::error(502, &ErrorBody::new("lookup_failed", e.to_string())),
+                Refusal::new(502, "lookup_failed", e.to_string()),
                 Outcome::LookupFailed,
             )
         })

@@ -14,26 +14,27 @@ use bytes::Bytes;
 use pingora::proxy::Session;
 use serde_json::Value;
 
+use super::executor::Operated;
 use super::limits::read_body;
 use super::mcp_forward::StreamingForwarder;
-use super::operations::{Operations, declares_extension};
+use super::operations::Operations;
 use super::reply::Reply;
+use super::runner::{self, Arrival, Ran};
 use super::step::Step;
-use super::upstream::{ForwardRequest, UpstreamClient, forwarded_headers};
+use super::upstream::UpstreamClient;
 use crate::config::{Mcp, Upstream};
 use crate::identity::RequestTarget;
+use crate::ingress::admit::{Action, ApprovalSource, Refused};
 use crate::ingress::headers::check_operation_request;
-use crate::ingress::{self, Target};
+use crate::ingress::{ForwardRequest, Target, forwarded_headers};
 use crate::mcp::{
-    HeldCall, Incoming, MCP_CONNECTION_HEADERS, McpVersion, Readdress, RpcError,
-    already_performed_result, approval_required_result, call_fingerprint, check_standard_headers,
-    classify, codes, error_response, extension_required_result, readdress_response,
-    result_response, retry_result, tool_error_result,
+    HeldCall, Incoming, McpVersion, Readdress, RpcError, already_performed_result,
+    approval_required_result, check_standard_headers, codes, error_response,
+    extension_required_result, read_post, readdress_response, result_response, retry_result,
+    tool_error_result,
 };
-use crate::metrics::Outcome;
-use crate::operation::{Decision, OperationRequest};
+use crate::operation::Decision;
 use crate::policy::{PathTemplate, Policy};
-use crate::protocol::ErrorBody;
 use crate::store::RecordedResponse;
 
 /// The MCP endpoint: where it is, and how messages that need no approval are forwarded.
@@ -87,22 +88,24 @@ impl McpEndpoint {
         let headers = session.req_header().headers.clone();
         let path_and_query = target.path_and_query();
         let needs_approval = |name: &str| ops.policies.find_tool(name).is_some();
-        let incoming = classify(&body, needs_approval).and_then(|incoming| {
+        let read = read_post(
+            &body,
+            headers.get("mcp-protocol-version").map(|v| v.as_bytes()),
+            needs_approval,
+        )
+        .and_then(|(incoming, version)| {
             check_standard_headers(
                 &incoming,
                 headers.get("mcp-method").map(|v| v.as_bytes()),
                 headers.get("mcp-name").map(|v| v.as_bytes()),
-                &McpVersion::of_request(
-                    headers.get("mcp-protocol-version").map(|v| v.as_bytes()),
-                    &body,
-                ),
+                &version,
                 needs_approval,
             )
-            .map(|()| incoming)
+            .map(|()| (incoming, version))
         });
-        match incoming {
+        match read {
             Err(error) => Step::Respond(rpc_error(&error)),
-            Ok(Incoming::Other { body: stripped }) => {
+            Ok((Incoming::Other { body: stripped }, _)) => {
                 let body = stripped.map(Bytes::from).unwrap_or(body);
                 let request = ForwardRequest {
                     method: http::Method::POST,
@@ -114,9 +117,11 @@ impl McpEndpoint {
                     .stream(session, request, needs_approval)
                     .await
             }
-            Ok(Incoming::Held(call)) => match ops.policies.find_tool(&call.tool) {
-                Some(policy) => held_call(ops, &headers, path_and_query, policy, call).await,
-                // classify holds only calls of tools a policy names.
+            Ok((Incoming::Held(call), version)) => match ops.policies.find_tool(&call.tool) {
+                Some(policy) => {
+                    held_call(ops, headers, path_and_query, policy, call, version).await
+                }
+                // read_post holds only calls of tools a policy names.
                 None => Step::Respond(rpc_error(&RpcError {
                     id: call.id,
                     code: codes::INVALID_REQUEST,
@@ -127,96 +132,80 @@ impl McpEndpoint {
     }
 }
 
-/// The checks before the flow, in the API's order (extension, Session, approval syntax,
-/// terms), then the flow itself.
+/// A held call through the runner (the front door, then the executor), answered as MCP.
 async fn held_call(
     ops: &Operations,
-    headers: &http::HeaderMap,
+    headers: http::HeaderMap,
     path_and_query: String,
     policy: Arc<Policy>,
     call: HeldCall,
+    version: McpVersion,
 ) -> Step {
-    let to = ReplyTo::new(&call, headers);
-    let refused = |outcome: Outcome, reply: Reply| Step::refused(&policy.name, outcome, reply);
-    match declares_extension(headers) {
-        Err(e) => {
-            return refused(
-                Outcome::BadRequest,
-                Reply::error(
-                    400,
-                    &ErrorBody::new("invalid_header", e.to_string())
-                        .with("header", "Poppy-Extensions"),
-                ),
-            );
-        }
-        Ok(false) => {
-            return refused(
-                Outcome::ExtensionRequired,
-                tool_result(&to, extension_required_result(&call.tool)),
-            );
-        }
-        Ok(true) => {}
-    }
-    let target = RequestTarget {
-        method: "POST",
-        path: path_and_query
-            .split_once('?')
-            .map_or(path_and_query.as_str(), |(path, _)| path),
+    let to = ReplyTo {
+        id: call.id,
+        session_id: headers.get("mcp-session-id").map(|v| v.as_bytes().to_vec()),
+        version,
     };
-    let approver = match ops.approver(headers, &target).await {
-        Ok(approver) => approver,
-        Err(e) => {
-            return refused(Outcome::BadRequest, Reply::approver_refused(&e));
+    // A verified Session is signed for the endpoint's path (docs/sessions.md).
+    let signed_path = path_and_query
+        .split_once('?')
+        .map_or(path_and_query.as_str(), |(path, _)| path)
+        .to_owned();
+    let arrival = Arrival {
+        headers,
+        signed_for: RequestTarget {
+            method: "POST",
+            path: &signed_path,
+        },
+        action: Action::Tool {
+            policy: Arc::clone(&policy),
+            tool: call.tool.clone(),
+            arguments: call.arguments,
+            path_and_query,
+        },
+        approval: ApprovalSource::Json {
+            value: call.approval.as_ref(),
+            place: APPROVAL_PLACE,
+        },
+    };
+    let body = std::future::ready(Ok(Bytes::from(call.forward_body)));
+    match runner::run(&ops.session_claims, &ops.executor, arrival, body).await {
+        Ran::Operated(Operated::Decided(executed)) => {
+            Step::Operation(render(executed.decision, &to), executed.outcome)
         }
-    };
-    let approval = match call.approval {
-        Ok(approval) => approval,
-        Err(reason) => {
-            return refused(
-                Outcome::BadRequest,
-                rpc_error(&RpcError {
-                    id: call.id,
-                    code: codes::INVALID_PARAMS,
-                    message: reason,
-                }),
-            );
-        }
-    };
-    let terms = match ingress::read_tool_call(&policy, headers, &call.arguments) {
-        Ok(terms) => terms,
-        // A tool error, not a protocol error: the model can call again with it.
-        Err(refusal) => {
-            let text = format!("Not done: {}. Nothing was performed.", refusal.detail);
-            return refused(
-                Outcome::BadRequest,
-                tool_result(&to, tool_error_result(&text)),
-            );
-        }
-    };
-    let mut forward = ForwardRequest {
-        method: http::Method::POST,
-        path_and_query,
-        headers: forwarded_headers(headers),
-        body: Bytes::from(call.forward_body),
-    };
-    // The answer is recorded and its `id` rewritten for replays: it must not come back
-    // compressed.
-    forward
-        .headers
-        .retain(|(name, _)| name != http::header::ACCEPT_ENCODING);
-    let request = OperationRequest {
-        policy: Arc::clone(&policy),
-        approver,
-        approval,
-        terms,
-        fingerprint: call_fingerprint(
-            &call.tool,
-            &call.arguments,
-            &ingress::bound_headers(&policy, &[], MCP_CONNECTION_HEADERS, headers),
+        // Tool policies have no lookup; were one to refuse, it is a tool error.
+        Ran::Operated(Operated::Refused(refusal, outcome)) => Step::refused(
+            &policy.name,
+            outcome,
+            refused(&Refused::Request(refusal), &call.tool, &to),
         ),
-    };
-    let executed = ops.executor.run(request, &forward).await;
-    Step::Operation(render(executed.decision, &to), executed.outcome)
+        Ran::Refused(why, outcome) => {
+            Step::refused(&policy.name, outcome, refused(&why, &call.tool, &to))
+        }
+    }
+}
+
+/// Where a held call's approval travels, as its errors name it.
+const APPROVAL_PLACE: &str = "the approval in params._meta[\"personalagentprotocol.org/approval\"]";
+
+/// A front door refusal, as MCP answers it: what the model can act on is a tool result
+/// (the extension, the arguments), a malformed approval is the call's invalid params, and
+/// a header or Session refusal is HTTP, as for the API.
+fn refused(why: &Refused, tool: &str, to: &ReplyTo) -> Reply {
+    match why {
+        Refused::ExtensionRequired => tool_result(to, extension_required_result(tool)),
+        Refused::Approval(e) => rpc_error(&RpcError {
+            id: to.id.clone(),
+            code: codes::INVALID_PARAMS,
+            message: format!("Invalid params: {e}"),
+        }),
+        // A tool error, not a protocol error: the model can call again with it.
+        Refused::Request(refusal) => {
+            let text = format!("Not done: {}. Nothing was performed.", refusal.detail);
+            tool_result(to, tool_error_result(&text))
+        }
+        Refused::UnreadableExtensions(_) | Refused::Approver(_) => Reply::refused(why),
+    }
 }
 
 /// Who an answer to a held call goes to: the call's JSON-RPC `id`, its MCP session (the
@@ -225,19 +214,6 @@ struct ReplyTo {
     id: Value,
     session_id: Option<Vec<u8>>,
     version: McpVersion,
-}
-
-impl ReplyTo {
-    fn new(call: &HeldCall, headers: &http::HeaderMap) -> ReplyTo {
-        ReplyTo {
-            id: call.id.clone(),
-            session_id: headers.get("mcp-session-id").map(|v| v.as_bytes().to_vec()),
-            version: McpVersion::of_request(
-                headers.get("mcp-protocol-version").map(|v| v.as_bytes()),
-                &call.forward_body,
-            ),
-        }
-    }
 }
 
 /// The answer to a held call's decision. Everything but a sign-in challenge is an MCP
@@ -372,7 +348,7 @@ mod tests {
         ReplyTo {
             id,
             session_id: session_id.map(|s| s.as_bytes().to_vec()),
-            version: McpVersion::of_request(Some(version.as_bytes()), b""),
+            version: McpVersion::of_request(Some(version.as_bytes()), None),
         }
     }
 

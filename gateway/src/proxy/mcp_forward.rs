@@ -17,8 +17,9 @@ use pingora::upstreams::peer::HttpPeer;
 
 use super::reply::Reply;
 use super::step::Step;
-use super::upstream::{ForwardRequest, HOP_BY_HOP, MAX_RECORDED_BODY, UpstreamClient};
+use super::upstream::{MAX_RECORDED_BODY, UpstreamClient};
 use crate::config::Upstream;
+use crate::ingress::{ForwardRequest, HOP_BY_HOP};
 use crate::mcp::{is_tools_list, widen_tools_list_body};
 use crate::protocol::ErrorBody;
 

@@ -2,11 +2,14 @@
 //! executor that carries out the operation core's verdicts, and the gateway's own upstream
 //! client.
 //!
-//! One request for an operation, in order: `service` (pingora's hooks; routes it) →
-//! `http_api` or `mcp_api` (reads it through `crate::ingress`) → `executor` (asks the store,
-//! hands what it returned to `crate::operation`, carries out its verdict: claim, forward with
-//! `upstream`, record) → `reply` (renders the decision) → `service` (`outcome`: counted and
-//! logged once, noted for the access log, then the reply written).
+//! One request for an operation, in order: `service` (pingora's hooks; routes it through the
+//! front door's first step, `crate::ingress::admit::route`) → `http_api` or `mcp_api` (what
+//! the request is, read off the wire) → `runner` (the front door's other steps, in the
+//! spec's order, then the executor) → `executor` (its record before a lookup, the lookup,
+//! asks the store, hands what it returned to `crate::operation`, carries out its verdict:
+//! claim, forward with `upstream`, record) → `reply` (renders the decision or the refusal) →
+//! `service` (`outcome`: counted and logged once, noted for the access log, then the reply
+//! written). The conversations service takes the same runner.
 //!
 //! Around every request, operation or not: `edge` (request IDs, the proxy headers of
 //! `forwarded`, the `access_log` line, JSON answers when passthrough fails), and `limits` and
@@ -28,6 +31,7 @@ mod operations;
 mod outcome;
 mod reply;
 mod routes;
+mod runner;
 mod service;
 mod step;
 mod upstream;
@@ -43,7 +47,7 @@ pub(crate) use routes::{RouteRuntime, Routes};
 pub(crate) use service::GatewayProxy;
 pub(crate) use upstream::UpstreamClient;
 // The conversations service (`crate::conversations`) runs described requests through the same
-// lookup and executor as the HTTP API, and records their outcomes the same way.
-pub(crate) use http_api::{ApiRequest, Operated, operate};
+// runner (front door, executor) as the HTTP API, and records their outcomes the same way.
+pub(crate) use executor::Operated;
 pub(crate) use outcome::RequestOutcome;
-pub(crate) use upstream::{ForwardRequest, forwarded_headers};
+pub(crate) use runner::{Arrival, admit_request, refused_outcome};

@@ -4,6 +4,8 @@ use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 
+use crate::ingress::Refusal;
+use crate::ingress::admit::Refused;
 use crate::operation::Decision;
 use crate::protocol::ErrorBody;
 use crate::store::RecordedResponse;
@@ -34,28 +36,21 @@ impl Reply {
         }
     }
 
-    /// The ingress refused the request; nothing was forwarded.
-    pub(crate) fn refusal(refusal: &crate::ingress::Refusal) -> Reply {
-        let reply = Reply::error(refusal.status, &refusal.to_error_body());
-        if refusal.status == 503 {
-            // Only a limit refuses with 503 before anything is decided: try again shortly.
-            reply.with_header("retry-after", "1")
-        } else {
-            reply
+    /// The front door refused the request (`ingress::admit`); nothing was forwarded.
+    pub(crate) fn refused(refused: &Refused) -> Reply {
+        let reply = Reply::error(refused.status(), &refused.error_body());
+        match refused.retry_after() {
+            Some(seconds) => reply.with_header("retry-after", seconds.to_string()),
+            None => reply,
         }
+    }
+
+    /// The ingress refused the request; nothing was forwarded.
+    pub(crate) fn refusal(refusal: &Refusal) -> Reply {
+        Reply::refused(&Refused::Request(refusal.clone()))
     }
 
     /// `503` with `Retry-After`: try the same request again later.
-    /// The refusal of a request whose Session or token does not verify (or could not be
-    /// checked: `503` with `Retry-After`).
-    pub(crate) fn approver_refused(e: &crate::identity::ApproverError) -> Reply {
-        let body = ErrorBody::new(e.code(), e.to_string());
-        match e.retry_after() {
-            Some(seconds) => Reply::retry_later(seconds, &body),
-            None => Reply::error(e.status(), &body),
-        }
-    }
-
     pub(crate) fn retry_later(seconds: u32, body: &ErrorBody) -> Reply {
         Reply::error(503, body).with_header("retry-after", seconds.to_string())
     }

@@ -17,6 +17,7 @@ use super::reply::Reply;
 use super::routes::{RouteRuntime, Routes};
 use super::step::Step;
 use super::well_known;
+use crate::ingress::admit;
 use crate::ingress::{self, Refusal, RouteMatch};
 use crate::metrics::Metrics;
 use crate::protocol::ErrorBody;
@@ -251,25 +252,22 @@ impl GatewayProxy {
                     .await;
             return Step::Respond(Reply::json(200, &doc));
         }
-        if let Err(refusal) = ingress::headers::check_all(&header.headers) {
-            return Step::Respond(Reply::refusal(&refusal));
-        }
-        // Only Personal Agent requests (they carry Poppy-Session) can be operations.
+        // Only Personal Agent requests (they carry Poppy-Session) can be operations; the
+        // others get the header rules every request gets, and go their way.
         if !header.headers.contains_key("poppy-session") {
-            return Step::Continue;
+            return match ingress::headers::check_all(&header.headers) {
+                Ok(()) => Step::Continue,
+                Err(refusal) => Step::Respond(Reply::refusal(&refusal)),
+            };
         }
         let operations = &route.operations;
-        let routed = ingress::check_target(header.raw_path()).and_then(|target| {
-            ingress::headers::check_personal_agent(&header.headers)?;
-            let matched = ingress::match_route(
-                &operations.policies.snapshot(),
-                route.mcp.as_ref().map(McpEndpoint::template),
-                header.method.as_str(),
-                &target.path,
-                ingress::headers::is_form_content_type(&header.headers),
-            )?;
-            Ok((target, matched))
-        });
+        let routed = admit::route(
+            &operations.policies.snapshot(),
+            route.mcp.as_ref().map(McpEndpoint::template),
+            header.method.as_str(),
+            header.raw_path(),
+            &header.headers,
+        );
         let (target, matched) = match routed {
             Ok(routed) => routed,
             Err(refusal) => return Step::Respond(Reply::refusal(&refusal)),
@@ -281,15 +279,7 @@ impl GatewayProxy {
                 None => Step::Continue,
             },
             RouteMatch::Policy(policy, captures) => {
-                http_api::handle(
-                    operations,
-                    &route.upstream,
-                    session,
-                    policy,
-                    captures,
-                    target,
-                )
-                .await
+                http_api::handle(operations, session, policy, captures, target).await
             }
         }
     }

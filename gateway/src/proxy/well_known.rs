@@ -3,7 +3,8 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::upstream::{ForwardRequest, UpstreamClient};
+use super::upstream::UpstreamClient;
+use crate::ingress::ForwardRequest;
 
 pub(crate) const PATH: &str = "/.well-known/poppy.json";
 

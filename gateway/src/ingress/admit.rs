@@ -1,0 +1,313 @@
+//! The front door: every check a request for an operation passes before the operation core,
+//! written once for every interface (the HTTP API, the MCP endpoint, the conversations
+//! service, and `explain`), in the spec's order:
+//!
+//! 1. [`route`]: the header rules, the target read once, the Personal Agent rules, the route;
+//! 2. [`extension`]: the operations extension is declared (spec 2);
+//! 3. who may approve (the Session and token: `identity`, the one step with I/O, which the
+//!    runner makes between 2 and 4);
+//! 4. [`body_size`] (or the body read within the same limit);
+//! 5. [`admit`]: the approval's syntax, wherever it travels (the header, an MCP call's
+//!    `_meta`, a conversation message), then the one strict reading of the request (terms
+//!    and the fingerprint the revision covers), and what is forwarded once approved, built
+//!    here so that what is approved is what can be sent.
+//!
+//! Every step is pure and returns one typed refusal ([`Refused`]); each interface only
+//! renders it in its own wire form.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::HeaderMap;
+use serde_json::Value;
+
+use super::forward::{ForwardRequest, forwarded_headers};
+use super::reading::{HttpRequest, bound_headers, read_policy_request, read_tool_call};
+use super::route::{RouteMatch, match_route};
+use super::{Refusal, Target, check_target, headers};
+use crate::identity::{Approver, ApproverError};
+use crate::mcp::{MCP_CONNECTION_HEADERS, call_fingerprint};
+use crate::policy::{Captures, PathTemplate, Policy, PolicySet, Terms};
+use crate::protocol::{
+    ApprovalError, ApprovalHeader, ErrorBody, ExtensionsError, approval, declares_operations_v2,
+};
+
+/// Why a request for an operation was refused before the core: nothing decided, nothing
+/// forwarded.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refused {
+    /// `Poppy-Extensions` can't be read.
+    #[error("{0}")]
+    UnreadableExtensions(ExtensionsError),
+    /// The operations extension is not declared: the Personal Agent gets no operations.
+    #[error("the operations extension is not declared")]
+    ExtensionRequired,
+    /// The Session or the token.
+    #[error("{0}")]
+    Approver(ApproverError),
+    /// An approval that is not one.
+    #[error("{0}")]
+    Approval(ApprovalError),
+    /// The request itself: its body, target, headers, query or terms.
+    #[error("{0}")]
+    Request(Refusal),
+}
+
+impl Refused {
+    /// The HTTP status of the refusal as a JSON error (the HTTP API's and the conversations
+    /// service's form; MCP renders some refusals as tool errors instead).
+    pub(crate) fn status(&self) -> u16 {
+        match self {
+            Refused::Approver(e) => e.status(),
+            Refused::Request(refusal) => refusal.status,
+            _ => 400,
+        }
+    }
+
+    /// The JSON error body: `error`, a readable `detail`, and what it names.
+    pub(crate) fn error_body(&self) -> ErrorBody {
+        match self {
+            Refused::UnreadableExtensions(e) => ErrorBody::new("invalid_header", e.to_string())
+                .with("header", "Poppy-Extensions"),
+            Refused::ExtensionRequired => ErrorBody::new(
+                "extension_required",
+                "this action needs the user's approval, and operations go only to a Personal Agent that declares Poppy-Extensions: \"operations\";v=\"2\" (spec 2); nothing was performed",
+            )
+            .with("extension", "operations"),
+            Refused::Approver(e) => ErrorBody::new(e.code(), e.to_string()),
+            Refused::Approval(e) if e.place() == approval::HEADER => {
+                ErrorBody::new("invalid_header", e.to_string()).with("header", approval::HEADER)
+            }
+            Refused::Approval(e) => ErrorBody::new("invalid_request", e.to_string()),
+            Refused::Request(refusal) => refusal.to_error_body(),
+        }
+    }
+
+    /// Seconds to wait before sending the same request again, when the refusal is one to
+    /// retry (the identity provider could not be asked, the gateway is busy).
+    pub(crate) fn retry_after(&self) -> Option<u32> {
+        match self {
+            Refused::Approver(e) => e.retry_after(),
+            Refused::Request(refusal) if refusal.status == 503 => Some(1),
+            _ => None,
+        }
+    }
+}
+
+impl From<Refusal> for Refused {
+    fn from(refusal: Refusal) -> Refused {
+        Refused::Request(refusal)
+    }
+}
+
+/// Step 1: where a Personal Agent's request goes. The header rules every request gets, the
+/// target read once (`raw_target` as received), the rules for Personal Agent requests, then
+/// the route: a policy, the MCP endpoint, or none.
+pub(crate) fn route(
+    policies: &PolicySet,
+    mcp: Option<&PathTemplate>,
+    method: &str,
+    raw_target: &[u8],
+    request_headers: &HeaderMap,
+) -> Result<(Target, RouteMatch), Refusal> {
+    headers::check_all(request_headers)?;
+    let target = check_target(raw_target)?;
+    headers::check_personal_agent(request_headers)?;
+    let matched = match_route(
+        policies,
+        mcp,
+        method,
+        &target.path,
+        headers::is_form_content_type(request_headers),
+    )?;
+    Ok((target, matched))
+}
+
+/// Step 2: the request declares `Poppy-Extensions: "operations";v="2"`.
+pub(crate) fn extension(request_headers: &HeaderMap) -> Result<(), Refused> {
+    let values = request_headers
+        .get_all("poppy-extensions")
+        .iter()
+        .map(|v| v.as_bytes());
+    match declares_operations_v2(values) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Refused::ExtensionRequired),
+        Err(e) => Err(Refused::UnreadableExtensions(e)),
+    }
+}
+
+/// Step 4, for a body the interface already holds whole: at most `max_body_bytes`.
+pub(crate) fn body_size(length: usize, max_body_bytes: usize) -> Result<(), Refusal> {
+    if length > max_body_bytes {
+        return Err(body_too_large(max_body_bytes));
+    }
+    Ok(())
+}
+
+/// The refusal of a body larger than `max_body_bytes`, however it arrived.
+pub(crate) fn body_too_large(max_body_bytes: usize) -> Refusal {
+    Refusal::new(
+        413,
+        "body_too_large",
+        format!(
+            "the request body is larger than this gateway's limit of {max_body_bytes} bytes (server.max_body_bytes)"
+        ),
+    )
+}
+
+/// Where the approval travels.
+pub(crate) enum ApprovalSource<'a> {
+    /// The `Poppy-Approval` header of the request's headers.
+    Header,
+    /// JSON (an MCP call's `_meta`, a conversation message), named by `place` in errors.
+    Json {
+        value: Option<&'a Value>,
+        place: &'static str,
+    },
+}
+
+/// What the request asks to be done, as routed.
+pub(crate) enum Action {
+    /// A request to a policy route: the HTTP API's, or one a Company Agent describes.
+    Http {
+        policy: Arc<Policy>,
+        captures: Captures,
+        method: http::Method,
+        target: Target,
+    },
+    /// A held `tools/call` to the MCP endpoint at `path_and_query`.
+    Tool {
+        policy: Arc<Policy>,
+        tool: String,
+        arguments: Value,
+        path_and_query: String,
+    },
+}
+
+impl Action {
+    pub(crate) fn policy(&self) -> &Arc<Policy> {
+        match self {
+            Action::Http { policy, .. } | Action::Tool { policy, .. } => policy,
+        }
+    }
+}
+
+/// A request the front door let in: everything the runner needs, read once.
+pub(crate) struct Admitted {
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) approver: Approver,
+    pub(crate) approval: Option<ApprovalHeader>,
+    /// Every term but a lookup's.
+    pub(crate) terms: Terms,
+    /// What the revision covers.
+    pub(crate) fingerprint: Vec<u8>,
+    /// The request's headers, for a policy's lookup.
+    pub(crate) headers: HeaderMap,
+    /// What is sent upstream once approved: the bytes the fingerprint covers.
+    pub(crate) forward: ForwardRequest,
+}
+
+/// Step 5: the approval's syntax, then the request read strictly, and what is forwarded.
+/// `body`: the request's body (a tool call's: the call without its approval, as forwarded).
+pub(crate) fn admit(
+    action: Action,
+    request_headers: HeaderMap,
+    body: Bytes,
+    approval: ApprovalSource<'_>,
+    approver: Approver,
+) -> Result<Admitted, Refused> {
+    let approval = read_approval(&request_headers, approval).map_err(Refused::Approval)?;
+    let (policy, terms, fingerprint, forward) = match action {
+        Action::Http {
+            policy,
+            captures,
+            method,
+            target,
+        } => {
+            let reading = read_policy_request(
+                &policy,
+                &captures,
+                &HttpRequest {
+                    method: method.as_str(),
+                    target: &target,
+                    headers: &request_headers,
+                    body: &body,
+                },
+            )?;
+            let forward = ForwardRequest {
+                method,
+                path_and_query: sendable(target.path_and_query())?,
+                headers: forwarded_headers(&request_headers),
+                body,
+            };
+            (policy, reading.terms, reading.fingerprint, forward)
+        }
+        Action::Tool {
+            policy,
+            tool,
+            arguments,
+            path_and_query,
+        } => {
+            let terms = read_tool_call(&policy, &request_headers, &arguments)?;
+            let fingerprint = call_fingerprint(
+                &tool,
+                &arguments,
+                &bound_headers(&policy, &[], MCP_CONNECTION_HEADERS, &request_headers),
+            );
+            let mut forward = ForwardRequest {
+                method: http::Method::POST,
+                path_and_query: sendable(path_and_query)?,
+                headers: forwarded_headers(&request_headers),
+                body,
+            };
+            // The answer is recorded and its `id` rewritten for replays: it must not come
+            // back compressed.
+            forward
+                .headers
+                .retain(|(name, _)| name != http::header::ACCEPT_ENCODING);
+            (policy, terms, fingerprint, forward)
+        }
+    };
+    Ok(Admitted {
+        policy,
+        approver,
+        approval,
+        terms,
+        fingerprint,
+        headers: request_headers,
+        forward,
+    })
+}
+
+/// The approval, wherever it travels, read by the one reader (`protocol::ApprovalHeader`).
+fn read_approval(
+    request_headers: &HeaderMap,
+    source: ApprovalSource<'_>,
+) -> Result<Option<ApprovalHeader>, ApprovalError> {
+    match source {
+        ApprovalSource::Header if request_headers.contains_key("poppy-approval") => {
+            ApprovalHeader::parse(
+                request_headers
+                    .get_all("poppy-approval")
+                    .iter()
+                    .map(|v| v.as_bytes()),
+            )
+            .map(Some)
+        }
+        ApprovalSource::Header => Ok(None),
+        ApprovalSource::Json { value, place } => value
+            .map(|value| ApprovalHeader::from_json(value, place))
+            .transpose(),
+    }
+}
+
+/// The target as the forwarder sends it, or a refusal before anything is minted: a target
+/// the request line can't carry would be approved and then never sent.
+fn sendable(path_and_query: String) -> Result<String, Refusal> {
+    match http::uri::PathAndQuery::try_from(path_and_query.as_str()) {
+        Ok(parsed) if parsed.as_str() == path_and_query => Ok(path_and_query),
+        _ => Err(Refusal::path(
+            "the target can't be sent as it is (characters a request line can't carry); nothing was performed",
+        )),
+    }
+}

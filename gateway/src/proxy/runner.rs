@@ -1,0 +1,105 @@
+//! The one runner: a request for an operation, on any interface (the HTTP API, the MCP
+//! endpoint, the conversations service), goes front door → executor here, in one order.
+//!
+//! The front door's steps are pure (`ingress::admit`); this makes them in the spec's order
+//! with the two that wait between them: who may approve (the Session and token, which may
+//! fetch keys or ask the authorization server) and the body (read off the wire only once
+//! the Personal Agent is known, and refused as too large whatever else is wrong). Then the
+//! executor carries the request through (its record before a lookup, the lookup, checks 1-3,
+//! the claim, one forward). The interface renders what comes back in its own wire form.
+
+use std::future::Future;
+
+use bytes::Bytes;
+use http::HeaderMap;
+
+use super::executor::{Executor, Operated};
+use crate::identity::{Approver, ApproverError, RequestTarget, SessionClaims};
+use crate::ingress::Refusal;
+use crate::ingress::admit::{self, Action, ApprovalSource, Refused};
+use crate::metrics::Outcome;
+
+/// A request for an operation as its interface read it off the wire, before any check.
+pub(crate) struct Arrival<'a> {
+    /// The request's headers (a conversation's: the description's, with the Personal
+    /// Agent's credentials and declaration).
+    pub(crate) headers: HeaderMap,
+    /// The request a verified Session must be signed for.
+    pub(crate) signed_for: RequestTarget<'a>,
+    pub(crate) action: Action,
+    pub(crate) approval: ApprovalSource<'a>,
+}
+
+/// What a request for an operation came to.
+pub(crate) enum Ran {
+    /// The executor decided, or the policy's lookup refused.
+    Operated(Operated),
+    /// The front door refused: nothing decided, nothing forwarded.
+    Refused(Refused, Outcome),
+}
+
+/// Run `arrival` through the front door and the executor. `body`: how the interface reads
+/// the body, awaited only once the approver is known.
+pub(crate) async fn run(
+    claims: &SessionClaims,
+    executor: &Executor,
+    arrival: Arrival<'_>,
+    body: impl Future<Output = Result<Bytes, Refusal>>,
+) -> Ran {
+    match admit_request(claims, arrival, body).await {
+        Ok(admitted) => Ran::Operated(executor.operate(admitted).await),
+        Err(refused) => {
+            let outcome = refused_outcome(&refused);
+            Ran::Refused(refused, outcome)
+        }
+    }
+}
+
+/// How a front door refusal is counted.
+pub(crate) fn refused_outcome(refused: &Refused) -> Outcome {
+    match refused {
+        Refused::ExtensionRequired => Outcome::ExtensionRequired,
+        _ => Outcome::BadRequest,
+    }
+}
+
+/// The front door's steps, in order (module comment).
+pub(crate) async fn admit_request(
+    claims: &SessionClaims,
+    arrival: Arrival<'_>,
+    body: impl Future<Output = Result<Bytes, Refusal>>,
+) -> Result<admit::Admitted, Refused> {
+    admit::extension(&arrival.headers)?;
+    let approver = approver(claims, &arrival.headers, &arrival.signed_for)
+        .await
+        .map_err(Refused::Approver)?;
+    let body = body.await?;
+    admit::admit(
+        arrival.action,
+        arrival.headers,
+        body,
+        arrival.approval,
+        approver,
+    )
+}
+
+/// Who may approve, from the request's `Poppy-Session` and `Authorization`. `signed_for`:
+/// the request's method and path, which a verified Session must be signed for.
+pub(crate) async fn approver(
+    claims: &SessionClaims,
+    headers: &HeaderMap,
+    signed_for: &RequestTarget<'_>,
+) -> Result<Approver, ApproverError> {
+    Approver::for_request(
+        headers
+            .get("poppy-session")
+            .map(|v| v.as_bytes())
+            .unwrap_or_default(),
+        headers
+            .get(http::header::AUTHORIZATION)
+            .map(|v| v.as_bytes()),
+        claims,
+        signed_for,
+    )
+    .await
+}
