@@ -121,6 +121,12 @@ pub fn verify(bytes: &[u8], keys: Option<&[PublicKey]>) -> Result<Verified, Brok
                     .then(|| sealed_by(bytes, &spans, i))
                     .flatten();
                 let Some(sealed) = sealed else {
+                    let why = match seal_after(bytes, &spans, i) {
+                        Some(at) if receipt(line).is_none() => format!(
+                            "{why}; the seal at line {at} names other torn bytes than these (they were changed)"
+                        ),
+                        _ => why,
+                    };
                     return Err(Broken { line: i + 1, why });
                 };
                 // The seal itself is checked as a line, linked to the line before the tear.
@@ -207,13 +213,17 @@ fn check(
     Ok(r)
 }
 
+/// The 1-based line of the first receipt-like line after line `i`, when it is a seal.
+fn seal_after(bytes: &[u8], spans: &[std::ops::Range<usize>], i: usize) -> Option<usize> {
+    let j = (i + 1..spans.len()).find(|&j| receipt(&bytes[spans[j].clone()]).is_some())?;
+    let next = receipt(&bytes[spans[j].clone()])?;
+    (next.get("kind").and_then(Value::as_str) == Some(SEAL)).then_some(j + 1)
+}
+
 /// When line `i` starts torn bytes: the seal after them, if it names exactly those bytes.
 fn sealed_by(bytes: &[u8], spans: &[std::ops::Range<usize>], i: usize) -> Option<Sealed> {
-    let j = (i + 1..spans.len()).find(|&j| receipt(&bytes[spans[j].clone()]).is_some())?;
+    let j = seal_after(bytes, spans, i)? - 1;
     let seal = receipt(&bytes[spans[j].clone()])?;
-    if seal.get("kind").and_then(Value::as_str) != Some(SEAL) {
-        return None;
-    }
     let torn = &bytes[spans[i].start..spans[j - 1].end];
     let named = seal.get("torn_sha256").and_then(Value::as_str) == Some(&hash_line(torn))
         && seal.get("torn_bytes").and_then(Value::as_u64) == Some(torn.len() as u64);
