@@ -98,6 +98,19 @@ async fn perform(gateway: &Gateway, session: &Session, order: &str) -> String {
     op.operation_id
 }
 
+/// `poppy-gateway check` of a running gateway's config.
+fn check(gateway: &Gateway) -> poppy_e2e::Run {
+    let run = run_binary(
+        &binaries::gateway(),
+        &["check", "--config", gateway.config_path().to_str().unwrap()],
+        "",
+        &[],
+        Duration::from_secs(30),
+    );
+    run.assert_code(0, "check");
+    run
+}
+
 fn sha256_hex(line: &str) -> String {
     Sha256::digest(line.as_bytes())
         .iter()
@@ -153,6 +166,8 @@ async fn concurrent_approvals_write_one_chain(store: Store) {
         "{}",
         stack.gateway.log()
     );
+    let run = check(&stack.gateway);
+    assert!(run.stdout.contains("NOT signed"), "{}", run.describe());
     let session = Session::signed_in("ses_receipts", "acct_1");
     let mut approved = Vec::new();
     for n in 0..12 {
@@ -320,6 +335,13 @@ async fn a_signed_chain_catches_a_relinked_forgery(store: Store) {
     let first: Value = serde_json::from_str(&original[0]).unwrap();
     let kid = first["kid"].as_str().unwrap().to_owned();
     assert_eq!(first["sig"].as_str().map(str::len), Some(86), "{first}");
+
+    let check = check(&stack.gateway);
+    assert!(
+        check.stdout.contains(&format!("signed (key {kid})")),
+        "{}",
+        check.describe()
+    );
 
     let run = audit_with(&file, &[&public]);
     run.assert_code(0, "a signed chain, with its key");
