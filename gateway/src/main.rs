@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use poppy_gateway::config;
 
 use poppy_gateway::explain;
+use poppy_gateway::receipts;
 use poppy_gateway::server;
 
 /// glibc's malloc was 10-24% of the CPU of a proxied request (see BENCHMARKS.md).
@@ -58,7 +59,8 @@ enum Command {
     /// Exit 0 when the admin listener the config names answers `GET /healthz` with 200 (a
     /// container health check).
     Health,
-    /// Approval receipts: `audit verify FILE` checks a receipts chain (needs no config).
+    /// Approval receipts: `audit verify FILE --public-key PEM` checks a receipts chain offline;
+    /// `audit public-key KEY` prints the public key of a signing key (needs no config).
     Audit {
         #[command(subcommand)]
         action: AuditCommand,
@@ -67,8 +69,18 @@ enum Command {
 
 #[derive(Subcommand)]
 enum AuditCommand {
-    /// Check every link of a receipts file; name the first broken one and exit 1.
-    Verify { file: PathBuf },
+    /// Check every link (and with --public-key every signature) of a receipts file; name the
+    /// first bad line and exit 1.
+    Verify {
+        file: PathBuf,
+        /// The receipts signing key's public half: a PEM `PUBLIC KEY` (`openssl pkey -in KEY
+        /// -pubout`), a JWK or a JWKS; repeat it for a chain signed by several keys.
+        #[arg(long = "public-key", value_name = "FILE")]
+        public_keys: Vec<PathBuf>,
+    },
+    /// Print the public key of a receipts signing key, as a JWKS (its kid is the one the
+    /// receipts carry), for verifiers.
+    PublicKey { key: PathBuf },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -81,11 +93,14 @@ fn main() -> ExitCode {
     no_transparent_huge_pages();
     let cli = Cli::parse();
     init_logging(cli.log_format);
-    if let Some(Command::Audit {
-        action: AuditCommand::Verify { file },
-    }) = &cli.command
-    {
-        return audit_verify(file);
+    match &cli.command {
+        Some(Command::Audit {
+            action: AuditCommand::Verify { file, public_keys },
+        }) => return receipts::audit::verify(file, public_keys),
+        Some(Command::Audit {
+            action: AuditCommand::PublicKey { key },
+        }) => return receipts::audit::public_key(key),
+        _ => {}
     }
     let loaded = config::load(&cli.config);
     match cli.command {
@@ -122,28 +137,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// `audit verify FILE`: 0 when the chain holds, 1 naming the first broken link, 2 when the
-/// file cannot be read.
-fn audit_verify(file: &std::path::Path) -> ExitCode {
-    let text = match std::fs::read_to_string(file) {
-        Ok(text) => text,
-        Err(e) => {
-            eprintln!("{}: cannot read: {e}", file.display());
-            return ExitCode::from(2);
-        }
-    };
-    match poppy_gateway::receipts::chain::verify(&text) {
-        Ok(count) => {
-            println!("{}: {count} receipts, chain intact", file.display());
-            ExitCode::SUCCESS
-        }
-        Err(broken) => {
-            println!("{}: chain broken at {broken}", file.display());
-            ExitCode::FAILURE
-        }
-    }
-}
-
 fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
     match loaded {
         Err(errors) => {
@@ -166,6 +159,18 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
                     "conversations service {} (token from {})",
                     conversations.listen, conversations.token_source
                 );
+            }
+            if let Some(receipts) = &config.receipts {
+                let target = match &receipts.target {
+                    receipts::ReceiptTarget::File { path, .. } => path.display().to_string(),
+                    receipts::ReceiptTarget::Stdout => "stdout".to_owned(),
+                };
+                match &receipts.signing_key {
+                    Some(key) => println!("receipts {target}  signed (key {})", key.kid()),
+                    None => println!(
+                        "receipts {target}  NOT signed: set [receipts] signing_key (see docs/operations.md)"
+                    ),
+                }
             }
             for route in &config.routes {
                 if !only_default {

@@ -161,7 +161,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     ));
     check_store(&durability, store.as_ref())?;
     let receipts = match &config.receipts {
-        Some(target) => Some(Arc::new(crate::receipts::ReceiptSink::open(target)?)),
+        Some(settings) => Some(Arc::new(crate::receipts::ReceiptSink::open(settings)?)),
         None => None,
     };
     metrics.policies(config.policies.iter().map(|p| p.name.as_str()));

@@ -645,3 +645,85 @@ fn delegated_agents_need_origins() {
         );
     }
 }
+
+#[test]
+fn receipts_keys_and_replicas_are_checked_where_they_are_written() {
+    use base64::Engine as _;
+    use poppy_gateway::receipts::ReceiptTarget;
+    let with = |lines: &str| format!("{GATEWAY}\n[receipts]\n{lines}");
+    let pkcs8 =
+        ring::signature::Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).unwrap();
+    let pem = format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
+    );
+
+    // Lines: 9 is [receipts], 10 path, 11 signing_key, 12 replica.
+    let files = Files::new(
+        &with("path = \"receipts.jsonl\"\nsigning_key = \"receipts.pem\"\nreplica = \"gw-1\"\n"),
+        POLICY,
+    );
+    std::fs::write(files.dir().join("receipts.pem"), &pem).unwrap();
+    let receipts = files.load_with(config::load).unwrap().receipts.unwrap();
+    assert_eq!(
+        receipts.target,
+        ReceiptTarget::File {
+            path: files.dir().join("receipts.gw-1.jsonl"),
+            configured: files.dir().join("receipts.jsonl"),
+        }
+    );
+    let key = receipts.signing_key.unwrap();
+    assert_eq!(key.kid().len(), 43);
+    assert_eq!(format!("{key:?}"), format!("SigningKey(kid {})", key.kid()));
+    assert_eq!(receipts.replica.as_deref(), Some("gw-1"));
+
+    // Without a key: unsigned (the startup warns), as before.
+    let files = Files::new(&with("path = \"receipts.jsonl\"\n"), POLICY);
+    let receipts = files.load_with(config::load).unwrap().receipts.unwrap();
+    assert!(receipts.signing_key.is_none() && receipts.replica.is_none());
+
+    let files = Files::new(
+        &with("path = \"receipts.jsonl\"\nsigning_key = \"missing.pem\"\n"),
+        POLICY,
+    );
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        11,
+        &["receipts.signing_key", "missing.pem", "cannot read"],
+    );
+    let files = Files::new(
+        &with("path = \"receipts.jsonl\"\nsigning_key = \"public.pem\"\n"),
+        POLICY,
+    );
+    std::fs::write(
+        files.dir().join("public.pem"),
+        "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n",
+    )
+    .unwrap();
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        11,
+        &[
+            "receipts.signing_key",
+            "not an Ed25519 private key",
+            "genpkey",
+        ],
+    );
+    for bad in ["../elsewhere", "", ".hidden", "a b"] {
+        let files = Files::new(
+            &with(&format!(
+                "path = \"receipts.jsonl\"\nsigning_key = \"receipts.pem\"\nreplica = \"{bad}\"\n"
+            )),
+            POLICY,
+        );
+        std::fs::write(files.dir().join("receipts.pem"), &pem).unwrap();
+        assert_error_at(
+            &files.errors_with(config::load),
+            &files.gateway(),
+            12,
+            &["receipts.replica"],
+        );
+    }
+}

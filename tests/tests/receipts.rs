@@ -1,15 +1,20 @@
-//! Approval receipts (issue 15): a JSON Lines chain written on every performed operation and
-//! every operator resolution, read back by `GET /operations/{id}/receipt`, checked by
-//! `poppy-gateway audit verify FILE`, which names the first broken link.
+//! Approval receipts (issues 15, 25): a JSON Lines chain written on every performed operation
+//! and every operator resolution, read back by `GET /operations/{id}/receipt`, checked by
+//! `poppy-gateway audit verify FILE [--public-key PEM]`, which names the first bad line. With
+//! `[receipts] signing_key` every line is signed (Ed25519), so a forged receipt whose later links
+//! were recomputed is caught; a line torn by a crash is sealed when the gateway restarts; each
+//! replica writes its own chain.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use poppy_e2e::binaries;
 use poppy_e2e::run::run_binary;
-use poppy_e2e::{Gateway, Request, Session, Stack, Store, store_tests};
+use poppy_e2e::{Gateway, GatewayBuilder, Request, Session, Stack, Store, TEST_KEYS, store_tests};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 const TOKEN: &str = "test-admin-token-0123456789";
 
@@ -22,13 +27,95 @@ fn stack_with_receipts(store: Store, file: &Path) -> Stack {
 }
 
 fn audit(file: &Path) -> poppy_e2e::Run {
+    audit_with(file, &[])
+}
+
+/// `audit verify FILE --public-key K…`.
+fn audit_with(file: &Path, keys: &[&Path]) -> poppy_e2e::Run {
+    let mut args = vec!["audit", "verify", file.to_str().unwrap()];
+    for key in keys {
+        args.extend(["--public-key", key.to_str().unwrap()]);
+    }
     run_binary(
         &binaries::gateway(),
-        &["audit", "verify", file.to_str().unwrap()],
+        &args,
         "",
         &[],
         Duration::from_secs(30),
     )
+}
+
+/// An operator's receipts key, made as docs/operations.md says: (private PEM, public PEM).
+fn openssl_key(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let private = dir.join(format!("{name}.pem"));
+    let public = dir.join(format!("{name}.pub.pem"));
+    for args in [
+        vec![
+            "genpkey",
+            "-algorithm",
+            "ed25519",
+            "-out",
+            private.to_str().unwrap(),
+        ],
+        vec![
+            "pkey",
+            "-in",
+            private.to_str().unwrap(),
+            "-pubout",
+            "-out",
+            public.to_str().unwrap(),
+        ],
+    ] {
+        let status = Command::new("openssl")
+            .args(&args)
+            .status()
+            .expect("run openssl");
+        assert!(status.success(), "openssl {args:?}");
+    }
+    (private, public)
+}
+
+fn signed_table(file: &Path, key: &Path, replica: Option<&str>) -> String {
+    let mut table = format!(
+        "[receipts]\npath = \"{}\"\nsigning_key = \"{}\"\n",
+        file.display(),
+        key.display()
+    );
+    if let Some(replica) = replica {
+        table.push_str(&format!("replica = \"{replica}\"\n"));
+    }
+    table
+}
+
+/// Approve and perform one exchange of order `order` on `gateway`; its operation id.
+async fn perform(gateway: &Gateway, session: &Session, order: &str) -> String {
+    let request = Request::exchange(session, order, "i1", "s1");
+    let op = gateway.send(&request).await.operation();
+    gateway
+        .send(&request.approve(&op))
+        .await
+        .assert_status(201, "an approval");
+    op.operation_id
+}
+
+/// `poppy-gateway check` of a running gateway's config.
+fn check(gateway: &Gateway) -> poppy_e2e::Run {
+    let run = run_binary(
+        &binaries::gateway(),
+        &["check", "--config", gateway.config_path().to_str().unwrap()],
+        "",
+        &[],
+        Duration::from_secs(30),
+    );
+    run.assert_code(0, "check");
+    run
+}
+
+fn sha256_hex(line: &str) -> String {
+    Sha256::digest(line.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 async fn admin(gateway: &Gateway, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -51,9 +138,9 @@ async fn admin(gateway: &Gateway, method: &str, path: &str, body: Option<Value>)
     (status, response.json().await.expect("admin answers JSON"))
 }
 
+/// The file's lines (a torn one, cut inside a UTF-8 character, read lossily).
 fn lines(file: &Path) -> Vec<String> {
-    std::fs::read_to_string(file)
-        .unwrap()
+    String::from_utf8_lossy(&std::fs::read(file).unwrap())
         .lines()
         .map(str::to_owned)
         .collect()
@@ -74,6 +161,13 @@ async fn concurrent_approvals_write_one_chain(store: Store) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("receipts.jsonl");
     let stack = stack_with_receipts(store, &file);
+    assert!(
+        stack.gateway.log().contains("receipts are not signed"),
+        "{}",
+        stack.gateway.log()
+    );
+    let run = check(&stack.gateway);
+    assert!(run.stdout.contains("NOT signed"), "{}", run.describe());
     let session = Session::signed_in("ses_receipts", "acct_1");
     let mut approved = Vec::new();
     for n in 0..12 {
@@ -215,7 +309,257 @@ async fn operator_resolutions_write_receipts(store: Store) {
     audit(&file).assert_code(0, "a chain with a resolution");
 }
 
+/// A signed chain verifies with the operator's public key (PEM, or the JWKS `audit public-key`
+/// prints). A forger without the key edits a receipt's terms and user and recomputes every later
+/// link: the links alone still hold (and `audit verify` without a key says so, and that it did
+/// not check signatures), the key catches it at that very line. Another key is refused by kid.
+async fn a_signed_chain_catches_a_relinked_forgery(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("receipts.jsonl");
+    let (key, public) = openssl_key(dir.path(), "receipts");
+    let stack = Stack::start_with(store, |b| {
+        b.extra_config(&signed_table(&file, &key, None))
+            .env("POPPY_GATEWAY_ADMIN_TOKEN", TOKEN)
+    });
+    assert!(
+        stack.gateway.log().contains("receipts are signed"),
+        "{}",
+        stack.gateway.log()
+    );
+    let session = Session::signed_in("ses_signed", "acct_1");
+    for n in 0..6 {
+        perform(&stack.gateway, &session, &format!("o{n}")).await;
+    }
+    let original = lines(&file);
+    assert_eq!(original.len(), 6);
+    let first: Value = serde_json::from_str(&original[0]).unwrap();
+    let kid = first["kid"].as_str().unwrap().to_owned();
+    assert_eq!(first["sig"].as_str().map(str::len), Some(86), "{first}");
+
+    let check = check(&stack.gateway);
+    assert!(
+        check.stdout.contains(&format!("signed (key {kid})")),
+        "{}",
+        check.describe()
+    );
+
+    let run = audit_with(&file, &[&public]);
+    run.assert_code(0, "a signed chain, with its key");
+    assert!(
+        run.stdout.contains("6 receipts") && run.stdout.contains("6 signatures verified"),
+        "{}",
+        run.describe()
+    );
+    assert!(run.stdout.contains(&kid), "{}", run.describe());
+    let jwks = run_binary(
+        &binaries::gateway(),
+        &["audit", "public-key", key.to_str().unwrap()],
+        "",
+        &[],
+        Duration::from_secs(30),
+    );
+    jwks.assert_code(0, "audit public-key");
+    assert!(jwks.stdout.contains(&kid), "{}", jwks.describe());
+    let jwks_file = dir.path().join("receipts.jwks.json");
+    std::fs::write(&jwks_file, &jwks.stdout).unwrap();
+    audit_with(&file, &[&jwks_file]).assert_code(0, "the key as a JWKS");
+    let run = audit(&file);
+    run.assert_code(0, "a signed chain, no key given");
+    assert!(
+        run.stdout.contains("signatures not checked"),
+        "{}",
+        run.describe()
+    );
+
+    // The forgery: line 3's terms and user, then every later link recomputed.
+    let mut forged = original.clone();
+    assert!(forged[2].contains(r#""order_id":"o2""#), "{}", forged[2]);
+    forged[2] = forged[2]
+        .replace(r#""order_id":"o2""#, r#""order_id":"o9""#)
+        .replace(r#""user":"user_1""#, r#""user":"mallory""#);
+    assert_ne!(forged[2], original[2]);
+    for i in 3..forged.len() {
+        let old: Value = serde_json::from_str(&forged[i]).unwrap();
+        let old = old["prev"].as_str().unwrap().to_owned();
+        forged[i] = forged[i].replace(&old, &sha256_hex(&forged[i - 1]));
+    }
+    write_lines(&file, &forged);
+    let run = audit(&file);
+    run.assert_code(0, "a relinked forgery, no key: the links hold");
+    assert!(
+        run.stdout.contains("chain intact") && run.stdout.contains("signatures not checked"),
+        "{}",
+        run.describe()
+    );
+    let run = audit_with(&file, &[&public]);
+    run.assert_code(1, "a relinked forgery, with the key");
+    assert!(
+        run.stdout.contains("line 3:") && run.stdout.contains("does not verify"),
+        "{}",
+        run.describe()
+    );
+
+    // Another key: named by kid, refused. A private key given as the public one: refused.
+    write_lines(&file, &original);
+    let (_, other) = openssl_key(dir.path(), "other");
+    let run = audit_with(&file, &[&other]);
+    run.assert_code(1, "another key");
+    assert!(
+        run.stdout.contains("line 1:")
+            && run.stdout.contains(&kid)
+            && run.stdout.contains("none of the given public keys"),
+        "{}",
+        run.describe()
+    );
+    let run = audit_with(&file, &[&key]);
+    run.assert_code(2, "a private key as --public-key");
+    assert!(run.stderr.contains("private key"), "{}", run.describe());
+    // Both keys (a rotation): the right one is found by kid.
+    audit_with(&file, &[&other, &public]).assert_code(0, "two keys");
+}
+
+/// A crash that tears the last line (a write cut short, here inside a UTF-8 character): before
+/// a restart `audit verify` reports an unfinished last line, not a break; the restarted gateway
+/// keeps the torn bytes, seals them with a signed line, and the chain goes on after it.
+async fn a_torn_last_line_is_sealed_on_restart(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("receipts.jsonl");
+    let (key, public) = openssl_key(dir.path(), "receipts");
+    let mut stack = Stack::start_with(store, |b| b.extra_config(&signed_table(&file, &key, None)));
+    let session = Session::signed_in("ses_torn", "acct_1");
+    perform(&stack.gateway, &session, "o1").await;
+    perform(&stack.gateway, &session, "o2").await;
+    stack.gateway.kill();
+
+    let intact = std::fs::read(&file).unwrap();
+    let last = lines(&file)[1].clone();
+    let mut torn = last.as_bytes()[..last.len() / 2].to_vec();
+    torn.extend_from_slice("€".as_bytes().get(..2).unwrap());
+    let mut crashed = intact.clone();
+    crashed.extend_from_slice(&torn);
+    std::fs::write(&file, &crashed).unwrap();
+    let run = audit_with(&file, &[&public]);
+    run.assert_code(0, "an unfinished last line is not a break");
+    assert!(
+        run.stdout.contains("2 receipts")
+            && run
+                .stdout
+                .contains(&format!("last {} bytes have no newline", torn.len())),
+        "{}",
+        run.describe()
+    );
+
+    stack.gateway.restart();
+    assert!(
+        stack.gateway.log().contains("torn by a crash"),
+        "{}",
+        stack.gateway.log()
+    );
+    let after = std::fs::read(&file).unwrap();
+    assert!(after.starts_with(&crashed), "the torn bytes are kept");
+    perform(&stack.gateway, &session, "o3").await;
+
+    let run = audit_with(&file, &[&public]);
+    run.assert_code(0, "a sealed tear");
+    assert!(
+        run.stdout.contains("3 receipts")
+            && run.stdout.contains("4 signatures verified")
+            && run.stdout.contains(&format!(
+                "lines 3-3: {} bytes torn by a crash, sealed by line 4",
+                torn.len()
+            )),
+        "{}",
+        run.describe()
+    );
+    let seal: Value = serde_json::from_str(&lines(&file)[3]).unwrap();
+    assert_eq!(seal["kind"], "seal");
+    assert_eq!(seal["torn_bytes"], torn.len());
+    assert_eq!(seal["prev"], sha256_hex(&lines(&file)[1]));
+
+    // The seal names those bytes only: other bytes in their place break the chain there.
+    let mut swapped = after.clone();
+    swapped[intact.len()] = b'[';
+    std::fs::write(&file, &swapped).unwrap();
+    let run = audit_with(&file, &[&public]);
+    run.assert_code(1, "other torn bytes than the sealed ones");
+    assert!(
+        run.stdout.contains("line 3:") && run.stdout.contains("names other torn bytes"),
+        "{}",
+        run.describe()
+    );
+}
+
+/// Two gateways (replicas) with one config but their own `replica` share the receipts folder:
+/// each writes its own chain file, which verifies on its own, and either one's admin API finds
+/// a receipt the other wrote. A third process on a chain already held refuses to start.
+async fn replicas_write_their_own_chains(store: Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("receipts.jsonl");
+    let (key, public) = openssl_key(dir.path(), "receipts");
+    let stack = Stack::start_with(store, |b| {
+        b.extra_config(&signed_table(&file, &key, Some("gw-a")))
+            .env("POPPY_GATEWAY_ADMIN_TOKEN", TOKEN)
+    });
+    let replica = |builder: GatewayBuilder| match &stack.redis {
+        Some(redis) => builder.store_url(&redis.url()),
+        None => builder,
+    };
+    // The replica's name from the environment, as a Deployment would set it per pod.
+    let b = replica(GatewayBuilder::new(&stack.upstream.url()))
+        .extra_config(&signed_table(&file, &key, None))
+        .env("POPPY_GATEWAY__RECEIPTS__REPLICA", "gw-b")
+        .env("POPPY_GATEWAY_ADMIN_TOKEN", TOKEN)
+        .start();
+    let session = Session::signed_in("ses_replicas", "acct_1");
+    let on_a = perform(&stack.gateway, &session, "o1").await;
+    perform(&b, &session, "o2").await;
+    perform(&stack.gateway, &session, "o3").await;
+
+    let (file_a, file_b) = (
+        dir.path().join("receipts.gw-a.jsonl"),
+        dir.path().join("receipts.gw-b.jsonl"),
+    );
+    assert!(!file.exists(), "no shared chain");
+    for (chain, replica, n) in [(&file_a, "gw-a", 2), (&file_b, "gw-b", 1)] {
+        let run = audit_with(chain, &[&public]);
+        run.assert_code(0, replica);
+        assert!(
+            run.stdout
+                .contains(&format!("{n} receipts (replica {replica})")),
+            "{}",
+            run.describe()
+        );
+    }
+    let (status, body) = admin(&b, "GET", &format!("/operations/{on_a}/receipt"), None).await;
+    assert_eq!(status, 200, "replica b reads replica a's chain: {body}");
+    assert_eq!(body["receipt"]["replica"], "gw-a");
+
+    // A process on gw-a's chain while gw-a runs: refused at startup, the chain untouched.
+    let before = std::fs::read(&file_a).unwrap();
+    let third = replica(GatewayBuilder::new(&stack.upstream.url()))
+        .extra_config(&signed_table(&file, &key, Some("gw-a")))
+        .write();
+    let run = run_binary(
+        &binaries::gateway(),
+        &["--config", third.config.to_str().unwrap()],
+        "",
+        &[("POPPY_GATEWAY_KEYS", TEST_KEYS)],
+        Duration::from_secs(30),
+    );
+    assert_eq!(run.code, Some(1), "{}", run.describe());
+    assert!(
+        run.stderr.contains("in use by another process")
+            && run.stderr.contains("[receipts] replica"),
+        "{}",
+        run.describe()
+    );
+    assert_eq!(std::fs::read(&file_a).unwrap(), before);
+}
+
 store_tests!(
     concurrent_approvals_write_one_chain,
     operator_resolutions_write_receipts,
+    a_signed_chain_catches_a_relinked_forgery,
+    a_torn_last_line_is_sealed_on_restart,
+    replicas_write_their_own_chains,
 );

@@ -14,7 +14,7 @@ use super::routes::{Loading, RouteConfig, compile_routes};
 
 use crate::identity::SessionClaims;
 use crate::policy::PolicySet;
-use crate::receipts::ReceiptTarget;
+use crate::receipts::ReceiptSettings;
 use crate::store::{self, MAX_WAIT_TIMEOUT, MemoryLimits, ReplicaWait, StoreOptions};
 
 /// The validated configuration the gateway runs with.
@@ -33,8 +33,8 @@ pub struct Config {
     pub policies: PolicySet,
     /// The policy files that were loaded, for `check`.
     pub policy_files: Vec<PathBuf>,
-    /// `[receipts]`: where approval receipts go (none without the table).
-    pub receipts: Option<ReceiptTarget>,
+    /// `[receipts]`: where approval receipts go and what signs them (none without the table).
+    pub receipts: Option<ReceiptSettings>,
     /// `[proxy_headers]`: what the upstream learns about the client.
     pub proxy_headers: ProxyHeaders,
     /// `[access_log]`: one line per request (none without the table).
@@ -372,17 +372,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     let receipts = file
         .receipts
         .as_ref()
-        .and_then(|r| match r.path.get_ref().as_str() {
-            "" => {
-                errors.push(at(
-                    r.path.span(),
-                    "receipts.path: a file, or \"-\" for stdout".into(),
-                ));
-                None
-            }
-            "-" => Some(ReceiptTarget::Stdout),
-            file => Some(ReceiptTarget::File(folder.join(file))),
-        });
+        .and_then(|table| super::receipts::compile(table, folder, &at, &mut errors));
 
     let well_known = match &file.well_known.file {
         None => None,

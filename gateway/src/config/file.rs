@@ -30,19 +30,12 @@ pub(crate) struct GatewayFile {
     /// `[mcp]`: operations for an MCP server behind the gateway.
     pub mcp: Option<McpFile>,
     /// `[receipts]`: where approval receipts go.
-    pub receipts: Option<ReceiptsFile>,
+    pub receipts: Option<super::receipts::ReceiptsFile>,
     /// `[proxy_headers]` and `[access_log]` (see `edge.rs`).
     pub proxy_headers: Option<ProxyHeadersFile>,
     pub access_log: Option<AccessLogFile>,
     /// `[conversations]`: the operations service for Company Agents.
     pub conversations: Option<Spanned<super::conversations::ConversationsFile>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ReceiptsFile {
-    /// A JSON Lines file (relative to gateway.toml's folder), or `-` for stdout.
-    pub path: Spanned<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -13,6 +13,7 @@ mod error;
 mod file;
 mod lookup;
 mod policy_file;
+mod receipts;
 mod routes;
 mod session;
 mod tool_policy;
