@@ -36,7 +36,7 @@ use crate::policy::{Policy, Terms, canonical_json};
 use crate::protocol::{ApprovalHeader, OperationId, ScopeKind};
 
 pub(crate) use decision::Decision;
-pub(crate) use receipt::draft_receipt;
+pub(crate) use receipt::{Receipt, draft_receipt, rfc3339_ms};
 pub(crate) use remember::{ForwardRules, Remember, lease_until_ms, releases};
 pub(crate) use verdict::{
     Answer, Approved, Minted, Start, Verdict, action_tag, check, claim, existing, from_record,

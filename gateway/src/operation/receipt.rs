@@ -1,7 +1,48 @@
-//! The receipt of an operation about to be forwarded; the executor adds the answer.
+//! What a receipt says (the core's vocabulary: `crate::receipts` chains, signs and keeps
+//! it), and the receipt of an operation about to be forwarded; the executor adds the answer.
+
+use serde::Serialize;
+use serde_json::Value;
 
 use super::{Approved, Prepared, terms_value};
-use crate::receipts::{Receipt, rfc3339_ms};
+
+/// One receipt. Absent facts are `null`: an operator's resolution knows no summary or terms.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Receipt {
+    /// `performed`, `resolved_performed` or `resolved_not_performed`.
+    pub kind: &'static str,
+    pub operation_id: String,
+    pub revision: String,
+    pub policy: String,
+    pub summary: Option<String>,
+    pub terms: Option<Value>,
+    /// The approver scope the operation is bound to.
+    pub scope: String,
+    pub agent: Option<String>,
+    pub user: Option<String>,
+    pub session: Option<String>,
+    pub account: Option<String>,
+    /// `verified` (signatures checked by the gateway) or `unverified` (`[session] verify =
+    /// "off"`, or an unverified bearer token).
+    pub identity: Option<&'static str>,
+    /// RFC 3339, milliseconds.
+    pub approved_at: Option<String>,
+    pub performed_at: String,
+    pub upstream_status: Option<u16>,
+    /// SHA-256 (hex) of the recorded answer: status, headers and body, framed.
+    pub answer_sha256: Option<String>,
+}
+
+/// Now as RFC 3339 with milliseconds.
+pub(crate) fn rfc3339_ms(unix_ms: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_ms) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
 
 /// A receipt for an approved operation, claimed at `approved_at_ms`: who approved which
 /// terms. `performed_at`, the upstream's status and the answer's digest come once recorded.

@@ -17,13 +17,13 @@ mod sink;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::Serialize;
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub use signing::{KeyError, PublicKey, SigningKey};
 pub use sink::ReceiptError;
 pub(crate) use sink::ReceiptSink;
+// What a receipt says is the core's (operation/receipt.rs); this module signs and keeps it.
+pub(crate) use crate::operation::{Receipt, rfc3339_ms};
 
 /// `[receipts] path`: a file (appended to, its chain continued), or `-` for stdout.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,33 +47,6 @@ pub struct ReceiptSettings {
     pub replica: Option<String>,
 }
 
-/// One receipt. Absent facts are `null`: an operator's resolution knows no summary or terms.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Receipt {
-    /// `performed`, `resolved_performed` or `resolved_not_performed`.
-    pub kind: &'static str,
-    pub operation_id: String,
-    pub revision: String,
-    pub policy: String,
-    pub summary: Option<String>,
-    pub terms: Option<Value>,
-    /// The approver scope the operation is bound to.
-    pub scope: String,
-    pub agent: Option<String>,
-    pub user: Option<String>,
-    pub session: Option<String>,
-    pub account: Option<String>,
-    /// `verified` (signatures checked by the gateway) or `unverified` (`[session] verify =
-    /// "off"`, or an unverified bearer token).
-    pub identity: Option<&'static str>,
-    /// RFC 3339, milliseconds.
-    pub approved_at: Option<String>,
-    pub performed_at: String,
-    pub upstream_status: Option<u16>,
-    /// SHA-256 (hex) of the recorded answer: status, headers and body, framed.
-    pub answer_sha256: Option<String>,
-}
-
 /// The digest of a recorded answer kept in a receipt.
 pub(crate) fn answer_digest(status: u16, headers: &[(String, Vec<u8>)], body: &[u8]) -> String {
     let mut hash = Sha256::new();
@@ -87,15 +60,4 @@ pub(crate) fn answer_digest(status: u16, headers: &[(String, Vec<u8>)], body: &[
     hash.update((body.len() as u64).to_be_bytes());
     hash.update(body);
     chain::hex(&hash.finalize())
-}
-
-/// Now as RFC 3339 with milliseconds.
-pub(crate) fn rfc3339_ms(unix_ms: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_ms) * 1_000_000)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
 }
