@@ -11,15 +11,14 @@ pub mod cli;
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::config::{Config, SessionClaims};
 use crate::identity::{Approver, ApproverError};
-use crate::ingress::{self, Refusal, RouteMatch, Target, reading::HttpRequest};
-use crate::mcp::{
-    MCP_CONNECTION_HEADERS, approval_required_result, call_fingerprint, duplicate_member,
-    tool_error_result,
-};
+use crate::ingress::admit::{self, Action, ApprovalSource, Refused};
+use crate::ingress::{Refusal, RouteMatch, Target};
+use crate::mcp::{approval_required_result, duplicate_member, tool_error_result};
 use crate::operation::{self, Minted, OperationRequest, Prepared};
 use crate::policy::{Captures, Policy, TermSource, Terms, extract_from_answer};
 use crate::protocol::{ErrorBody, Keys, Operation, SigningKey};
@@ -120,7 +119,7 @@ pub fn explain(config: &Config, request: &ExplainRequest, now: i64) -> Explanati
         None => request.path.clone(),
     };
     let method = request.method.to_ascii_uppercase();
-    let route = ingress::admit::route(
+    let route = admit::route(
         &config.policies,
         config.first_mcp().map(|mcp| &mcp.template),
         &method,
@@ -144,7 +143,7 @@ pub fn explain(config: &Config, request: &ExplainRequest, now: i64) -> Explanati
             };
         }
     };
-    match explain_policy(config, &policy, captures, &target, request, now) {
+    match explain_policy(config, &policy, captures, target, request, now) {
         Ok(explanation) => explanation,
         Err((status, error)) => Explanation::Rejected {
             policy: policy.name.clone(),
@@ -157,27 +156,38 @@ pub fn explain(config: &Config, request: &ExplainRequest, now: i64) -> Explanati
 
 fn explain_policy(
     config: &Config,
-    policy: &Policy,
+    policy: &Arc<Policy>,
     captures: Captures,
-    target: &Target,
+    target: Target,
     request: &ExplainRequest,
     now: i64,
 ) -> Result<Explanation, (u16, ErrorBody)> {
     let approver = approver(request, &config.session)
         .map_err(|e| (e.status(), ErrorBody::new(e.code(), e.to_string())))?;
-    let method = request.method.to_ascii_uppercase();
-    let reading = ingress::read_policy_request(
-        policy,
-        &captures,
-        &HttpRequest {
-            method: &method,
+    let method = http::Method::from_bytes(request.method.to_ascii_uppercase().as_bytes())
+        .map_err(|_| {
+            (
+                400,
+                ErrorBody::new("invalid_request", "the method is not an HTTP method"),
+            )
+        })?;
+    // The front door's reading, as the gateway's (ingress/admit.rs).
+    let admitted = admit::admit(
+        Action::Http {
+            policy: Arc::clone(policy),
+            captures: captures.clone(),
+            method,
             target,
-            headers: &request.headers,
-            body: &request.body,
         },
+        request.headers.clone(),
+        Bytes::from(request.body.clone()),
+        ApprovalSource::Header,
+        approver,
     )
-    .map_err(|refusal| (refusal.status, refusal.to_error_body()))?;
-    let mut terms = reading.terms;
+    .map_err(|refused| (refused.status(), refused.error_body()))?;
+    let approver = admitted.approver;
+    let fingerprint = admitted.fingerprint;
+    let mut terms = admitted.terms;
 
     let mut lookup = None;
     let mut lookup_placeholders = false;
@@ -210,7 +220,7 @@ fn explain_policy(
     }
 
     let summary = policy.summary.render(&terms);
-    let operation = mint(policy, &approver, &terms, &reading.fingerprint, now);
+    let operation = mint(policy, &approver, &terms, &fingerprint, now);
     let answer = body(&ErrorBody::approval_required(
         &operation,
         "this action needs the user's approval of these terms; retry the same request with a Poppy-Approval header",
@@ -295,19 +305,34 @@ fn explain_tool(
             return rejected(e.status(), body(&ErrorBody::new(e.code(), e.to_string())));
         }
     };
-    let terms = match ingress::read_tool_call(&policy, &request.headers, &arguments) {
-        Ok(terms) => terms,
-        Err(refusal) => {
+    // The front door's reading of a held call, as the MCP endpoint's (ingress/admit.rs).
+    let admitted = admit::admit(
+        Action::Tool {
+            policy: Arc::clone(&policy),
+            tool: tool.to_owned(),
+            arguments,
+            path_and_query: config
+                .first_mcp()
+                .map(|mcp| mcp.path.clone())
+                .unwrap_or_default(),
+        },
+        request.headers.clone(),
+        Bytes::new(),
+        ApprovalSource::Json {
+            value: None,
+            place: "the approval",
+        },
+        approver,
+    );
+    let (approver, terms, fingerprint) = match admitted {
+        Ok(admitted) => (admitted.approver, admitted.terms, admitted.fingerprint),
+        Err(Refused::Request(refusal)) => {
             let text = format!("Not done: {}. Nothing was performed.", refusal.detail);
             return rejected(200, tool_error_result(&text));
         }
+        Err(refused) => return rejected(refused.status(), body(&refused.error_body())),
     };
     let summary = policy.summary.render(&terms);
-    let fingerprint = call_fingerprint(
-        tool,
-        &arguments,
-        &ingress::bound_headers(&policy, &[], MCP_CONNECTION_HEADERS, &request.headers),
-    );
     let operation = mint(&policy, &approver, &terms, &fingerprint, now);
     Explanation::Operation {
         policy: policy.name.clone(),

@@ -37,7 +37,6 @@ use crate::protocol::ErrorBody;
 pub use reading::read_policy_request;
 
 pub(crate) use forward::{ForwardRequest, HOP_BY_HOP, forwarded_headers};
-pub(crate) use reading::{bound_headers, read_tool_call};
 
 pub use reading::PolicyReading;
 pub use route::{RouteMatch, match_route};
