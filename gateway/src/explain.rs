@@ -164,8 +164,8 @@ fn explain_policy(
 ) -> Result<Explanation, (u16, ErrorBody)> {
     let approver = approver(request, &config.session)
         .map_err(|e| (e.status(), ErrorBody::new(e.code(), e.to_string())))?;
-    let method = http::Method::from_bytes(request.method.to_ascii_uppercase().as_bytes())
-        .map_err(|_| {
+    let method =
+        http::Method::from_bytes(request.method.to_ascii_uppercase().as_bytes()).map_err(|_| {
             (
                 400,
                 ErrorBody::new("invalid_request", "the method is not an HTTP method"),

@@ -2,6 +2,9 @@
 //!
 //! The binary is thin (`main.rs`); everything lives here so tests and tools can use it.
 
+// An item is as visible as its module says: `pub` only where the crate's API is.
+#![warn(unreachable_pub)]
+
 mod admin;
 mod clock;
 pub mod config;

@@ -18,7 +18,7 @@ const MIN_TOKEN_BYTES: usize = 16;
 /// `[conversations]` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ConversationsFile {
+pub(crate) struct ConversationsFile {
     /// Where the service listens (its own listener, apart from the proxy's).
     pub listen: Spanned<String>,
     /// The name of the environment variable that holds the service token.

@@ -17,7 +17,7 @@ use super::error::ConfigError;
 /// `[server.tls]`, as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TlsFile {
+pub(crate) struct TlsFile {
     pub cert_file: Spanned<String>,
     pub key_file: Spanned<String>,
     /// Offer HTTP/2 through ALPN (default true).
@@ -27,7 +27,7 @@ pub struct TlsFile {
 /// The keys of `[upstream]` (and of each `[[route]]`) for passthrough and TLS to upstreams.
 /// (Fields of those tables: serde's `flatten` would lose `deny_unknown_fields`.)
 #[derive(Debug, Default, Clone, Copy)]
-pub struct PassthroughKeys<'a> {
+pub(crate) struct PassthroughKeys<'a> {
     pub read_timeout: Option<&'a Spanned<String>>,
     pub write_timeout: Option<&'a Spanned<String>>,
     pub idle_timeout: Option<&'a Spanned<String>>,
@@ -40,7 +40,7 @@ pub struct PassthroughKeys<'a> {
 /// `[proxy_headers]`, as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ProxyHeadersFile {
+pub(crate) struct ProxyHeadersFile {
     pub trusted_proxies: Option<Spanned<Vec<String>>>,
     pub forwarded: Option<bool>,
     pub x_forwarded: Option<bool>,
@@ -49,7 +49,7 @@ pub struct ProxyHeadersFile {
 /// `[access_log]`, as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AccessLogFile {
+pub(crate) struct AccessLogFile {
     pub path: Spanned<String>,
     pub format: Option<Spanned<String>>,
 }

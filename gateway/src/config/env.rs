@@ -80,7 +80,7 @@ impl Overrides {
         Overrides { vars }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.vars.is_empty()
     }
 

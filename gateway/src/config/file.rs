@@ -73,7 +73,7 @@ pub(crate) struct UpstreamFile {
 }
 
 impl UpstreamFile {
-    pub fn passthrough_keys(&self) -> PassthroughKeys<'_> {
+    pub(crate) fn passthrough_keys(&self) -> PassthroughKeys<'_> {
         PassthroughKeys {
             read_timeout: self.read_timeout.as_ref(),
             write_timeout: self.write_timeout.as_ref(),

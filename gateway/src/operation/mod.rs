@@ -20,7 +20,7 @@
 mod decision;
 pub(crate) mod outcome;
 mod receipt;
-pub mod record;
+pub(crate) mod record;
 mod remember;
 mod verdict;
 

@@ -14,7 +14,7 @@ pub(crate) struct LivePolicies {
 }
 
 impl LivePolicies {
-    pub fn new(policies: PolicySet) -> LivePolicies {
+    pub(crate) fn new(policies: PolicySet) -> LivePolicies {
         LivePolicies {
             current: Arc::new(ArcSwap::from_pointee(policies)),
         }
@@ -27,12 +27,12 @@ impl LivePolicies {
     }
 
     /// Put `policies` in force for every request that starts from now on.
-    pub fn replace(&self, policies: PolicySet) {
+    pub(crate) fn replace(&self, policies: PolicySet) {
         self.current.store(Arc::new(policies));
     }
 
     /// [`PolicySet::find_tool`] on the set in force.
-    pub fn find_tool(&self, tool: &str) -> Option<Arc<Policy>> {
+    pub(crate) fn find_tool(&self, tool: &str) -> Option<Arc<Policy>> {
         self.current.load().find_tool(tool)
     }
 }

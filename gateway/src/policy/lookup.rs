@@ -46,7 +46,7 @@ pub(crate) enum FillError {
 }
 
 impl FillError {
-    pub fn term(&self) -> &str {
+    pub(crate) fn term(&self) -> &str {
         match self {
             FillError::Missing(term) | FillError::Unusable { term, .. } => term,
         }

@@ -71,7 +71,7 @@ pub(crate) enum TermError {
 }
 
 impl TermError {
-    pub fn term(&self) -> &str {
+    pub(crate) fn term(&self) -> &str {
         match self {
             TermError::Missing { term, .. } | TermError::HeaderNotText { term, .. } => term,
         }

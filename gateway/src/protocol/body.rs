@@ -25,7 +25,7 @@ pub(crate) struct ErrorBody {
 }
 
 impl ErrorBody {
-    pub fn new(error: &str, detail: impl Into<String>) -> ErrorBody {
+    pub(crate) fn new(error: &str, detail: impl Into<String>) -> ErrorBody {
         let mut members = Map::new();
         members.insert("error".into(), Value::from(error));
         members.insert("detail".into(), Value::from(detail.into()));
@@ -82,7 +82,7 @@ impl ErrorBody {
     }
 
     /// Add a member, such as `term` or `extension`.
-    pub fn with(mut self, name: &str, value: impl Into<Value>) -> ErrorBody {
+    pub(crate) fn with(mut self, name: &str, value: impl Into<Value>) -> ErrorBody {
         self.members.insert(name.to_owned(), value.into());
         self
     }

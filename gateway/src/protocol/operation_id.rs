@@ -53,7 +53,7 @@ pub(crate) struct ActionTag {
 impl ActionTag {
     /// The tag of an action: a MAC of the policy, the approver scope and the `same_action`
     /// values (all in `action_material`).
-    pub fn derive(
+    pub(crate) fn derive(
         key: &SigningKey,
         prefix: &str,
         kind: ScopeKind,
@@ -66,12 +66,12 @@ impl ActionTag {
         }
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.text
     }
 
     /// The operation_id of this action at `generation`.
-    pub fn operation_id(&self, key: &SigningKey, generation: u64) -> OperationId {
+    pub(crate) fn operation_id(&self, key: &SigningKey, generation: u64) -> OperationId {
         let generation_bytes = generation.to_be_bytes();
         let generation = key.tag(
             b"poppy-generation-v1",

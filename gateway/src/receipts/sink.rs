@@ -78,7 +78,7 @@ impl std::fmt::Debug for ReceiptSink {
 impl ReceiptSink {
     /// Open the sink. A file is locked (another process holding it is an error), a line torn
     /// by a crash is sealed, and its chain continued.
-    pub fn open(settings: &ReceiptSettings) -> Result<ReceiptSink, ReceiptError> {
+    pub(crate) fn open(settings: &ReceiptSettings) -> Result<ReceiptSink, ReceiptError> {
         let sink = |writer, last| ReceiptSink {
             settings: settings.clone(),
             tail: Mutex::new(Tail { writer, last }),
@@ -189,7 +189,7 @@ impl ReceiptSink {
 
     /// Every receipt of `operation_id` in this replica's file and the other replicas' files
     /// beside it, oldest first. `None` for stdout (nothing is kept to read back).
-    pub fn find(&self, operation_id: &str) -> Option<Result<Vec<Value>, String>> {
+    pub(crate) fn find(&self, operation_id: &str) -> Option<Result<Vec<Value>, String>> {
         let ReceiptTarget::File { path, configured } = &self.settings.target else {
             return None;
         };

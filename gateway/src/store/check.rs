@@ -31,7 +31,11 @@ pub(crate) struct DurabilityCheck {
 }
 
 impl DurabilityCheck {
-    pub fn new(require_durable: bool, wait_replicas_set: bool, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(
+        require_durable: bool,
+        wait_replicas_set: bool,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         DurabilityCheck {
             require_durable,
             wait_replicas_set,
@@ -41,7 +45,7 @@ impl DurabilityCheck {
     }
 
     /// Read the store's durability, log what changed, and say whether the gateway may serve.
-    pub async fn run(&self, store: &dyn OperationStore) -> Result<(), CheckError> {
+    pub(crate) async fn run(&self, store: &dyn OperationStore) -> Result<(), CheckError> {
         let durability = match store.durability().await {
             Ok(Some(durability)) => durability,
             Ok(None) => return Ok(()),

@@ -40,12 +40,12 @@ use redis::Value;
 use self::codec::{
     Finished, bytes_of, corrupt, decode_record, encode_headers, finished, into_fields,
 };
-pub use self::durability::Durability;
+pub(crate) use self::durability::Durability;
 #[cfg(test)]
 pub(crate) use self::durability::NodeDurability;
 use self::link::Links;
 use self::script::{Lua, Ran};
-pub use self::url::{CLUSTER_SCHEME, cluster_seeds};
+pub(crate) use self::url::{CLUSTER_SCHEME, cluster_seeds};
 use super::owner::Finisher;
 use super::{
     ActionState, Claim, ClaimOutcome, InFlightOperation, MessageSlot, OperationRecord,
@@ -55,11 +55,11 @@ use super::{
 use crate::protocol::OperationId;
 
 /// The key namespace when none is configured.
-pub const DEFAULT_NAMESPACE: &str = "poppy";
+pub(crate) const DEFAULT_NAMESPACE: &str = "poppy";
 
 /// The longest `[store] wait_timeout`: `WAIT` holds the reply (and every command behind it on
 /// the same connection) that long, and the whole call must stay well within its bound.
-pub const MAX_WAIT_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const MAX_WAIT_TIMEOUT: Duration = Duration::from_secs(1);
 
 const CLAIM_LUA: &str = include_str!("../lua/claim.lua");
 const COMPLETE_LUA: &str = include_str!("../lua/complete.lua");

@@ -3,13 +3,13 @@
 use crate::store::StoreError;
 
 /// The scheme of a Redis Cluster store URL.
-pub const CLUSTER_SCHEME: &str = "redis+cluster://";
+pub(crate) const CLUSTER_SCHEME: &str = "redis+cluster://";
 
 /// The seed nodes of `redis+cluster://[user[:password]@]host1:port1,host2:port2,…[/]`, each as a
 /// `redis://` URL the redis client reads (credentials apply to every node). A cluster has only
 /// database 0 and the client discovers every other node from any seed, so there is no path or
 /// query to give. Err for anything else, or a URL of another scheme.
-pub fn cluster_seeds(url: &str) -> Result<Vec<String>, StoreError> {
+pub(crate) fn cluster_seeds(url: &str) -> Result<Vec<String>, StoreError> {
     let invalid = |why: &str| StoreError::Invalid(format!("invalid Redis Cluster URL: {why}"));
     let rest = url
         .strip_prefix(CLUSTER_SCHEME)
