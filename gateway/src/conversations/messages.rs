@@ -163,16 +163,9 @@ fn message_key(approver: &Approver, conversation_id: &str, message_id: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{SessionClaims, VerifyMode};
 
     fn approver(sid: &str) -> Approver {
-        let claims = SessionClaims {
-            verify: VerifyMode::Off,
-            session_claim: "sid".into(),
-            agent_claim: "iss".into(),
-            user_claim: "sub".into(),
-            account_claim: "sub".into(),
-        };
+        let claims = crate::testkit::claims_off();
         let payload = URL_SAFE_NO_PAD.encode(format!(r#"{{"sid":"{sid}","iss":"a"}}"#));
         Approver::from_headers(format!("e30.{payload}.x").as_bytes(), None, &claims).unwrap()
     }

@@ -490,7 +490,6 @@ mod tests {
 
     use super::*;
     use crate::clock::SystemClock;
-    use crate::identity::{SessionClaims, VerifyMode};
     use crate::metrics::Outcome;
     use crate::policy::PolicySet;
     use crate::protocol::SigningKey;
@@ -572,13 +571,7 @@ order_id = { path = "order_id" }
             part(json!({"alg": "none"})),
             part(json!({"sid": "s1"}))
         );
-        let claims = SessionClaims {
-            verify: VerifyMode::Off,
-            session_claim: "sid".into(),
-            agent_claim: "iss".into(),
-            user_claim: "sub".into(),
-            account_claim: "sub".into(),
-        };
+        let claims = crate::testkit::claims_off();
         OperationRequest {
             policy: Arc::clone(policy),
             approver: Approver::from_headers(session.as_bytes(), None, &claims).unwrap(),
