@@ -2,6 +2,28 @@
 
 use std::time::Duration;
 
+use toml::Spanned;
+
+use super::error::{At, ConfigError};
+
+/// A duration key of the file: its value, or `default` when absent (or wrong: the error is
+/// noted at the value, and loading goes on to find the others).
+pub(super) fn duration(
+    value: &Option<Spanned<String>>,
+    default: Duration,
+    key: &str,
+    at: At<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Duration {
+    match value {
+        None => default,
+        Some(v) => parse_duration(v.get_ref()).unwrap_or_else(|e| {
+            errors.push(at(v.span(), format!("{key}: {e}")));
+            default
+        }),
+    }
+}
+
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text

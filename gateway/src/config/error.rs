@@ -107,6 +107,9 @@ fn line_column(source: &str, offset: usize) -> (usize, usize) {
 }
 
 /// A TOML syntax or shape error (unknown key, wrong type) as a [`ConfigError`].
+/// Where a config value is: the error for a message at its span.
+pub(crate) type At<'a> = &'a dyn Fn(Range<usize>, String) -> ConfigError;
+
 pub(crate) fn from_toml(file: &Path, source: &str, error: &toml::de::Error) -> ConfigError {
     ConfigError::at(
         file,

@@ -15,14 +15,14 @@ mod lookup;
 mod policy_file;
 mod receipts;
 mod routes;
+mod server;
 mod session;
+mod store;
 mod tool_policy;
 
 pub use crate::identity::VerifyMode;
 
 pub(crate) use crate::identity::SessionClaims;
-pub use compile::Server;
-pub use compile::StoreSettings;
 pub use compile::{Config, load};
 pub(crate) use conversations::{Conversations, ServiceToken};
 pub(crate) use edge::{AccessLog, LogFormat, LogTarget, Passthrough, ProxyHeaders};
@@ -31,4 +31,6 @@ pub use error::ConfigErrors;
 pub use policy_file::parse_policy_file;
 pub use routes::Upstream;
 pub use routes::{DEFAULT_ROUTE, RouteConfig};
+pub use server::Server;
+pub use store::StoreSettings;
 pub use tool_policy::Mcp;

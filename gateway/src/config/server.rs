@@ -1,0 +1,184 @@
+//! `[server]` and `[admin]`: the listeners and their limits, each default named.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::duration::duration;
+use super::edge;
+use super::edge::Tls;
+use super::error::{At, ConfigError};
+use super::file::{AdminFile, ServerFile};
+
+/// Worker threads.
+pub(super) const DEFAULT_THREADS: usize = 2;
+/// The largest request body to an action (1 MiB).
+pub(super) const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Request bodies held at once (64 MiB).
+pub(super) const DEFAULT_MAX_HELD_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// Connections open at once.
+pub(super) const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+pub(super) const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub listen: String,
+    pub threads: usize,
+    pub max_body_bytes: usize,
+    /// Request bodies held at once, in bytes (default 64 MiB).
+    pub max_held_body_bytes: usize,
+    /// The whole body of a request to an action must arrive within it (default 30 s).
+    pub body_read_timeout: Duration,
+    /// Every request head must arrive within it, including a kept-alive connection's wait for
+    /// its next request (default 60 s).
+    pub header_read_timeout: Duration,
+    /// Connections open at once (default 10000).
+    pub max_connections: usize,
+    pub shutdown_grace: Duration,
+    /// `[server.tls]`: terminate TLS on `listen`.
+    pub tls: Option<Tls>,
+    /// Cleartext HTTP/2 (prior knowledge) on a listener without TLS.
+    pub h2c: bool,
+}
+
+/// `[server]`.
+pub(super) fn compile_server(
+    server: &ServerFile,
+    folder: &Path,
+    at: At<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Server {
+    let listen = server.listen.get_ref().clone();
+    if listen.parse::<std::net::SocketAddr>().is_err() {
+        errors.push(at(
+            server.listen.span(),
+            format!("server.listen: `{listen}` is not an address like 127.0.0.1:8080"),
+        ));
+    }
+    let threads = server
+        .threads
+        .as_ref()
+        .map(|t| *t.get_ref())
+        .unwrap_or(DEFAULT_THREADS);
+    if let Some(t) = &server.threads
+        && (*t.get_ref() == 0 || *t.get_ref() > 256)
+    {
+        errors.push(at(t.span(), "server.threads: must be 1 to 256".into()));
+    }
+    let max_body_bytes = server
+        .max_body_bytes
+        .as_ref()
+        .map(|m| *m.get_ref())
+        .unwrap_or(DEFAULT_MAX_BODY_BYTES);
+    if let Some(m) = &server.max_body_bytes
+        && *m.get_ref() == 0
+    {
+        errors.push(at(
+            m.span(),
+            "server.max_body_bytes: must be at least 1".into(),
+        ));
+    }
+    let max_held_body_bytes = server
+        .max_held_body_bytes
+        .as_ref()
+        .map(|m| *m.get_ref())
+        .unwrap_or(DEFAULT_MAX_HELD_BODY_BYTES);
+    if let Some(m) = &server.max_held_body_bytes
+        && *m.get_ref() < max_body_bytes
+    {
+        errors.push(at(
+            m.span(),
+            format!("server.max_held_body_bytes: must be at least server.max_body_bytes ({max_body_bytes}), or no body could be held"),
+        ));
+    }
+    let max_connections = server
+        .max_connections
+        .as_ref()
+        .map(|m| *m.get_ref())
+        .unwrap_or(DEFAULT_MAX_CONNECTIONS);
+    if let Some(m) = &server.max_connections
+        && *m.get_ref() == 0
+    {
+        errors.push(at(
+            m.span(),
+            "server.max_connections: must be at least 1".into(),
+        ));
+    }
+    let body_read_timeout = duration(
+        &server.body_read_timeout,
+        DEFAULT_BODY_READ_TIMEOUT,
+        "server.body_read_timeout",
+        at,
+        errors,
+    );
+    let header_read_timeout = duration(
+        &server.header_read_timeout,
+        DEFAULT_HEADER_READ_TIMEOUT,
+        "server.header_read_timeout",
+        at,
+        errors,
+    );
+    for (value, timeout, key) in [
+        (
+            &server.body_read_timeout,
+            body_read_timeout,
+            "server.body_read_timeout",
+        ),
+        (
+            &server.header_read_timeout,
+            header_read_timeout,
+            "server.header_read_timeout",
+        ),
+    ] {
+        if let Some(v) = value
+            && timeout < Duration::from_millis(100)
+        {
+            errors.push(at(v.span(), format!("{key}: must be at least 100ms")));
+        }
+    }
+    let shutdown_grace = duration(
+        &server.shutdown_grace,
+        DEFAULT_SHUTDOWN_GRACE,
+        "server.shutdown_grace",
+        at,
+        errors,
+    );
+
+    let listener_tls = server
+        .tls
+        .as_ref()
+        .and_then(|t| edge::compile_tls(t, folder, at, errors));
+    Server {
+        listen,
+        threads,
+        max_body_bytes,
+        max_held_body_bytes,
+        body_read_timeout,
+        header_read_timeout,
+        max_connections,
+        shutdown_grace,
+        tls: listener_tls,
+        h2c: server.h2c.unwrap_or(false),
+    }
+}
+
+/// `[admin]`: its listen address, when the table is there.
+pub(super) fn compile_admin(
+    admin: Option<&AdminFile>,
+    at: At<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<String> {
+    admin.map(|a| {
+        if a.listen.get_ref().parse::<std::net::SocketAddr>().is_err() {
+            errors.push(at(
+                a.listen.span(),
+                format!(
+                    "admin.listen: `{}` is not an address like 127.0.0.1:9100",
+                    a.listen.get_ref()
+                ),
+            ));
+        }
+        a.listen.get_ref().clone()
+    })
+}
