@@ -8,6 +8,7 @@ use super::edge;
 use super::edge::Tls;
 use super::error::{At, ConfigError};
 use super::file::{AdminFile, ServerFile};
+use toml::Spanned;
 
 /// Worker threads.
 pub(super) const DEFAULT_THREADS: usize = 2;
@@ -56,29 +57,22 @@ pub(super) fn compile_server(
             format!("server.listen: `{listen}` is not an address like 127.0.0.1:8080"),
         ));
     }
-    let threads = server
-        .threads
-        .as_ref()
-        .map(|t| *t.get_ref())
-        .unwrap_or(DEFAULT_THREADS);
-    if let Some(t) = &server.threads
-        && (*t.get_ref() == 0 || *t.get_ref() > 256)
-    {
-        errors.push(at(t.span(), "server.threads: must be 1 to 256".into()));
-    }
-    let max_body_bytes = server
-        .max_body_bytes
-        .as_ref()
-        .map(|m| *m.get_ref())
-        .unwrap_or(DEFAULT_MAX_BODY_BYTES);
-    if let Some(m) = &server.max_body_bytes
-        && *m.get_ref() == 0
-    {
-        errors.push(at(
-            m.span(),
-            "server.max_body_bytes: must be at least 1".into(),
-        ));
-    }
+    let threads = count(
+        &server.threads,
+        DEFAULT_THREADS,
+        (1, Some(256)),
+        "server.threads",
+        at,
+        errors,
+    );
+    let max_body_bytes = count(
+        &server.max_body_bytes,
+        DEFAULT_MAX_BODY_BYTES,
+        (1, None),
+        "server.max_body_bytes",
+        at,
+        errors,
+    );
     let max_held_body_bytes = server
         .max_held_body_bytes
         .as_ref()
@@ -92,19 +86,14 @@ pub(super) fn compile_server(
             format!("server.max_held_body_bytes: must be at least server.max_body_bytes ({max_body_bytes}), or no body could be held"),
         ));
     }
-    let max_connections = server
-        .max_connections
-        .as_ref()
-        .map(|m| *m.get_ref())
-        .unwrap_or(DEFAULT_MAX_CONNECTIONS);
-    if let Some(m) = &server.max_connections
-        && *m.get_ref() == 0
-    {
-        errors.push(at(
-            m.span(),
-            "server.max_connections: must be at least 1".into(),
-        ));
-    }
+    let max_connections = count(
+        &server.max_connections,
+        DEFAULT_MAX_CONNECTIONS,
+        (1, None),
+        "server.max_connections",
+        at,
+        errors,
+    );
     let body_read_timeout = duration(
         &server.body_read_timeout,
         DEFAULT_BODY_READ_TIMEOUT,
@@ -161,6 +150,29 @@ pub(super) fn compile_server(
         tls: listener_tls,
         h2c: server.h2c.unwrap_or(false),
     }
+}
+
+/// A count key: its value, or `default`; a value outside `(min, max)` is an error at it.
+fn count(
+    value: &Option<Spanned<usize>>,
+    default: usize,
+    (min, max): (usize, Option<usize>),
+    key: &str,
+    at: At<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> usize {
+    let Some(value) = value else {
+        return default;
+    };
+    let n = *value.get_ref();
+    if n < min || max.is_some_and(|max| n > max) {
+        let rule = match max {
+            Some(max) => format!("must be {min} to {max}"),
+            None => format!("must be at least {min}"),
+        };
+        errors.push(at(value.span(), format!("{key}: {rule}")));
+    }
+    n
 }
 
 /// `[admin]`: its listen address, when the table is there.
