@@ -249,3 +249,41 @@ async fn an_answer_is_recorded_after_redis_restarted_empty() {
         .assert_replay_of(&first, "a retry replays");
     stack.assert_executions(1, "never twice");
 }
+
+/// Redis restarts: the gateway's next requests are served, none answered `503
+/// store_unavailable` for a connection Redis had closed (each runtime's dead connection is
+/// replaced within the request that finds it). Measured: Redis back → the first answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_redis_fails_no_request() {
+    let mut stack = Stack::start(Store::Redis);
+    let mint = |n: usize| {
+        Request::exchange(
+            &Session::signed_out(&format!("ses_restart_{n}")),
+            "o1",
+            &format!("i{n}"),
+            "s1",
+        )
+    };
+    // Every gateway thread has used its connection.
+    for n in 0..8 {
+        stack
+            .gateway
+            .send(&mint(n))
+            .await
+            .assert_status(403, "held");
+    }
+    stack.redis().restart();
+    assert!(stack.redis().ping(), "redis-server is back");
+    let back = std::time::Instant::now();
+    for n in 8..16 {
+        stack
+            .gateway
+            .send(&mint(n))
+            .await
+            .assert_status(403, "held at once after Redis restarted, never 503");
+        if n == 8 {
+            eprintln!("redis back → first answer: {:?}", back.elapsed());
+        }
+    }
+    stack.assert_executions(0, "nothing approved");
+}

@@ -112,7 +112,10 @@ pub(super) async fn read(links: &Links) -> Result<Durability, StoreError> {
 
 async fn each(links: &Links, cmd: redis::Cmd) -> Result<Vec<(String, Value)>, StoreError> {
     links
-        .run(|link| async move { link.on_each_primary(cmd).await })
+        .run(|link| {
+            let cmd = cmd.clone();
+            async move { link.on_each_primary(cmd).await }
+        })
         .await
 }
 

@@ -183,14 +183,15 @@ impl Links {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// This runtime's connection, created (not connected) on first use.
-    fn connection(&self) -> Result<Connection, StoreError> {
+    /// This runtime's connection, created (not connected) on first use; `true` with one
+    /// created now.
+    fn connection(&self) -> Result<(Connection, bool), StoreError> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| StoreError::Unavailable("the Redis store needs a Tokio runtime".into()))?
             .id();
         let mut connections = self.connections();
         if let Some(connection) = connections.get(&runtime) {
-            return Ok(connection.clone());
+            return Ok((connection.clone(), false));
         }
         let link = match &self.target {
             Target::Node(client) => {
@@ -221,7 +222,7 @@ impl Links {
             link,
         };
         connections.insert(runtime, connection.clone());
-        Ok(connection)
+        Ok((connection, true))
     }
 
     /// Drop a connection that failed, unless it was already replaced.
@@ -230,13 +231,35 @@ impl Links {
             .retain(|_, connection| connection.epoch != failed.epoch);
     }
 
-    /// Run one request on this runtime's connection, bounded in time.
+    /// Run one request on this runtime's connection, bounded in time. A connection the
+    /// server closed (a restart, a failover) is found dead by the request, which then runs
+    /// once more on a new connection: a restarted Redis costs no failed call. The first try
+    /// reached no server that is still there, or ran and lost its answer, and every request
+    /// of this store survives running twice (a second claim finds the first one's record and
+    /// the gateway answers 503; a second complete or release finds nothing left to do), as
+    /// the cluster client's own retries already assume.
     pub(super) async fn run<T, F, Fut>(&self, request: F) -> Result<T, StoreError>
     where
-        F: FnOnce(Link) -> Fut,
+        F: Fn(Link) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let connection = self.connection()?;
+        let (connection, fresh) = self.connection()?;
+        match self.run_on(&connection, &request).await {
+            Err(Failure::Dropped(_)) if !fresh => {
+                let (connection, _) = self.connection()?;
+                self.run_on(&connection, &request)
+                    .await
+                    .map_err(Failure::into_error)
+            }
+            other => other.map_err(Failure::into_error),
+        }
+    }
+
+    async fn run_on<T, F, Fut>(&self, connection: &Connection, request: &F) -> Result<T, Failure>
+    where
+        F: Fn(Link) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
         // pingora's timer wheel: a tokio timer per call woke the runtime's driver (an eventfd write)
         // on every Redis call (BENCHMARKS.md).
         match pingora::prelude::fast_timeout::fast_timeout(
@@ -246,20 +269,20 @@ impl Links {
         .await
         {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(self.failed(&connection, &error)),
+            Ok(Err(error)) => Err(self.failed(connection, &error)),
             Err(_) => {
-                self.forget(&connection);
-                Err(StoreError::Unavailable(
+                self.forget(connection);
+                Err(Failure::Other(StoreError::Unavailable(
                     "Redis did not answer in time".into(),
-                ))
+                )))
             }
         }
     }
 
-    fn failed(&self, connection: &Connection, error: &RedisError) -> StoreError {
+    fn failed(&self, connection: &Connection, error: &RedisError) -> Failure {
         // Somebody else's data under our key, or a script refusing a malformed entry.
         if matches!(error.code(), Some("WRONGTYPE" | "CORRUPT")) {
-            return StoreError::Corrupt(error.to_string());
+            return Failure::Other(StoreError::Corrupt(error.to_string()));
         }
         // The manager repairs dropped connections, but not every failure (a handshake
         // error, a peer that went silent and times out): start afresh on the next call.
@@ -268,9 +291,28 @@ impl Links {
             // went to the same server and is dead too. Start them all afresh, so that each
             // runtime does not find its own with a failed request.
             self.connections().clear();
+            if error.is_connection_refusal() {
+                return Failure::Other(StoreError::Unavailable(error.to_string()));
+            }
+            Failure::Dropped(StoreError::Unavailable(error.to_string()))
         } else {
             self.forget(connection);
+            Failure::Other(StoreError::Unavailable(error.to_string()))
         }
-        StoreError::Unavailable(error.to_string())
+    }
+}
+
+/// Why a request failed: on a connection the server closed (worth one more try on a new
+/// one), or otherwise.
+enum Failure {
+    Dropped(StoreError),
+    Other(StoreError),
+}
+
+impl Failure {
+    fn into_error(self) -> StoreError {
+        match self {
+            Failure::Dropped(error) | Failure::Other(error) => error,
+        }
     }
 }

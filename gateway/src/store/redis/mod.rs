@@ -184,12 +184,13 @@ impl RedisStore {
             return;
         }
         let (key, member) = (self.index_key(), id.as_str().to_owned());
+        let (key, member) = (&key, &member);
         let removed: Result<Value, StoreError> = self
             .links
             .run(|mut con| async move {
                 redis::cmd("ZREM")
-                    .arg(&key)
-                    .arg(&member)
+                    .arg(key)
+                    .arg(member)
                     .query_async(&mut con)
                     .await
             })
@@ -208,13 +209,14 @@ impl RedisStore {
     ) -> Result<Vec<InFlightOperation>, StoreError> {
         let key = self.index_key();
         let max = max_lease_ms.map_or_else(|| "+inf".to_owned(), |ms| format!("({ms}"));
+        let (key, max) = (&key, &max);
         let members: Vec<(String, f64)> = self
             .links
             .run(|mut con| async move {
                 redis::cmd("ZRANGEBYSCORE")
-                    .arg(&key)
+                    .arg(key)
                     .arg("-inf")
-                    .arg(&max)
+                    .arg(max)
                     .arg("WITHSCORES")
                     .arg("LIMIT")
                     .arg(0)
@@ -235,12 +237,12 @@ impl RedisStore {
                     listed.push(InFlightOperation { id, record });
                 }
                 _ if (score as i64).saturating_add(STALE_INDEX_AFTER_MS) < now => {
-                    let key = self.index_key();
+                    let (key, member) = (&self.index_key(), &member);
                     self.links
                         .run(|mut con| async move {
                             redis::cmd("ZREM")
-                                .arg(&key)
-                                .arg(&member)
+                                .arg(key)
+                                .arg(member)
                                 .query_async::<Value>(&mut con)
                                 .await
                         })
@@ -351,10 +353,10 @@ impl RedisStore {
 #[async_trait]
 impl OperationStore for RedisStore {
     async fn generation(&self, action_tag: &str) -> Result<u64, StoreError> {
-        let key = self.generation_key(action_tag);
+        let key = &self.generation_key(action_tag);
         let value: Value = self
             .links
-            .run(|mut con| async move { redis::cmd("GET").arg(&key).query_async(&mut con).await })
+            .run(|mut con| async move { redis::cmd("GET").arg(key).query_async(&mut con).await })
             .await?;
         decode_generation(value)
     }
@@ -426,13 +428,13 @@ impl OperationStore for RedisStore {
     }
 
     async fn lookup(&self, id: &OperationId) -> Result<Option<OperationRecord>, StoreError> {
-        let key = self.record_key(id);
-        let value: Value =
-            self.links
-                .run(|mut con| async move {
-                    redis::cmd("HGETALL").arg(&key).query_async(&mut con).await
-                })
-                .await?;
+        let key = &self.record_key(id);
+        let value: Value = self
+            .links
+            .run(
+                |mut con| async move { redis::cmd("HGETALL").arg(key).query_async(&mut con).await },
+            )
+            .await?;
         let fields = into_fields(value)?;
         if fields.is_empty() {
             return Ok(None);
@@ -445,17 +447,18 @@ impl OperationStore for RedisStore {
             // Before the claim, so that no in-flight record is ever missing from the index
             // (NX: an existing entry is somebody's claim, left as it is).
             let (key, member, lease) = (
-                self.index_key(),
+                &self.index_key(),
                 id.as_str().to_owned(),
                 claim.lease_until_ms,
             );
+            let member = &member;
             self.links
                 .run(|mut con| async move {
                     redis::cmd("ZADD")
-                        .arg(&key)
+                        .arg(key)
                         .arg("NX")
                         .arg(lease)
-                        .arg(&member)
+                        .arg(member)
                         .query_async::<Value>(&mut con)
                         .await
                 })
