@@ -291,7 +291,8 @@ impl Links {
             // went to the same server and is dead too. Start them all afresh, so that each
             // runtime does not find its own with a failed request.
             self.connections().clear();
-            if error.is_connection_refusal() {
+            // Redis down, or slow to answer (the command may still run): no second try.
+            if error.is_connection_refusal() || error.is_timeout() {
                 return Failure::Other(StoreError::Unavailable(error.to_string()));
             }
             Failure::Dropped(StoreError::Unavailable(error.to_string()))
