@@ -76,11 +76,7 @@ pub fn match_route(
     // A form POST can carry `_method`, which Rails, Laravel and Symfony read as the method.
     if form_body
         && method.eq_ignore_ascii_case("POST")
-        && let Some(policy) = policies.iter().find(|p| {
-            p.route
-                .as_ref()
-                .is_some_and(|route| route.path.matches(path).is_some())
-        })
+        && let Some((policy, _)) = policies.find_route_any_method(path)
     {
         return Err(Refusal::header(
             "content-type",

@@ -2,6 +2,7 @@
 //! Pure code: no pingora, no store.
 
 mod fingerprint;
+mod index;
 mod jsonpath;
 mod live;
 mod lookup;
@@ -31,6 +32,8 @@ pub use terms::{TermSource, Terms};
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use index::RouteIndex;
 
 /// One `[[operation]]` (or `[[tool]]`) of a policy file, validated.
 #[derive(Debug, Clone)]
@@ -143,13 +146,18 @@ impl Policy {
 #[derive(Debug, Clone, Default)]
 pub struct PolicySet {
     policies: Vec<Arc<Policy>>,
+    /// Their routes as a trie: a request's policy is found without trying each (index.rs).
+    routes: RouteIndex,
 }
 
 impl PolicySet {
     pub fn new(policies: Vec<Policy>) -> PolicySet {
-        PolicySet {
-            policies: policies.into_iter().map(Arc::new).collect(),
-        }
+        let policies: Vec<Arc<Policy>> = policies.into_iter().map(Arc::new).collect();
+        let routes = RouteIndex::new(policies.iter().enumerate().filter_map(|(i, policy)| {
+            let route = policy.route.as_ref()?;
+            Some((i, route.method.as_str(), &route.path))
+        }));
+        PolicySet { policies, routes }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Policy>> {
@@ -158,16 +166,18 @@ impl PolicySet {
 
     /// The HTTP policy for this method and path (without query), with its captures.
     pub fn find_route(&self, method: &str, path: &str) -> Option<(Arc<Policy>, Captures)> {
-        self.policies.iter().find_map(|policy| {
-            let route = policy.route.as_ref()?;
-            if !route.method.eq_ignore_ascii_case(method) {
-                return None;
-            }
-            route
-                .path
-                .matches(path)
-                .map(|captures| (Arc::clone(policy), captures))
-        })
+        self.matched(self.routes.find(method, path)?, path)
+    }
+
+    /// The HTTP policy whose path this is, whatever its method (the first in file order).
+    pub(crate) fn find_route_any_method(&self, path: &str) -> Option<(Arc<Policy>, Captures)> {
+        self.matched(self.routes.find_any_method(path)?, path)
+    }
+
+    fn matched(&self, position: usize, path: &str) -> Option<(Arc<Policy>, Captures)> {
+        let policy = self.policies.get(position)?;
+        let captures = policy.route.as_ref()?.path.matches(path)?;
+        Some((Arc::clone(policy), captures))
     }
 
     /// The policy of an MCP tool.

@@ -22,6 +22,26 @@ pub enum TemplateError {
     DuplicateCapture(String),
 }
 
+/// A template's segment as the route index files it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SegmentKey {
+    /// Percent-decoded and case-folded.
+    Literal(String),
+    /// A whole-segment capture: any segment.
+    Capture,
+}
+
+impl SegmentKey {
+    /// Whether a request's segment (decoded and folded) can stand here; literals are looked
+    /// up by their text instead.
+    pub(crate) fn accepts(&self, part: &str) -> bool {
+        match self {
+            SegmentKey::Literal(text) => text == part,
+            SegmentKey::Capture => true,
+        }
+    }
+}
+
 /// A compiled path template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathTemplate {
@@ -75,6 +95,26 @@ impl PathTemplate {
     /// Whether the last segment is a `{capture}`.
     pub(crate) fn ends_with_capture(&self) -> bool {
         matches!(self.segments.last(), Some(Segment::Capture(_)))
+    }
+
+    /// What the route index (`index.rs`) files this template under, segment by segment.
+    pub(crate) fn segment_keys(&self) -> Vec<SegmentKey> {
+        self.segments
+            .iter()
+            .map(|segment| match segment {
+                Segment::Literal(text) => SegmentKey::Literal(text.clone()),
+                Segment::Capture(_) => SegmentKey::Capture,
+            })
+            .collect()
+    }
+
+    /// A request path's segments as [`Self::matches`] compares them with literals: the empty
+    /// ones left out, each percent-decoded and case-folded. Done once per request.
+    pub(crate) fn request_segments(path: &str) -> Vec<String> {
+        path.split('/')
+            .filter(|s| !s.is_empty())
+            .map(|part| percent_decode(part).to_lowercase())
+            .collect()
     }
 
     /// Match a request path (without its query).
