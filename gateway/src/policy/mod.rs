@@ -30,6 +30,7 @@ pub(crate) use terms::{
 };
 pub use terms::{TermSource, Terms};
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -148,6 +149,8 @@ pub struct PolicySet {
     policies: Vec<Arc<Policy>>,
     /// Their routes as a trie: a request's policy is found without trying each (index.rs).
     routes: RouteIndex,
+    /// Their tools by name (the first in file order).
+    tools: HashMap<String, usize>,
 }
 
 impl PolicySet {
@@ -157,7 +160,17 @@ impl PolicySet {
             let route = policy.route.as_ref()?;
             Some((i, route.method.as_str(), &route.path))
         }));
-        PolicySet { policies, routes }
+        let mut tools = HashMap::new();
+        for (i, policy) in policies.iter().enumerate() {
+            if let Some(tool) = &policy.tool {
+                tools.entry(tool.clone()).or_insert(i);
+            }
+        }
+        PolicySet {
+            policies,
+            routes,
+            tools,
+        }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Policy>> {
@@ -182,10 +195,7 @@ impl PolicySet {
 
     /// The policy of an MCP tool.
     pub fn find_tool(&self, tool: &str) -> Option<Arc<Policy>> {
-        self.policies
-            .iter()
-            .find(|policy| policy.tool.as_deref() == Some(tool))
-            .cloned()
+        self.policies.get(*self.tools.get(tool)?).cloned()
     }
 
     pub fn has_tools(&self) -> bool {
