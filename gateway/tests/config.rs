@@ -227,6 +227,57 @@ fn duplicate_policy_names_are_refused() {
     );
 }
 
+/// Two policies that can hold the same request are refused at the later one's name, naming
+/// both, unless the more specific one `overrides` the other; then it wins in any file order.
+#[test]
+fn overlapping_policy_routes_need_the_more_specific_to_override() {
+    let general = POLICY.replace("\"exchange\"", "\"general\"").replace(
+        "/orders/{order_id}/exchanges",
+        "/orders/{order_id}/{action}",
+    );
+    let files = Files::new(GATEWAY, &format!("{POLICY}\n{general}"));
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.policy(),
+        16,
+        &[
+            "`exchange`",
+            "`general`",
+            "POST /orders/x/exchanges",
+            "overrides",
+        ],
+    );
+
+    let marked = POLICY.replace("summary =", "overrides = [\"general\"]\nsummary =");
+    for text in [
+        format!("{marked}\n{general}"),
+        format!("{general}\n{marked}"),
+    ] {
+        let config = Files::new(GATEWAY, &text).load_with(config::load).unwrap();
+        let held = |path: &str| {
+            config
+                .policies
+                .find_route("POST", path)
+                .unwrap()
+                .0
+                .name
+                .clone()
+        };
+        assert_eq!(held("/orders/o1/exchanges"), "exchange");
+        assert_eq!(held("/ORDERS/o1/Exchanges/"), "exchange");
+        assert_eq!(held("/orders/o1/returns"), "general");
+    }
+
+    for (overrides, needle) in [
+        ("[\"nope\"]", "not a policy of this route"),
+        ("[\"exchange\"]", "this policy itself"),
+    ] {
+        let text = POLICY.replace("summary =", &format!("overrides = {overrides}\nsummary ="));
+        let errors = Files::new(GATEWAY, &text).errors_with(config::load);
+        assert!(errors.iter().any(|e| e.contains(needle)), "{errors:#?}");
+    }
+}
+
 #[test]
 fn store_cluster_urls_and_replica_waits() {
     let store = |table: &str| Files::new(&format!("{GATEWAY}\n[store]\n{table}\n"), POLICY);

@@ -218,6 +218,9 @@ pub(crate) struct OperationFile {
     /// Request headers that do not affect the action, besides those no revision covers
     /// (`ingress::UNBOUND_HEADERS`): every other header is bound to the approval.
     pub ignore_headers: Option<Spanned<Vec<String>>>,
+    /// Policies of the same route whose requests this more specific one holds where both
+    /// match (policies/README.md, "Overlapping routes").
+    pub overrides: Option<Spanned<Vec<String>>>,
 }
 
 /// One term: exactly one of these keys.

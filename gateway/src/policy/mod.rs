@@ -5,6 +5,7 @@ mod fingerprint;
 mod jsonpath;
 mod live;
 mod lookup;
+mod overlap;
 mod placeholders;
 mod route;
 mod summary;
@@ -16,6 +17,7 @@ pub(crate) use live::LivePolicies;
 pub use lookup::LookupTemplate;
 pub use lookup::LookupTemplateError;
 pub(crate) use lookup::{AnswerError, extract_from_answer};
+pub(crate) use overlap::conflicts;
 
 pub use route::{PathTemplate, percent_decode};
 
@@ -56,6 +58,9 @@ pub struct Policy {
     pub ignore_query: Vec<String>,
     /// Header names (lower case) that do not affect the action: not bound to the approval.
     pub ignore_headers: Vec<String>,
+    /// Policies of the same route this more specific one wins over where both match
+    /// (`overrides`); any other two that can match one request are refused.
+    pub overrides: Vec<String>,
 }
 
 /// The method and path an HTTP policy applies to.
@@ -139,16 +144,25 @@ impl Policy {
     }
 }
 
-/// All loaded policies, in file order; the first match wins.
+/// All loaded policies, in file order. A request is held by the first that matches in
+/// precedence order: file order, except that a policy comes before those it `overrides`.
 #[derive(Debug, Clone, Default)]
 pub struct PolicySet {
     policies: Vec<Arc<Policy>>,
+    /// The policies in precedence order.
+    precedence: Vec<Arc<Policy>>,
 }
 
 impl PolicySet {
     pub fn new(policies: Vec<Policy>) -> PolicySet {
+        let mut order = overlap::precedence(&policies);
+        // A cycle of `overrides` (which config refuses) is tried last, in file order.
+        let cycle: Vec<usize> = (0..policies.len()).filter(|i| !order.contains(i)).collect();
+        order.extend(cycle);
+        let policies: Vec<Arc<Policy>> = policies.into_iter().map(Arc::new).collect();
         PolicySet {
-            policies: policies.into_iter().map(Arc::new).collect(),
+            precedence: order.iter().map(|i| Arc::clone(&policies[*i])).collect(),
+            policies,
         }
     }
 
@@ -158,7 +172,7 @@ impl PolicySet {
 
     /// The HTTP policy for this method and path (without query), with its captures.
     pub fn find_route(&self, method: &str, path: &str) -> Option<(Arc<Policy>, Captures)> {
-        self.policies.iter().find_map(|policy| {
+        self.precedence.iter().find_map(|policy| {
             let route = policy.route.as_ref()?;
             if !route.method.eq_ignore_ascii_case(method) {
                 return None;
