@@ -512,6 +512,62 @@ fn required_verification_needs_trusted_agents() {
         "{debug}"
     );
 
+    // What introspection may cost; only with an endpoint; and introspected tokens need an
+    // audience to be held to, as JWTs do.
+    for (lines, needle) in [
+        (
+            "introspection_cache = \"2h\"",
+            "introspection_cache: at most 3600s",
+        ),
+        (
+            "introspection_cache_refused = \"soon\"",
+            "introspection_cache_refused",
+        ),
+        (
+            "introspection_cache_entries = 0",
+            "introspection_cache_entries: must be 1",
+        ),
+        ("introspection_rate = 0", "introspection_rate: must be 1"),
+        (
+            "introspection_burst = 1000000",
+            "introspection_burst: must be 1",
+        ),
+    ] {
+        let text = format!("{with_token}{lines}\n");
+        let errors = Files::new(&text, POLICY).errors_with(config::load);
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("session.token") && e.contains(needle)),
+            "{lines}: {errors:#?}"
+        );
+    }
+    let limits = "introspection_cache = \"1m\"\nintrospection_cache_refused = \"5s\"\nintrospection_cache_entries = 100\nintrospection_rate = 5\nintrospection_burst = 10\n";
+    Files::new(&format!("{with_token}{limits}"), POLICY)
+        .load_with(config::load)
+        .unwrap();
+    let jwt_only = format!(
+        "{}\n[session.token]\nissuer = \"https://as.test\"\n{good}\nintrospection_rate = 5\n",
+        session(&agent(&good))
+    );
+    let errors = Files::new(&jwt_only, POLICY).errors_with(config::load);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("introspection_rate: has no effect without introspection_url")),
+        "{errors:#?}"
+    );
+    let no_audience = format!(
+        "{GATEWAY}\n[session]\nverify = \"required\"\n\n[[session.agent]]\nissuer = \"agent_1\"\n{good}\n\n[session.token]\nintrospection_url = \"https://as.test/introspect\"\nclient_id = \"gw\"\nclient_secret = \"s\"\n"
+    );
+    let errors = Files::new(&no_audience, POLICY).errors_with(config::load);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("session.token: audience") && e.contains("introspected")),
+        "{errors:#?}"
+    );
+
     let files = Files::new(
         &format!("{GATEWAY}\n[session]\nverify = \"off\"\n{}", agent(&good)),
         POLICY,
