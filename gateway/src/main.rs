@@ -214,6 +214,12 @@ fn print_policies(policies: &poppy_gateway::policy::PolicySet) {
             if let Some(lookup) = &policy.lookup {
                 println!("          lookup GET {lookup}");
             }
+            if !policy.overrides.is_empty() {
+                println!(
+                    "          overrides {} where both match",
+                    policy.overrides.join(", ")
+                );
+            }
         }
         println!("          {}", policy.accepted_parts());
     }

@@ -186,6 +186,16 @@ impl Metrics {
         if let Some(suppressed) = crate::quiet_log::SUPPRESSED.as_ref() {
             metrics.registry.register(Box::new(suppressed.clone()))?;
         }
+        // So do introspections: the token verifier is built with the config, before this.
+        if let Some(introspections) = crate::identity::token::introspection::INTROSPECTIONS.as_ref()
+        {
+            for result in crate::identity::token::introspection::RESULTS {
+                introspections.with_label_values(&[result]);
+            }
+            metrics
+                .registry
+                .register(Box::new(introspections.clone()))?;
+        }
         let build_info = IntGaugeVec::new(
             Opts::new(
                 "poppy_build_info",
@@ -370,6 +380,7 @@ mod tests {
             "poppy_config_last_reload_successful 1",
             "poppy_policies_loaded 1",
             "poppy_log_lines_suppressed_total ",
+            r#"poppy_token_introspections_total{result="rate_limited"}"#,
         ] {
             assert!(text.contains(series), "missing {series} in\n{text}");
         }

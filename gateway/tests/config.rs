@@ -227,6 +227,57 @@ fn duplicate_policy_names_are_refused() {
     );
 }
 
+/// Two policies that can hold the same request are refused at the later one's name, naming
+/// both, unless the more specific one `overrides` the other; then it wins in any file order.
+#[test]
+fn overlapping_policy_routes_need_the_more_specific_to_override() {
+    let general = POLICY.replace("\"exchange\"", "\"general\"").replace(
+        "/orders/{order_id}/exchanges",
+        "/orders/{order_id}/{action}",
+    );
+    let files = Files::new(GATEWAY, &format!("{POLICY}\n{general}"));
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.policy(),
+        16,
+        &[
+            "`exchange`",
+            "`general`",
+            "POST /orders/x/exchanges",
+            "overrides",
+        ],
+    );
+
+    let marked = POLICY.replace("summary =", "overrides = [\"general\"]\nsummary =");
+    for text in [
+        format!("{marked}\n{general}"),
+        format!("{general}\n{marked}"),
+    ] {
+        let config = Files::new(GATEWAY, &text).load_with(config::load).unwrap();
+        let held = |path: &str| {
+            config
+                .policies
+                .find_route("POST", path)
+                .unwrap()
+                .0
+                .name
+                .clone()
+        };
+        assert_eq!(held("/orders/o1/exchanges"), "exchange");
+        assert_eq!(held("/ORDERS/o1/Exchanges/"), "exchange");
+        assert_eq!(held("/orders/o1/returns"), "general");
+    }
+
+    for (overrides, needle) in [
+        ("[\"nope\"]", "not a policy of this route"),
+        ("[\"exchange\"]", "this policy itself"),
+    ] {
+        let text = POLICY.replace("summary =", &format!("overrides = {overrides}\nsummary ="));
+        let errors = Files::new(GATEWAY, &text).errors_with(config::load);
+        assert!(errors.iter().any(|e| e.contains(needle)), "{errors:#?}");
+    }
+}
+
 #[test]
 fn store_cluster_urls_and_replica_waits() {
     let store = |table: &str| Files::new(&format!("{GATEWAY}\n[store]\n{table}\n"), POLICY);
@@ -459,6 +510,62 @@ fn required_verification_needs_trusted_agents() {
     assert!(
         !debug.contains("client_secret: \"s\"") && !debug.contains("\"s\""),
         "{debug}"
+    );
+
+    // What introspection may cost; only with an endpoint; and introspected tokens need an
+    // audience to be held to, as JWTs do.
+    for (lines, needle) in [
+        (
+            "introspection_cache = \"2h\"",
+            "introspection_cache: at most 3600s",
+        ),
+        (
+            "introspection_cache_refused = \"soon\"",
+            "introspection_cache_refused",
+        ),
+        (
+            "introspection_cache_entries = 0",
+            "introspection_cache_entries: must be 1",
+        ),
+        ("introspection_rate = 0", "introspection_rate: must be 1"),
+        (
+            "introspection_burst = 1000000",
+            "introspection_burst: must be 1",
+        ),
+    ] {
+        let text = format!("{with_token}{lines}\n");
+        let errors = Files::new(&text, POLICY).errors_with(config::load);
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.contains("session.token") && e.contains(needle)),
+            "{lines}: {errors:#?}"
+        );
+    }
+    let limits = "introspection_cache = \"1m\"\nintrospection_cache_refused = \"5s\"\nintrospection_cache_entries = 100\nintrospection_rate = 5\nintrospection_burst = 10\n";
+    Files::new(&format!("{with_token}{limits}"), POLICY)
+        .load_with(config::load)
+        .unwrap();
+    let jwt_only = format!(
+        "{}\n[session.token]\nissuer = \"https://as.test\"\n{good}\nintrospection_rate = 5\n",
+        session(&agent(&good))
+    );
+    let errors = Files::new(&jwt_only, POLICY).errors_with(config::load);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("introspection_rate: has no effect without introspection_url")),
+        "{errors:#?}"
+    );
+    let no_audience = format!(
+        "{GATEWAY}\n[session]\nverify = \"required\"\n\n[[session.agent]]\nissuer = \"agent_1\"\n{good}\n\n[session.token]\nintrospection_url = \"https://as.test/introspect\"\nclient_id = \"gw\"\nclient_secret = \"s\"\n"
+    );
+    let errors = Files::new(&no_audience, POLICY).errors_with(config::load);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("session.token: audience") && e.contains("introspected")),
+        "{errors:#?}"
     );
 
     let files = Files::new(

@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod answer;
+pub mod auth_server;
 pub mod binaries;
 pub mod company;
 pub mod config_files;

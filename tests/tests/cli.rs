@@ -282,6 +282,74 @@ fn check_rejects_a_term_with_two_sources() {
     );
 }
 
+/// Two policies of one method whose paths can match the same request (issue 25): `check`
+/// and startup refuse them, at the later one's place, naming both and the way out; marking
+/// the more specific one with `overrides` makes them valid.
+#[test]
+fn check_rejects_overlapping_routes_naming_both() {
+    let general = POLICY
+        .replace("\"exchange\"", "\"order_action\"")
+        .replace("/orders/{order_id}/exchanges", "/orders/{order}/{action}")
+        .replace("\"exc\"", "\"act\"")
+        .replace(
+            "order_id = { path = \"order_id\" }",
+            "order = { path = \"order\" }\naction = { path = \"action\" }",
+        )
+        .replace("[\"order_id\", \"item_id\"]", "[\"order\", \"action\"]")
+        .replace(
+            "Exchange item **{item_id}** on order {order_id} for {replacement_sku}.",
+            "Do {action} on order {order} ({item_id}, {replacement_sku}).",
+        );
+    let overlapping = GatewayBuilder::new("http://127.0.0.1:9")
+        .policy("a-general.toml", &general)
+        .policy("b-exchange.toml", POLICY)
+        .write();
+    let checked = check(&overlapping.config, overlapping.dir.path());
+    assert_reported(
+        &checked,
+        "b-exchange.toml",
+        &[2],
+        &[
+            "`exchange`",
+            "`order_action`",
+            "a-general.toml",
+            "overrides",
+        ],
+        "overlapping routes",
+    );
+    let running = run(
+        &["--config", overlapping.config.to_str().unwrap()],
+        overlapping.dir.path(),
+        Some(TEST_KEYS),
+    );
+    assert_reported(
+        &running,
+        "b-exchange.toml",
+        &[2],
+        &["`exchange`", "`order_action`"],
+        "starting with overlapping routes",
+    );
+
+    let marked = POLICY.replace("summary =", "overrides = [\"order_action\"]\nsummary =");
+    let config = GatewayBuilder::new("http://127.0.0.1:9")
+        .policy("a-general.toml", &general)
+        .policy("b-exchange.toml", &marked)
+        .write();
+    let checked = check(&config.config, config.dir.path());
+    assert!(
+        checked.success,
+        "marked more specific:\n{}",
+        checked.describe()
+    );
+    assert!(
+        checked
+            .stdout
+            .contains("overrides order_action where both match"),
+        "{}",
+        checked.describe()
+    );
+}
+
 #[test]
 fn check_rejects_toml_syntax_errors() {
     let run = check_policy(&policy_with(

@@ -173,12 +173,22 @@ pub(crate) struct TokenFile {
     pub jwks_file: Option<String>,
     pub jwks_url: Option<String>,
     pub jwks_refresh: Option<String>,
-    /// `aud` values accepted in JWT access tokens (default: `[session] audience`).
+    /// `aud` values accepted in access tokens, JWT or introspected (default: `[session]
+    /// audience`).
     pub audience: Option<Vec<String>>,
     /// RFC 7662 endpoint for opaque tokens, and the gateway's client credentials there.
     pub introspection_url: Option<String>,
     pub client_id: Option<String>,
     pub client_secret: Option<String>,
+    /// An active token's answer is remembered until its `exp`, at most this long.
+    pub introspection_cache: Option<String>,
+    /// A refused token's answer (inactive, expired, another audience) is remembered this long.
+    pub introspection_cache_refused: Option<String>,
+    /// Answers remembered at most.
+    pub introspection_cache_entries: Option<u64>,
+    /// Calls to the introspection endpoint per second, and at once beyond that.
+    pub introspection_rate: Option<u64>,
+    pub introspection_burst: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -218,6 +228,9 @@ pub(crate) struct OperationFile {
     /// Request headers that do not affect the action, besides those no revision covers
     /// (`ingress::UNBOUND_HEADERS`): every other header is bound to the approval.
     pub ignore_headers: Option<Spanned<Vec<String>>>,
+    /// Policies of the same route whose requests this more specific one holds where both
+    /// match (policies/README.md, "Overlapping routes").
+    pub overrides: Option<Spanned<Vec<String>>>,
 }
 
 /// One term: exactly one of these keys.

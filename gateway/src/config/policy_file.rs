@@ -125,6 +125,20 @@ fn compile_operation(
             }
         }
     }
+    let overrides = op
+        .overrides
+        .as_ref()
+        .map(|names| names.get_ref().clone())
+        .unwrap_or_default();
+    for (i, other) in overrides.iter().enumerate() {
+        if other.is_empty() || other == name || overrides[..i].contains(other) {
+            let span = op.overrides.as_ref().map(Spanned::span).unwrap_or_default();
+            errors.push(at(
+                span,
+                format!("overrides: `{other}` is empty, this policy itself, or named twice"),
+            ));
+        }
+    }
     let lookup =
         super::lookup::compile_lookup(op.lookup.as_ref(), &op.terms).unwrap_or_else(|problems| {
             for (span, problem) in problems {
@@ -149,6 +163,7 @@ fn compile_operation(
         ignore: action.ignore,
         ignore_query,
         ignore_headers,
+        overrides,
         source: action.source,
     })
 }

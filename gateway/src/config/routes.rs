@@ -321,7 +321,34 @@ fn load_policies(
             ));
         }
     }
+    // Two policies that can hold one request: the first would hold it under its own terms.
+    for conflict in crate::policy::conflicts(&policies) {
+        errors.push(at_policy(
+            &policies[conflict.at],
+            loading.path,
+            conflict.message,
+        ));
+    }
     (policies, policy_files)
+}
+
+/// An error at a policy's own place (`file:line:column` of its `name`), as `source` says.
+fn at_policy(policy: &Policy, config: &Path, message: String) -> ConfigError {
+    let mut parts = policy.source.rsplitn(3, ':');
+    let (column, line, file) = (parts.next(), parts.next(), parts.next());
+    match (
+        file,
+        line.and_then(|l| l.parse().ok()),
+        column.and_then(|c| c.parse().ok()),
+    ) {
+        (Some(file), Some(line), Some(column)) => ConfigError {
+            file: PathBuf::from(file),
+            line,
+            column,
+            message,
+        },
+        _ => ConfigError::whole_file(config, message),
+    }
 }
 
 /// `[upstream]` or a route's `[route.upstream]`; `table` names it in errors.

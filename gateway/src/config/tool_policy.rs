@@ -76,6 +76,7 @@ pub(super) fn compile_tool(
         ignore: action.ignore,
         ignore_query: Vec::new(),
         ignore_headers: Vec::new(),
+        overrides: Vec::new(),
         source: action.source,
     })
 }

@@ -158,18 +158,26 @@ impl ApproverError {
         }
     }
 
-    /// Seconds to wait before the same request, when the refusal is no verdict (`503`).
+    /// Seconds to wait before the same request, when the refusal is no verdict (`503`):
+    /// until the rate limit of introspection allows a call, or 1.
     pub(crate) fn retry_after(&self) -> Option<u32> {
-        self.unavailable().then_some(1)
+        match self {
+            ApproverError::InvalidToken(TokenError::IntrospectionBusy { retry_after }) => {
+                Some((*retry_after).max(1))
+            }
+            _ => self.unavailable().then_some(1),
+        }
     }
 
-    /// The token could not be checked (introspection failed, or the issuer's keys could not
-    /// be read): nothing is known about it yet.
+    /// The token could not be checked (introspection failed or is at its rate limit, or the
+    /// issuer's keys could not be read): nothing is known about it yet.
     fn unavailable(&self) -> bool {
         matches!(
             self,
             ApproverError::InvalidToken(
-                TokenError::IntrospectionFailed(_) | TokenError::Jwt(VerifyError::NoKeys { .. })
+                TokenError::IntrospectionFailed(_)
+                    | TokenError::IntrospectionBusy { .. }
+                    | TokenError::Jwt(VerifyError::NoKeys { .. })
             )
         )
     }

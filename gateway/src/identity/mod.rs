@@ -38,7 +38,8 @@ pub(crate) use format::RequestTarget;
 pub(crate) use http::HttpClient;
 pub(crate) use jwks::KeySet;
 pub(crate) use source::{KeySource, TrustedIssuer};
-pub(crate) use token::{Introspection, TokenError, TokenVerifier};
+pub(crate) use token::introspection::{Introspection, IntrospectionLimits, Introspector};
+pub(crate) use token::{TokenError, TokenVerifier};
 pub(crate) use verify::{Expectations, VerifyError};
 
 /// The trusted agents of one deployment, by issuer (`iss`).

@@ -1,44 +1,17 @@
 //! Bearer tokens (`[session.token]`): a JWT access token is verified against its issuer's
-//! JWKS; an opaque one is resolved by RFC 7662 introspection, cached for its lifetime. Either
-//! way the account is a verified subject, not a token string, so a refreshed token of the
-//! same subject is the same account.
+//! JWKS; an opaque one is resolved by RFC 7662 introspection ([`introspection`]).
+//! Either way the account is a verified subject, not a token string, so a refreshed token of
+//! the same subject is the same account.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
-use super::http::HttpClient;
+pub(crate) mod introspection;
+
 use super::source::TrustedIssuer;
 use super::verify::{self, Expectations, VerifyError};
-
-/// How long one introspection may take.
-pub(crate) const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(5);
-/// An introspection answer is kept at most this long, even if the token lives longer (a
-/// revoked token is noticed within it).
-pub(crate) const MAX_CACHE: Duration = Duration::from_secs(300);
-/// Cached introspections kept at most.
-const CACHE_ENTRIES: usize = 10_000;
-
-/// RFC 7662 introspection endpoint and the gateway's client credentials for it.
-#[derive(Clone)]
-pub(crate) struct Introspection {
-    pub(crate) url: String,
-    pub(crate) client_id: String,
-    pub(crate) client_secret: String,
-}
-
-impl std::fmt::Debug for Introspection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Introspection({}, client {:?})",
-            self.url, self.client_id
-        )
-    }
-}
+use introspection::Introspector;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum TokenError {
@@ -50,6 +23,14 @@ pub(crate) enum TokenError {
     NoIntrospection,
     #[error("the access token could not be introspected: {0}")]
     IntrospectionFailed(String),
+    #[error(
+        "the access token could not be introspected now: the calls to the authorization server are at their rate limit"
+    )]
+    IntrospectionBusy { retry_after: u32 },
+    #[error(
+        "the access token is for another audience (introspection): aud must include one of {0:?}"
+    )]
+    WrongAudience(Vec<String>),
     #[error("the access token has no claim {0:?}")]
     NoAccount(String),
     #[error(
@@ -79,21 +60,17 @@ pub(crate) fn check_agent(claims: &Map<String, Value>, agent: &str) -> Result<()
     }
 }
 
-/// An introspection answer, by the token's SHA-256, until this Unix second.
-type Cached = (Map<String, Value>, u64);
-
 /// Verifies bearer tokens.
 pub(crate) struct TokenVerifier {
     /// JWT access tokens: their issuer and keys.
     pub(crate) issuer: Option<Arc<TrustedIssuer>>,
     pub(crate) expect: Expectations,
-    pub(crate) introspection: Option<Introspection>,
-    http: Arc<HttpClient>,
-    cache: Mutex<HashMap<[u8; 32], Cached>>,
+    /// Opaque access tokens.
+    pub(crate) introspection: Option<Introspector>,
 }
 
 impl std::fmt::Debug for TokenVerifier {
-    // Configuration only: reload compares it, and the cache holds subjects.
+    // Configuration only: reload compares it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenVerifier")
             .field("issuer", &self.issuer)
@@ -107,15 +84,12 @@ impl TokenVerifier {
     pub(crate) fn new(
         issuer: Option<TrustedIssuer>,
         expect: Expectations,
-        introspection: Option<Introspection>,
-        http: Arc<HttpClient>,
+        introspection: Option<Introspector>,
     ) -> TokenVerifier {
         TokenVerifier {
             issuer: issuer.map(Arc::new),
             expect,
             introspection,
-            http,
-            cache: Mutex::new(HashMap::new()),
         }
     }
 
@@ -128,7 +102,10 @@ impl TokenVerifier {
         match verify::peek(token) {
             Ok(unverified) => self.verify_jwt(token, &unverified, now).await,
             // Not a JWT at all: an opaque token.
-            Err(VerifyError::Malformed) => self.introspect(token, now).await,
+            Err(VerifyError::Malformed) => match &self.introspection {
+                Some(introspection) => introspection.claims(token, now).await,
+                None => Err(TokenError::NoIntrospection),
+            },
             Err(e) => Err(TokenError::Jwt(e)),
         }
     }
@@ -163,61 +140,6 @@ impl TokenVerifier {
             other => other,
         }
         .map_err(TokenError::Jwt)
-    }
-
-    async fn introspect(&self, token: &str, now: u64) -> Result<Map<String, Value>, TokenError> {
-        let Some(endpoint) = &self.introspection else {
-            return Err(TokenError::NoIntrospection);
-        };
-        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Ok(cache) = self.cache.lock()
-            && let Some((claims, until)) = cache.get(&key)
-            && *until > now
-        {
-            return Ok(claims.clone());
-        }
-        let body = self
-            .http
-            .post_form(
-                &endpoint.url,
-                &[("token", token), ("token_type_hint", "access_token")],
-                Some((&endpoint.client_id, &endpoint.client_secret)),
-                INTROSPECTION_TIMEOUT,
-                64 * 1024,
-            )
-            .await
-            .map_err(TokenError::IntrospectionFailed)?;
-        let claims = match serde_json::from_slice(&body) {
-            Ok(Value::Object(map)) => map,
-            _ => {
-                return Err(TokenError::IntrospectionFailed(
-                    "the answer is not a JSON object".into(),
-                ));
-            }
-        };
-        if claims.get("active") != Some(&Value::Bool(true)) {
-            return Err(TokenError::Inactive);
-        }
-        if let Some(exp) = claims.get("exp").and_then(Value::as_u64)
-            && exp.saturating_add(self.expect.clock_skew_secs) < now
-        {
-            return Err(TokenError::Inactive);
-        }
-        let until = claims
-            .get("exp")
-            .and_then(Value::as_u64)
-            .unwrap_or(now)
-            .min(now + MAX_CACHE.as_secs());
-        if let Ok(mut cache) = self.cache.lock() {
-            if cache.len() >= CACHE_ENTRIES {
-                cache.retain(|_, (_, until)| *until > now);
-                if cache.len() >= CACHE_ENTRIES {
-                    cache.clear();
-                }
-            }
-            cache.insert(key, (claims.clone(), until));
-        }
-        Ok(claims)
     }
 }
 

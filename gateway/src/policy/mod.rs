@@ -6,6 +6,7 @@ mod index;
 mod jsonpath;
 mod live;
 mod lookup;
+mod overlap;
 mod placeholders;
 mod route;
 mod summary;
@@ -17,6 +18,7 @@ pub(crate) use live::LivePolicies;
 pub use lookup::LookupTemplate;
 pub use lookup::LookupTemplateError;
 pub(crate) use lookup::{AnswerError, extract_from_answer};
+pub(crate) use overlap::conflicts;
 
 pub use route::{PathTemplate, percent_decode};
 
@@ -60,6 +62,9 @@ pub struct Policy {
     pub ignore_query: Vec<String>,
     /// Header names (lower case) that do not affect the action: not bound to the approval.
     pub ignore_headers: Vec<String>,
+    /// Policies of the same route this more specific one wins over where both match
+    /// (`overrides`); any other two that can match one request are refused.
+    pub overrides: Vec<String>,
 }
 
 /// The method and path an HTTP policy applies to.
@@ -143,11 +148,15 @@ impl Policy {
     }
 }
 
-/// All loaded policies, in file order; the first match wins.
+/// All loaded policies, in file order. A request is held by the first that matches in
+/// precedence order: file order, except that a policy comes before those it `overrides`.
 #[derive(Debug, Clone, Default)]
 pub struct PolicySet {
     policies: Vec<Arc<Policy>>,
-    /// Their routes as a trie: a request's policy is found without trying each (index.rs).
+    /// The policies in precedence order (a policy that `overrides` another comes first).
+    precedence: Vec<Arc<Policy>>,
+    /// Their routes as a trie, by precedence: a request's policy is found without trying
+    /// each (index.rs).
     routes: RouteIndex,
     /// Their tools by name (the first in file order).
     tools: HashMap<String, usize>,
@@ -155,10 +164,19 @@ pub struct PolicySet {
 
 impl PolicySet {
     pub fn new(policies: Vec<Policy>) -> PolicySet {
+        let mut order = overlap::precedence(&policies);
+        // A cycle of `overrides` (which config refuses) is tried last, in file order.
+        let mut ordered = vec![false; policies.len()];
+        for i in &order {
+            ordered[*i] = true;
+        }
+        order.extend((0..policies.len()).filter(|i| !ordered[*i]));
         let policies: Vec<Arc<Policy>> = policies.into_iter().map(Arc::new).collect();
-        let routes = RouteIndex::new(policies.iter().enumerate().filter_map(|(i, policy)| {
+        let precedence: Vec<Arc<Policy>> =
+            order.iter().map(|i| Arc::clone(&policies[*i])).collect();
+        let routes = RouteIndex::new(precedence.iter().enumerate().filter_map(|(rank, policy)| {
             let route = policy.route.as_ref()?;
-            Some((i, route.method.as_str(), &route.path))
+            Some((rank, route.method.as_str(), &route.path))
         }));
         let mut tools = HashMap::new();
         for (i, policy) in policies.iter().enumerate() {
@@ -167,9 +185,10 @@ impl PolicySet {
             }
         }
         PolicySet {
-            policies,
+            precedence,
             routes,
             tools,
+            policies,
         }
     }
 
@@ -182,13 +201,14 @@ impl PolicySet {
         self.matched(self.routes.find(method, path)?, path)
     }
 
-    /// The HTTP policy whose path this is, whatever its method (the first in file order).
+    /// The HTTP policy whose path this is, whatever its method (the first by precedence).
     pub(crate) fn find_route_any_method(&self, path: &str) -> Option<(Arc<Policy>, Captures)> {
         self.matched(self.routes.find_any_method(path)?, path)
     }
 
-    fn matched(&self, position: usize, path: &str) -> Option<(Arc<Policy>, Captures)> {
-        let policy = self.policies.get(position)?;
+    /// The policy of precedence `rank`, with its captures.
+    fn matched(&self, rank: usize, path: &str) -> Option<(Arc<Policy>, Captures)> {
+        let policy = self.precedence.get(rank)?;
         let captures = policy.route.as_ref()?.path.matches(path)?;
         Some((Arc::clone(policy), captures))
     }

@@ -139,6 +139,67 @@ impl PathTemplate {
     }
 }
 
+impl PathTemplate {
+    /// Whether some request path matches both templates. Exact for [`PathTemplate::matches`]:
+    /// each template matches only paths of its own number of (non-empty) segments, a capture
+    /// any segment, and a literal the segments that decode and fold to it, so two literals
+    /// share a segment only when they are equal.
+    pub(crate) fn overlaps(&self, other: &PathTemplate) -> bool {
+        self.segments.len() == other.segments.len()
+            && self
+                .segments
+                .iter()
+                .zip(&other.segments)
+                .all(|pair| match pair {
+                    (Segment::Literal(a), Segment::Literal(b)) => a == b,
+                    _ => true,
+                })
+    }
+
+    /// Whether every path `other` matches, this matches too.
+    pub(crate) fn covers(&self, other: &PathTemplate) -> bool {
+        self.segments.len() == other.segments.len()
+            && self
+                .segments
+                .iter()
+                .zip(&other.segments)
+                .all(|pair| match pair {
+                    (Segment::Capture(_), _) => true,
+                    (Segment::Literal(a), Segment::Literal(b)) => a == b,
+                    (Segment::Literal(_), Segment::Capture(_)) => false,
+                })
+    }
+
+    /// A path both templates match, for messages (`x` for a segment both capture); `None`
+    /// when they do not overlap.
+    pub(crate) fn shared_path(&self, other: &PathTemplate) -> Option<String> {
+        if !self.overlaps(other) {
+            return None;
+        }
+        let mut path = String::new();
+        for pair in self.segments.iter().zip(&other.segments) {
+            path.push('/');
+            match pair {
+                (Segment::Literal(literal), _) | (_, Segment::Literal(literal)) => {
+                    // Encoded, so that a literal `%2F` stays one segment.
+                    for byte in literal.bytes() {
+                        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+                            path.push(char::from(byte));
+                        } else {
+                            path.push_str(&format!("%{byte:02X}"));
+                        }
+                    }
+                }
+                _ => path.push('x'),
+            }
+        }
+        if path.is_empty() {
+            path.push('/');
+        }
+        Some(path)
+    }
+}
+
 impl fmt::Display for PathTemplate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
@@ -196,6 +257,86 @@ mod tests {
             assert!(t.matches(path).is_some(), "{path}");
         }
         assert_eq!(t.matches("/orders/o%31/exchanges").unwrap()[0].1, "o1");
+    }
+
+    /// Overlap is decided as matching decides: whatever spelling of a literal, and whatever
+    /// a capture is named, two templates overlap exactly when some path matches both.
+    #[test]
+    fn overlapping_templates() {
+        let t = |text: &str| PathTemplate::parse(text).unwrap();
+        let overlapping = [
+            ("/orders/{id}/exchanges", "/orders/{order}/{action}"),
+            ("/orders/{id}", "/orders/{order}"),
+            ("/orders/{id}/exchanges", "/ORDERS//{x}/%65xchanges/"),
+            ("/a/{x}/c", "/a/b/{y}"),
+            ("/", "//"),
+        ];
+        for (a, b) in overlapping {
+            let (a, b) = (t(a), t(b));
+            assert!(a.overlaps(&b) && b.overlaps(&a), "{a} {b}");
+            let shared = a.shared_path(&b).unwrap();
+            assert!(
+                a.matches(&shared).is_some() && b.matches(&shared).is_some(),
+                "{a} {b}: {shared}"
+            );
+        }
+        for (a, b) in [
+            ("/orders/{id}/exchanges", "/orders/{id}/refunds"),
+            ("/orders/{id}", "/orders/{id}/exchanges"),
+            ("/orders/{id}", "/carts/{id}"),
+            ("/", "/{x}"),
+        ] {
+            let (a, b) = (t(a), t(b));
+            assert!(!a.overlaps(&b) && !b.overlaps(&a), "{a} {b}");
+            assert_eq!(a.shared_path(&b), None);
+        }
+        let general = t("/orders/{order}/{action}");
+        let specific = t("/Orders/{id}/exchanges");
+        assert!(general.covers(&specific));
+        assert!(!specific.covers(&general));
+        assert!(t("/orders/{a}").covers(&t("/orders/{b}")));
+        assert!(!t("/a/{x}/c").covers(&t("/a/b/{y}")));
+        assert!(!t("/a/b/{y}").covers(&t("/a/{x}/c")));
+    }
+
+    fn template_of(segments: &[usize]) -> PathTemplate {
+        const PARTS: [&str; 6] = ["a", "A", "%61", "b", "{x}", "{y}"];
+        let mut text = String::from("/");
+        for (i, s) in segments.iter().enumerate() {
+            let part = PARTS[s % PARTS.len()];
+            // Captures are named apart: a template may not capture one name twice.
+            let part = part.replace('}', &format!("{i}}}"));
+            text.push_str(&part);
+            text.push('/');
+        }
+        PathTemplate::parse(&text).unwrap()
+    }
+
+    proptest::proptest! {
+        /// Overlap detection is at least as broad as matching (and no broader): a path both
+        /// templates match means they overlap; overlapping templates share `shared_path`;
+        /// and a template that covers another matches every path the other does.
+        #[test]
+        fn overlap_agrees_with_matching(
+            a in proptest::collection::vec(0usize..6, 0..4),
+            b in proptest::collection::vec(0usize..6, 0..4),
+            path in proptest::collection::vec(
+                proptest::sample::select(vec!["a", "A", "%61", "%41", "b", "B", "c", ""]), 0..5),
+        ) {
+            let (a, b) = (template_of(&a), template_of(&b));
+            let path = format!("/{}", path.join("/"));
+            let both = a.matches(&path).is_some() && b.matches(&path).is_some();
+            if both {
+                proptest::prop_assert!(a.overlaps(&b), "{} {} {}", a, b, path);
+            }
+            if let Some(shared) = a.shared_path(&b) {
+                proptest::prop_assert!(a.matches(&shared).is_some() && b.matches(&shared).is_some());
+            }
+            proptest::prop_assert_eq!(a.overlaps(&b), a.shared_path(&b).is_some());
+            if a.covers(&b) && b.matches(&path).is_some() {
+                proptest::prop_assert!(a.matches(&path).is_some(), "{} {} {}", a, b, path);
+            }
+        }
     }
 
     #[test]

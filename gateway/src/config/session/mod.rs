@@ -10,12 +10,14 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::duration::parse_duration;
-use super::error::ConfigError;
-use super::file::{AgentFile, SessionFile, TokenFile};
+use super::error::{At, ConfigError};
+use super::file::{AgentFile, SessionFile};
 use crate::identity::{
-    Expectations, HttpClient, Introspection, KeySource, SessionClaims, SessionVerifier,
-    TokenVerifier, TrustedIssuer, VerifyMode,
+    Expectations, HttpClient, KeySource, SessionClaims, SessionVerifier, TrustedIssuer, VerifyMode,
 };
+
+mod token;
+use token::token_verifier;
 
 /// What `check` says when `[session] verify` is missing: the migration for older configs.
 pub(crate) const VERIFY_MISSING: &str = "session.verify: not set; every gateway must choose who verifies Poppy-Session JWTs and bearer tokens. Add to gateway.toml either\n  [session]\n  verify = \"required\"   # the gateway verifies Sessions against trusted agents' keys ([[session.agent]])\nor\n  [session]\n  verify = \"off\"        # the upstream verifies; replays go only to the key or credentials that approved\n(see docs/operations.md, \"Verified identities\")";
@@ -26,8 +28,6 @@ const MAX_CLOCK_SKEW: Duration = Duration::from_secs(300);
 /// How often a JWKS URL (or an agent's metadata) is fetched again unless `jwks_refresh` says
 /// otherwise.
 const DEFAULT_JWKS_REFRESH: Duration = Duration::from_secs(300);
-
-type At<'a> = &'a dyn Fn(Range<usize>, String) -> ConfigError;
 
 /// The `[session]` table, compiled. Errors are pushed; the result is then only a placeholder.
 pub(super) fn compile(
@@ -341,7 +341,7 @@ fn refresh(
 }
 
 /// Exactly one of a JWKS file and URL, and the URL's refresh interval.
-fn key_source(
+pub(super) fn key_source(
     issuer: &str,
     file: Option<&str>,
     url: Option<&str>,
@@ -368,87 +368,6 @@ fn key_source(
         }
     };
     Some((source, refresh))
-}
-
-/// `[session.token]`: JWT access tokens of one issuer, opaque ones by introspection.
-fn token_verifier(
-    token: &Spanned<TokenFile>,
-    session_expect: &Expectations,
-    http: &Arc<HttpClient>,
-    folder: &Path,
-    at: At<'_>,
-    errors: &mut Vec<ConfigError>,
-) -> Option<TokenVerifier> {
-    let span = token.span();
-    let t = token.get_ref();
-    let here = |m: String| at(span.clone(), format!("session.token: {m}"));
-    let before = errors.len();
-    let issuer = match (&t.issuer, t.jwks_file.is_some() || t.jwks_url.is_some()) {
-        (None, false) => None,
-        (Some(issuer), true) if !issuer.is_empty() => key_source(
-            issuer,
-            t.jwks_file.as_deref(),
-            t.jwks_url.as_deref(),
-            t.jwks_refresh.as_deref(),
-            folder,
-            &here,
-            errors,
-        )
-        .and_then(|(source, refresh)| {
-            match TrustedIssuer::new(issuer.clone(), source, refresh, Arc::clone(http)) {
-                Ok(trusted) => Some(trusted),
-                Err(e) => {
-                    errors.push(here(e.to_string()));
-                    None
-                }
-            }
-        }),
-        _ => {
-            errors.push(here(
-                "issuer and one of jwks_file / jwks_url go together (JWT access tokens)".into(),
-            ));
-            None
-        }
-    };
-    let introspection = match (&t.introspection_url, &t.client_id, &t.client_secret) {
-        (None, None, None) => None,
-        (Some(url), Some(id), Some(secret))
-            if url.starts_with("https://") || url.starts_with("http://") =>
-        {
-            Some(Introspection {
-                url: url.clone(),
-                client_id: id.clone(),
-                client_secret: secret.clone(),
-            })
-        }
-        _ => {
-            errors.push(here(
-                "introspection_url (http or https), client_id and client_secret go together (opaque tokens, RFC 7662)".into(),
-            ));
-            None
-        }
-    };
-    if t.issuer.is_none() && t.introspection_url.is_none() && errors.len() == before {
-        errors.push(here(
-            "set issuer with jwks_file or jwks_url (JWT access tokens), introspection_url (opaque tokens), or both".into(),
-        ));
-    }
-    let audience = t
-        .audience
-        .clone()
-        .unwrap_or_else(|| session_expect.audience.clone());
-    if t.issuer.is_some() && audience.is_empty() {
-        errors.push(here(
-            "audience: the `aud` values accepted in JWT access tokens (session.audience is not set to default to)".into(),
-        ));
-    }
-    let expect = Expectations {
-        audience,
-        origins: Vec::new(),
-        clock_skew_secs: session_expect.clock_skew_secs,
-    };
-    (errors.len() == before)
-        .then(|| TokenVerifier::new(issuer, expect, introspection, Arc::clone(http)))
 }
 
 #[cfg(test)]
