@@ -255,7 +255,6 @@ fn init_logging(format: LogFormat) {
         }
     }
     use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
     use tracing_subscriber::{Layer as _, fmt};
     let layer = fmt::layer()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -264,7 +263,18 @@ fn init_logging(format: LogFormat) {
     let quiet = poppy_gateway::quiet_log::QuietRedisClient::default;
     // The install can only fail when a subscriber is set already (not in this binary).
     let _ = match format {
-        LogFormat::Text => registry.with(layer.with_filter(quiet())).try_init(),
-        LogFormat::Json => registry.with(layer.json().with_filter(quiet())).try_init(),
+        LogFormat::Text => {
+            tracing::subscriber::set_global_default(registry.with(layer.with_filter(quiet())))
+        }
+        LogFormat::Json => tracing::subscriber::set_global_default(
+            registry.with(layer.json().with_filter(quiet())),
+        ),
     };
+    // `log` records (pingora's, the Redis client's) reach the subscriber through the bridge,
+    // pingora's at the level they deserve (see quiet_log.rs).
+    use tracing_log::AsLog as _;
+    let bridge = poppy_gateway::quiet_log::Relevel::new(tracing_log::LogTracer::new());
+    if log::set_boxed_logger(Box::new(bridge)).is_ok() {
+        log::set_max_level(tracing::level_filters::LevelFilter::current().as_log());
+    }
 }

@@ -196,12 +196,18 @@ impl ProxyHttp for GatewayProxy {
 
     /// A client that goes away before its answer is complete (an MCP client closing its GET
     /// stream, an agent that gave up) is routine: logged at debug, not as pingora's ERROR.
+    /// A client that sends what cannot be read (a broken chunked body, an HTTP/2 protocol
+    /// error) gets its answer and an INFO line: nothing an operator can fix.
     fn suppress_error_log(&self, _session: &Session, _ctx: &Self::CTX, error: &Error) -> bool {
-        let routine = client_went_away(error);
-        if routine {
+        if client_went_away(error) {
             tracing::debug!(error = %error, "the client closed its connection before the answer was complete");
+            true
+        } else if client_sent_garbage(error) {
+            tracing::info!(error = %error, "the client's request could not be read");
+            true
+        } else {
+            false
         }
-        routine
     }
 
     /// Count proxied requests by the status class that reached the client; write the
@@ -223,6 +229,21 @@ fn client_went_away(error: &Error) -> bool {
         && matches!(
             error.etype(),
             ErrorType::ConnectionClosed | ErrorType::WriteError | ErrorType::ReadError
+        )
+}
+
+/// Whether a proxy error is the downstream client's request being unreadable.
+fn client_sent_garbage(error: &Error) -> bool {
+    use pingora::{ErrorSource, ErrorType};
+    *error.esource() == ErrorSource::Downstream
+        && matches!(
+            error.etype(),
+            ErrorType::InvalidHTTPHeader
+                | ErrorType::H1Error
+                | ErrorType::H2Error
+                | ErrorType::InvalidH2
+                | ErrorType::ReadTimedout
+                | ErrorType::Custom(_)
         )
 }
 
@@ -299,5 +320,11 @@ mod tests {
         let mut internal = Error::new(ErrorType::InternalError);
         internal.esource = ErrorSource::Downstream;
         assert!(!client_went_away(&internal));
+        assert!(!client_sent_garbage(&internal));
+        let chunk = Error::new(ErrorType::Custom("InvalidChunk")).into_down();
+        assert!(client_sent_garbage(&chunk));
+        assert!(!client_sent_garbage(
+            &Error::new(ErrorType::Custom("InvalidChunk")).into_up()
+        ));
     }
 }
