@@ -11,6 +11,7 @@ pub mod config;
 mod conversations;
 mod drain;
 pub mod explain;
+mod fds;
 mod hangup;
 pub mod health;
 mod identity;

@@ -47,6 +47,9 @@ pub(crate) struct Metrics {
     store_full: IntCounter,
     limits_hit: IntCounterVec,
     connections_open: IntGauge,
+    connections_max: IntGauge,
+    upstream_connections_in_use: IntGauge,
+    upstream_connections_max: IntGauge,
     store_durability_problems: IntGauge,
     operations_unknown: IntGauge,
     passthrough: IntCounterVec,
@@ -127,12 +130,24 @@ impl Metrics {
             },
             limits_hit: counter(
                 "poppy_limits_hit_total",
-                "Requests refused or connections closed by a limit: held_bodies (503), body_timeout (408), header_timeout (closed), connections (503, closed)",
+                "Requests refused or connections closed by a limit: held_bodies (503), body_timeout (408), header_timeout (closed), connections (503, closed), connections_reclaimed (a connection waiting for a request closed to make room), upstream_connections (503)",
                 &["limit"],
             )?,
             connections_open: gauge(
                 "poppy_connections_open",
-                "Downstream connections open now (server.max_connections caps them)",
+                "Downstream connections open now, from accept (server.max_connections caps them)",
+            )?,
+            connections_max: gauge(
+                "poppy_connections_max",
+                "The cap on downstream connections in force: server.max_connections, or less when the process may not open enough file descriptors",
+            )?,
+            upstream_connections_in_use: gauge(
+                "poppy_upstream_connections_in_use",
+                "Requests holding one of the upstream connections server.max_upstream_connections allows",
+            )?,
+            upstream_connections_max: gauge(
+                "poppy_upstream_connections_max",
+                "The cap on upstream connections in force: server.max_upstream_connections, or less when the process may not open enough file descriptors",
             )?,
             store_durability_problems: gauge(
                 "poppy_store_durability_problems",
@@ -319,6 +334,20 @@ impl Metrics {
     pub(crate) fn connections_open(&self, open: usize) {
         self.connections_open
             .set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
+    /// The connection caps in force (see `crate::fds`).
+    pub(crate) fn connection_caps(&self, connections: usize, upstream: usize) {
+        self.connections_max
+            .set(i64::try_from(connections).unwrap_or(i64::MAX));
+        self.upstream_connections_max
+            .set(i64::try_from(upstream).unwrap_or(i64::MAX));
+    }
+
+    /// Requests holding an upstream connection now.
+    pub(crate) fn upstream_connections_in_use(&self, in_use: usize) {
+        self.upstream_connections_in_use
+            .set(i64::try_from(in_use).unwrap_or(i64::MAX));
     }
 
     /// A claim refused because `memory://` is full.

@@ -18,8 +18,8 @@ use crate::policy::LivePolicies;
 use crate::protocol::{Keys, KeysError, SigningKey};
 use crate::proxy::{AccessLogger, Edge, RouteRuntime, Routes};
 use crate::proxy::{
-    BodyLimits, Executor, ExecutorParts, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint,
-    Operations, UpstreamClient,
+    BodyLimits, Connections, Executor, ExecutorParts, GatewayProxy, HeldBodies, LimitedApp,
+    McpEndpoint, Operations, REFUSING_AT_ONCE, Requests, UpstreamClient, UpstreamSlots,
 };
 use crate::reload::PolicyReloader;
 use crate::store::{self, DurabilityCheck, InstrumentedStore, OperationStore};
@@ -169,6 +169,8 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let policies = LivePolicies::new(config.policies.clone());
     let admin_policies = policies.clone();
 
+    let caps = connection_caps(&config);
+    metrics.connection_caps(caps.max_connections, caps.max_upstream_connections);
     // The drain (see drain.rs) waits for approved forwards before pingora's own shutdown
     // starts; pingora's grace period is then only for writing the last responses.
     let grace = config.server.shutdown_grace.as_secs();
@@ -185,6 +187,8 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             .iter()
             .find_map(|r| r.upstream.passthrough.ca_file.as_ref())
             .map(|p| p.display().to_string()),
+        // Idle passthrough connections count against the descriptors too (fds.rs).
+        upstream_keepalive_pool_size: caps.upstream_pool,
         ..ServerConf::default()
     };
     let drain = Arc::new(Drain::default());
@@ -192,8 +196,13 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     server.bootstrap();
 
     let held = HeldBodies::new(config.server.max_held_body_bytes);
-    // Client connections open on the proxy's and the conversations service's listeners.
-    let connections_open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // Client connections open on the proxy's and the conversations service's listeners: one
+    // cap for both (see proxy/connections.rs).
+    let connections = Connections::new(
+        caps.max_connections,
+        config.server.header_read_timeout,
+        Arc::clone(&metrics),
+    );
     let mut routes = Vec::new();
     let mut reloaded_routes = Vec::new();
     for route in &config.routes {
@@ -220,21 +229,22 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         {
             // The proxy's limits around it: the same connection cap (one count for both
             // listeners), header deadline and held-bodies budget.
+            let app = crate::conversations::ConversationsApp::new(
+                settings,
+                &config,
+                Arc::clone(&executor),
+                route_policies.clone(),
+                Arc::clone(&metrics),
+                Arc::clone(&held),
+            );
             let mut service = Service::new(
                 "poppy-gateway conversations".to_owned(),
                 LimitedApp {
-                    inner: Arc::new(crate::conversations::ConversationsApp::new(
-                        settings,
-                        &config,
-                        Arc::clone(&executor),
-                        route_policies.clone(),
-                        Arc::clone(&metrics),
-                        Arc::clone(&held),
-                    )),
-                    max_connections: config.server.max_connections,
-                    header_timeout: config.server.header_read_timeout,
-                    open: Arc::clone(&connections_open),
-                    metrics: Arc::clone(&metrics),
+                    inner: Arc::new(Requests {
+                        inner: Arc::new(app),
+                    }),
+                    connections: Arc::clone(&connections),
+                    tls: None,
                     h2c: false,
                 },
             );
@@ -282,43 +292,52 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             proxy_headers: config.proxy_headers.clone(),
             access_log,
         }),
+        upstream_slots: UpstreamSlots::new(caps.max_upstream_connections, Arc::clone(&metrics)),
     };
-    // The connection cap and header deadline sit around pingora's HTTP app (see limits.rs).
+    // The connection cap, TLS handshake and header deadline sit around pingora's HTTP app (see
+    // proxy/connections.rs).
     let mut http = pingora::proxy::http_proxy(&server.configuration, gateway);
     let mut options = pingora::apps::HttpServerOptions::default();
     options.h2c = config.server.h2c;
     // An idle HTTP/2 connection has the deadline an idle HTTP/1.1 one has (see h2.rs).
     options.h2_idle_timeout = Some(config.server.header_read_timeout);
     http.server_options = Some(options);
-    let mut proxy = Service::new(
-        "poppy-gateway".to_owned(),
-        LimitedApp {
-            inner: Arc::new(http),
-            max_connections: config.server.max_connections,
-            header_timeout: config.server.header_read_timeout,
-            open: Arc::clone(&connections_open),
-            metrics: Arc::clone(&metrics),
-            h2c: config.server.h2c,
-        },
-    );
-    // No 64 KiB read buffer per connection (TLS or not): request bodies are read whole in
-    // pingora's own body buffer, and each held body or idle connection would carry one more
-    // (RELIABILITY.md).
-    let listener =
-        ListenerConfig::tcp(&config.server.listen).l4_buffer(L4BufferSettings::default().read(0));
-    match &config.server.tls {
+    http.h2_options = Some(crate::proxy::h2_server_options(
+        config.server.max_streams_per_connection,
+    ));
+    let tls = match &config.server.tls {
         Some(tls) => {
             let certs = CertStore::open(CertFiles {
                 cert_file: tls.cert_file.clone(),
                 key_file: tls.key_file.clone(),
                 http2: tls.http2,
             })?;
-            let settings = certs.settings().map_err(StartError::TlsSettings)?;
-            proxy.add_listener(listener.tls(settings));
+            let handshake = certs
+                .handshake()
+                .map_err(|e| StartError::TlsSettings(Box::new(*e)))?;
             server.add_service(background_service("TLS reload", CertReloader(certs)));
+            Some(handshake)
         }
-        None => proxy.add_listener(listener),
-    }
+        None => None,
+    };
+    let mut proxy = Service::new(
+        "poppy-gateway".to_owned(),
+        LimitedApp {
+            inner: Arc::new(Requests {
+                inner: Arc::new(http),
+            }),
+            connections,
+            tls,
+            h2c: config.server.h2c,
+        },
+    );
+    // No 64 KiB read buffer per connection (TLS or not): request bodies are read whole in
+    // pingora's own body buffer, and each held body or idle connection would carry one more
+    // (RELIABILITY.md). The listener is plain TCP even with `[server.tls]`: the handshake is
+    // the connection limits' to do.
+    proxy.add_listener(
+        ListenerConfig::tcp(&config.server.listen).l4_buffer(L4BufferSettings::default().read(0)),
+    );
     server.add_service(proxy);
 
     // SIGHUP reloads the policies. The admin listener waits for the reloader, so once
@@ -370,6 +389,40 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         shutdown_signal: Box::new(DrainOnSignal { drain, limit }),
     });
     Ok(())
+}
+
+/// `max_connections` and `max_upstream_connections` fitted under the open-files limit, raised
+/// first to its hard limit (see fds.rs); a warning when they had to be lowered.
+fn connection_caps(config: &Config) -> crate::fds::Caps {
+    let server = &config.server;
+    let configured = crate::fds::Caps {
+        max_connections: server.max_connections,
+        max_upstream_connections: server.max_upstream_connections,
+        upstream_pool: server
+            .max_upstream_connections
+            .min(crate::fds::UPSTREAM_POOL),
+    };
+    let Some(limit) = crate::fds::raise_limit() else {
+        return configured;
+    };
+    let caps = crate::fds::fit(
+        limit,
+        server.threads,
+        server.max_connections,
+        server.max_upstream_connections,
+        REFUSING_AT_ONCE,
+    );
+    if caps != configured {
+        tracing::warn!(
+            open_files_limit = limit,
+            max_connections = caps.max_connections,
+            max_upstream_connections = caps.max_upstream_connections,
+            configured_max_connections = server.max_connections,
+            configured_max_upstream_connections = server.max_upstream_connections,
+            "the open-files limit (ulimit -n) is too low for server.max_connections and server.max_upstream_connections: both are lowered to fit; raise the limit to use them"
+        );
+    }
+    caps
 }
 
 /// A store URL without its password, for logs and `check`.

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
-use pingora::listeners::tls::TlsSettings;
+use pingora::listeners::tls::{Acceptor, TlsSettings};
+use pingora::protocols::Stream;
+use pingora::protocols::l4::stream::Stream as TcpStream;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 use pingora::tls::sign::CertifiedKey;
@@ -105,7 +107,7 @@ impl CertStore {
     }
 
     /// pingora's TLS settings for the listener, resolving through this store.
-    pub(crate) fn settings(self: &Arc<Self>) -> pingora::Result<TlsSettings> {
+    fn settings(self: &Arc<Self>) -> pingora::Result<TlsSettings> {
         // No paths: with a resolver set, pingora reads no files.
         let mut settings = TlsSettings::intermediate("", "")?;
         settings.set_cert_resolver(Arc::new(Resolver(Arc::clone(self))));
@@ -113,6 +115,38 @@ impl CertStore {
             settings.enable_h2();
         }
         Ok(settings)
+    }
+
+    /// The listener's TLS handshake, for the connection limits to do (proxy/connections.rs):
+    /// done by pingora's listener it would happen before the gateway sees the connection,
+    /// outside every limit and with a fixed 60 s deadline.
+    pub(crate) fn handshake(self: &Arc<Self>) -> pingora::Result<Handshake> {
+        Ok(Handshake(Arc::new(self.settings()?.build())))
+    }
+}
+
+/// A TLS handshake with the listener's settings and certificate.
+#[derive(Clone)]
+pub(crate) struct Handshake(Arc<Acceptor>);
+
+impl Handshake {
+    /// Handshake on a freshly accepted TCP stream; `None` (logged at debug: a client that
+    /// went away or speaks no TLS is routine) when it fails.
+    pub(crate) async fn accept(&self, stream: Stream) -> Option<Stream> {
+        let tcp = match stream.into_any().downcast::<TcpStream>() {
+            Ok(tcp) => tcp,
+            Err(_) => {
+                tracing::error!("TLS: the listener handed over a stream that is not TCP; closed");
+                return None;
+            }
+        };
+        match self.0.tls_handshake(*tcp).await {
+            Ok(tls) => Some(Box::new(tls)),
+            Err(e) => {
+                tracing::debug!(error = %e, "TLS handshake failed");
+                None
+            }
+        }
     }
 }
 

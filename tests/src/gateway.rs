@@ -48,6 +48,8 @@ pub struct GatewayBuilder {
     env: Vec<(String, String)>,
     args: Vec<String>,
     binary: Option<PathBuf>,
+    /// Run the gateway with this limit on open files (soft and hard), through `prlimit`.
+    open_files_limit: Option<u64>,
     /// `[conversations]` on this port, with [`CONVERSATIONS_TOKEN`] in its environment.
     conversations_port: Option<u16>,
     /// Write `[upstream]` and the top-level `policies` (the default route); off for configs
@@ -85,6 +87,7 @@ impl GatewayBuilder {
             env: Vec::new(),
             args: Vec::new(),
             binary: None,
+            open_files_limit: None,
             conversations_port: None,
             default_route: true,
         }
@@ -180,6 +183,13 @@ impl GatewayBuilder {
     /// An extra command-line argument (after `--config FILE`), e.g. `--log-format`.
     pub fn arg(mut self, arg: &str) -> GatewayBuilder {
         self.args.push(arg.to_owned());
+        self
+    }
+
+    /// Run the gateway with at most `limit` open files (`prlimit --nofile=limit:limit`, which
+    /// execs it: the pid stays the gateway's).
+    pub fn open_files_limit(mut self, limit: u64) -> GatewayBuilder {
+        self.open_files_limit = Some(limit);
         self
     }
 
@@ -557,7 +567,17 @@ impl Gateway {
             Some(binary) => binary.clone(),
             None => binaries::gateway(),
         };
-        let mut command = Command::new(&binary);
+        let mut command = match self.builder.open_files_limit {
+            Some(limit) => {
+                let mut command = Command::new("prlimit");
+                command
+                    .arg(format!("--nofile={limit}:{limit}"))
+                    .arg("--")
+                    .arg(&binary);
+                command
+            }
+            None => Command::new(&binary),
+        };
         command
             .arg("--config")
             .arg(self.config_path())

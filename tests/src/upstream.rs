@@ -63,6 +63,26 @@ struct Shared {
     gate: watch::Sender<bool>,
     delay: Mutex<Duration>,
     well_known_hits: AtomicUsize,
+    /// Requests being answered now, and the most at once.
+    in_flight: AtomicUsize,
+    peak_in_flight: AtomicUsize,
+}
+
+/// Counts a request in flight until dropped.
+struct InFlight(Arc<Shared>);
+
+impl InFlight {
+    fn new(shared: &Arc<Shared>) -> InFlight {
+        let now = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        shared.peak_in_flight.fetch_max(now, Ordering::SeqCst);
+        InFlight(Arc::clone(shared))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Shared {
@@ -112,6 +132,8 @@ impl Upstream {
             gate: watch::Sender::new(true),
             delay: Mutex::new(Duration::ZERO),
             well_known_hits: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            peak_in_flight: AtomicUsize::new(0),
         });
         let app = Router::new()
             .fallback(handle)
@@ -198,6 +220,11 @@ impl Upstream {
         self.shared.well_known_hits.load(Ordering::SeqCst)
     }
 
+    /// The most requests (but `/.well-known/poppy.json`) that were being answered at once.
+    pub fn peak_in_flight(&self) -> usize {
+        self.shared.peak_in_flight.load(Ordering::SeqCst)
+    }
+
     /// Close the gate: from now on, requests are recorded (and counted) on arrival, then wait
     /// until [`Upstream::release`] (at most 60 s) before they are answered.
     pub fn hold(&self) {
@@ -258,6 +285,7 @@ async fn handle(
             .insert("x-upstream", HeaderValue::from_static("counting"));
         return response;
     }
+    let _in_flight = InFlight::new(&shared);
     let execution = {
         let mut requests = shared.requests();
         let execution = requests.len() + 1;

@@ -318,3 +318,160 @@ store_tests!(
     checks_are_made_in_order,
     body_limit_is_checked_before_the_approval_header,
 );
+
+/// The JSON error in `raw` (a whole HTTP/1.1 response) with `status` and `code`.
+fn assert_json_error(raw: &str, status: u16, code: &str, what: &str) {
+    let (head, body) = raw
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("{what}: no complete answer: {raw:?}"));
+    assert!(
+        head.starts_with(&format!("HTTP/1.1 {status} ")),
+        "{what}: {head}"
+    );
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{what}: {head}"
+    );
+    let json: Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{what}: {e}: {body:?}"));
+    assert_eq!(json["error"], code, "{what}: {json}");
+    assert!(
+        json["detail"].as_str().is_some_and(|d| d.len() > 20),
+        "{what}: {json}"
+    );
+}
+
+/// Write `bytes` on a new connection to `addr` and read until the gateway closes it.
+fn answer_to(addr: std::net::SocketAddr, bytes: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(bytes).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Heads pingora itself refuses before any part of the gateway sees them (a malformed request
+/// line or header, a bad `Content-Length`, `CONNECT`) get the gateway's JSON errors, as the
+/// first request of a connection, a later one on a kept-alive connection, and over TLS (pingora
+/// wrote them with empty bodies). Nothing reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heads_pingora_refuses_get_json_errors() {
+    use poppy_e2e::testtls::TestCa;
+    use std::io::{Read, Write};
+
+    let ca = TestCa::new();
+    let leaf = ca.leaf("gateway");
+    let stack = Stack::start(Store::Memory);
+    let addr = stack.gateway.listen_addr();
+    let cases: [(&str, &[u8], u16, &str); 6] = [
+        ("no request line", b"GARBAGE\r\n\r\n", 400, "bad_request"),
+        (
+            "a header without a colon",
+            b"GET /orders/o1 HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+            400,
+            "bad_request",
+        ),
+        (
+            "an unknown HTTP version",
+            b"GET /orders/o1 HTTP/3.0\r\nHost: x\r\n\r\n",
+            400,
+            "bad_request",
+        ),
+        (
+            "a Content-Length that is no number",
+            b"POST /orders/o1/notes HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+            400,
+            "bad_request",
+        ),
+        (
+            "two Content-Lengths",
+            b"POST /orders/o1/notes HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+            400,
+            "bad_request",
+        ),
+        (
+            "CONNECT",
+            b"CONNECT shop.example:443 HTTP/1.1\r\nHost: shop.example:443\r\n\r\n",
+            405,
+            "method_not_allowed",
+        ),
+    ];
+    for (what, bytes, status, code) in cases {
+        let raw = tokio::task::spawn_blocking(move || answer_to(addr, bytes))
+            .await
+            .unwrap();
+        assert_json_error(&raw, status, code, what);
+    }
+
+    // The second request of a kept-alive connection.
+    let raw = tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+            .write_all(b"GET /orders/o1 HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut first = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !first.ends_with(b"}") {
+            let n = stream.read(&mut buf).unwrap();
+            assert!(n > 0, "the first answer");
+            first.extend_from_slice(&buf[..n]);
+        }
+        stream.write_all(b"GARBAGE\r\n\r\n").unwrap();
+        let mut second = Vec::new();
+        let _ = stream.read_to_end(&mut second);
+        String::from_utf8_lossy(&second).into_owned()
+    })
+    .await
+    .unwrap();
+    assert_json_error(
+        &raw,
+        400,
+        "bad_request",
+        "a kept-alive connection's second head",
+    );
+    stack.assert_executions(1, "only the well-formed GET");
+
+    // Over TLS.
+    let tls = Stack::start_with(Store::Memory, |b| {
+        b.extra_config(&format!(
+            "\n[server.tls]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+            leaf.cert.display(),
+            leaf.key.display()
+        ))
+    });
+    let tls_addr = tls.gateway.listen_addr();
+    let raw = tokio::task::spawn_blocking(move || {
+        let mut client = std::process::Command::new("timeout")
+            .args(["20", "openssl", "s_client", "-quiet", "-connect"])
+            .arg(tls_addr.to_string())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = client.stdin.take().unwrap();
+        stdin.write_all(b"GARBAGE\r\n\r\n").unwrap();
+        let mut out = String::new();
+        client
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        drop(stdin);
+        let _ = client.wait();
+        out
+    })
+    .await
+    .unwrap();
+    assert_json_error(&raw, 400, "bad_request", "a malformed head over TLS");
+    tls.assert_executions(0, "a malformed head over TLS");
+}

@@ -239,8 +239,9 @@ async fn silent_http2_connections_are_closed() {
     }
 }
 
-/// Over `max_connections`, an HTTP/2 client gets `503 gateway_busy` with `Retry-After` in
-/// HTTP/2 (cleartext and TLS), not HTTP/1.1 bytes it cannot read.
+/// Over `max_connections`, with every connection serving a request, an HTTP/2 client gets
+/// `503 gateway_busy` with `Retry-After` in HTTP/2 (cleartext and TLS), not HTTP/1.1 bytes it
+/// cannot read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_the_connection_cap_http2_gets_a_503_in_http2() {
     use std::process::{Child, Command, Stdio};
@@ -262,45 +263,46 @@ async fn over_the_connection_cap_http2_gets_a_503_in_http2() {
             }
         });
         let addr = stack.gateway.listen_addr();
-        // Connections that stay open and idle: TLS ones finish their handshake first, as
-        // the gateway counts a connection once it is established.
-        let mut idle_tcp = Vec::new();
-        let mut idle_tls: Vec<Child> = Vec::new();
-        for _ in 0..CAP {
+        let ca_file = ca.ca_file();
+        // Connections serving a request the upstream holds (idle ones would give their place
+        // to the new one).
+        stack.upstream.hold();
+        let mut busy_tcp = Vec::new();
+        let mut busy_tls: Vec<Child> = Vec::new();
+        for i in 0..CAP {
+            let path = format!("/orders/held{i}");
             if tls {
-                idle_tls.push(
-                    Command::new("openssl")
-                        .args(["s_client", "-quiet", "-connect"])
-                        .arg(addr.to_string())
-                        .stdin(Stdio::piped())
+                busy_tls.push(
+                    Command::new("curl")
+                        .args(["-sS", "--http1.1", "--max-time", "30", "--cacert"])
+                        .arg(&ca_file)
+                        .arg("--resolve")
+                        .arg(format!("localhost:{}:127.0.0.1", addr.port()))
+                        .arg(format!("https://localhost:{}{path}", addr.port()))
                         .stdout(Stdio::null())
                         .stderr(Stdio::null())
                         .spawn()
                         .unwrap(),
                 );
             } else {
-                idle_tcp.push(std::net::TcpStream::connect(addr).unwrap());
+                let mut stream = std::net::TcpStream::connect(addr).unwrap();
+                std::io::Write::write_all(
+                    &mut stream,
+                    format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+                )
+                .unwrap();
+                busy_tcp.push(stream);
             }
         }
-        let full = wait::until_some(ARRIVAL, || async {
-            let open = stack
-                .gateway
-                .metrics()
-                .await
-                .value("poppy_connections_open", &[]);
-            (open >= CAP as f64).then_some(())
-        })
-        .await;
-        assert!(full.is_some(), "the gateway holds {CAP} connections");
-        let ca_file = ca.ca_file();
+        stack.upstream.wait_for_count(CAP, ARRIVAL).await;
         let request = Request::plain("GET", "/orders/o1");
         let answer = h2_to(request, addr.port(), tls.then_some(ca_file.as_path()))
             .await
             .answer;
         answer.assert_unavailable("gateway_busy", "over the connection cap");
-        stack.assert_executions(0, "nothing forwarded over the cap");
-        for mut child in idle_tls {
-            let _ = child.kill();
+        stack.assert_executions(CAP, "nothing forwarded over the cap");
+        stack.upstream.release();
+        for mut child in busy_tls {
             let _ = child.wait();
         }
     }

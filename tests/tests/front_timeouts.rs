@@ -5,10 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use poppy_e2e::tcp_front::CountingFront;
 use poppy_e2e::upstream::Upstream;
 use poppy_e2e::{GatewayBuilder, Request, rawhttp};
 use serde_json::Value;
@@ -134,62 +133,11 @@ async fn an_upstream_that_stops_reading_a_large_body_trips_the_write_timeout_wit
     assert!(waited < Duration::from_secs(10), "waited {waited:?}");
 }
 
-/// A TCP relay in front of the counting upstream that counts the connections it accepts and
-/// those the gateway has closed.
-struct CountingFront {
-    addr: SocketAddr,
-    accepted: Arc<AtomicUsize>,
-    closed: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl CountingFront {
-    async fn start(to: SocketAddr) -> CountingFront {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let closed = Arc::new(AtomicUsize::new(0));
-        let (a, c) = (Arc::clone(&accepted), Arc::clone(&closed));
-        let task = tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                a.fetch_add(1, Ordering::SeqCst);
-                let c = Arc::clone(&c);
-                tokio::spawn(async move {
-                    if let Ok(mut server) = TcpStream::connect(to).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                    c.fetch_add(1, Ordering::SeqCst);
-                });
-            }
-        });
-        CountingFront {
-            addr,
-            accepted,
-            closed,
-            task,
-        }
-    }
-
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
-    }
-
-    fn closed(&self) -> usize {
-        self.closed.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for CountingFront {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// Two GETs, a pause of `pause`, a third GET: how many upstream connections they took.
 async fn connections_across_a_pause(idle_timeout: &str, pause: Duration) -> (usize, usize) {
     let upstream = Upstream::start();
     let front = CountingFront::start(upstream.addr()).await;
-    let gateway = GatewayBuilder::new(&format!("http://{}", front.addr))
+    let gateway = GatewayBuilder::new(&front.url())
         .upstream_line(&format!("idle_timeout = \"{idle_timeout}\""))
         .start();
     for path in ["/orders/o1", "/orders/o2"] {

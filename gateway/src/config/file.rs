@@ -48,6 +48,8 @@ pub(crate) struct ServerFile {
     pub body_read_timeout: Option<Spanned<String>>,
     pub header_read_timeout: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<usize>>,
+    pub max_upstream_connections: Option<Spanned<usize>>,
+    pub max_streams_per_connection: Option<Spanned<usize>>,
     pub shutdown_grace: Option<Spanned<String>>,
     /// `[server.tls]` and cleartext HTTP/2 (see `edge.rs`).
     pub tls: Option<TlsFile>,

@@ -18,6 +18,8 @@ pub(super) const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 pub(super) const DEFAULT_MAX_HELD_BODY_BYTES: usize = 64 * 1024 * 1024;
 /// Connections open at once.
 pub(super) const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// Streams one HTTP/2 connection may have open at once (pingora's and RFC 9113's suggestion).
+pub(super) const DEFAULT_MAX_STREAMS_PER_CONNECTION: usize = 100;
 pub(super) const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub(super) const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(60);
 pub(super) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
@@ -31,11 +33,16 @@ pub struct Server {
     pub max_held_body_bytes: usize,
     /// The whole body of a request to an action must arrive within it (default 30 s).
     pub body_read_timeout: Duration,
-    /// Every request head must arrive within it, including a kept-alive connection's wait for
-    /// its next request (default 60 s).
+    /// Every request head must arrive within it: the first from accept (a TLS handshake
+    /// included), a kept-alive connection's next from the previous answer (default 60 s).
     pub header_read_timeout: Duration,
-    /// Connections open at once (default 10000).
+    /// Client connections open at once, from accept (a TLS handshake included; default 10000).
     pub max_connections: usize,
+    /// Requests that may hold an upstream connection at once, across routes (default:
+    /// `max_connections`).
+    pub max_upstream_connections: usize,
+    /// Streams an HTTP/2 client connection may have open at once (default 100).
+    pub max_streams_per_connection: u32,
     pub shutdown_grace: Duration,
     /// `[server.tls]`: terminate TLS on `listen`.
     pub tls: Option<Tls>,
@@ -94,6 +101,24 @@ pub(super) fn compile_server(
         at,
         errors,
     );
+    // An HTTP/1.1 connection uses one upstream connection at a time: by default HTTP/2
+    // connections, whose streams each use one, are held to the same total.
+    let max_upstream_connections = count(
+        &server.max_upstream_connections,
+        max_connections,
+        (1, None),
+        "server.max_upstream_connections",
+        at,
+        errors,
+    );
+    let max_streams_per_connection = count(
+        &server.max_streams_per_connection,
+        DEFAULT_MAX_STREAMS_PER_CONNECTION,
+        (1, Some(u32::MAX as usize)),
+        "server.max_streams_per_connection",
+        at,
+        errors,
+    );
     let body_read_timeout = duration(
         &server.body_read_timeout,
         DEFAULT_BODY_READ_TIMEOUT,
@@ -146,6 +171,8 @@ pub(super) fn compile_server(
         body_read_timeout,
         header_read_timeout,
         max_connections,
+        max_upstream_connections,
+        max_streams_per_connection: u32::try_from(max_streams_per_connection).unwrap_or(u32::MAX),
         shutdown_grace,
         tls: listener_tls,
         h2c: server.h2c.unwrap_or(false),

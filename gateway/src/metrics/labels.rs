@@ -69,16 +69,24 @@ pub(crate) enum Limit {
     BodyTimeout,
     /// `server.header_read_timeout`: the connection was closed.
     HeaderTimeout,
-    /// `server.max_connections`: `503` and closed.
+    /// `server.max_connections`: `503` and closed (or closed at once when many are being
+    /// refused already).
     Connections,
+    /// `server.max_connections`: a connection still waiting for a request head (in its TLS
+    /// handshake, before its first request, idle between two) closed to make room for a new one.
+    ConnectionsReclaimed,
+    /// `server.max_upstream_connections`: no upstream connection came free in time (`503`).
+    UpstreamConnections,
 }
 
 impl Limit {
-    pub(crate) const ALL: [Limit; 4] = [
+    pub(crate) const ALL: [Limit; 6] = [
         Limit::HeldBodies,
         Limit::BodyTimeout,
         Limit::HeaderTimeout,
         Limit::Connections,
+        Limit::ConnectionsReclaimed,
+        Limit::UpstreamConnections,
     ];
 
     pub(crate) fn as_str(self) -> &'static str {
@@ -87,6 +95,8 @@ impl Limit {
             Limit::BodyTimeout => "body_timeout",
             Limit::HeaderTimeout => "header_timeout",
             Limit::Connections => "connections",
+            Limit::ConnectionsReclaimed => "connections_reclaimed",
+            Limit::UpstreamConnections => "upstream_connections",
         }
     }
 }

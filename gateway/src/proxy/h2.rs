@@ -1,4 +1,5 @@
-//! Which connections speak HTTP/2, for the connection limits around pingora's app.
+//! HTTP/2 for the connection limits around pingora's app: which connections speak it, the
+//! `503` over the cap, and the server options that bound what one connection can take.
 //!
 //! pingora runs each HTTP/2 stream in a task of its own, so the per-request "head read"
 //! mark never reaches the connection's header deadline; an HTTP/2 connection is instead
@@ -7,11 +8,29 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use pingora::protocols::http::v2::server::handshake;
+use pingora::protocols::http::v2::server::{H2Options, default_h2_options, handshake};
 use pingora::protocols::{ALPN, Stream};
 
 /// The HTTP/2 connection preface (RFC 9113 section 3.4).
 pub(super) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Framing overhead of small DATA frames one connection may have buffered before the app
+/// reads them (h2 counts 256 bytes less the payload for each frame under 256 bytes): 1024
+/// frames, however small. h2's default, half the 64 KiB connection window, allowed about 140
+/// frames of a few dozen bytes: a body sent in more, faster than the gateway read it (a policy
+/// route reads it only once the request is classified), closed the connection with GOAWAY
+/// `ENHANCE_YOUR_CALM` and no answer. Past this budget h2's guard still does so; the memory it
+/// bounds is well under the budget (the frames' payloads share the connection's read buffers).
+const SMALL_DATA_FRAMES_BUDGET: usize = 1024 * 256;
+
+/// pingora's HTTP/2 server options, with at most `max_streams` streams open per connection:
+/// each stream forwarded holds an upstream connection (RELIABILITY.md).
+pub(crate) fn server_options(max_streams: u32) -> H2Options {
+    let mut options = default_h2_options();
+    options.max_concurrent_streams(max_streams);
+    options.data_frame_budget(SMALL_DATA_FRAMES_BUDGET);
+    options
+}
 
 /// How a connection opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

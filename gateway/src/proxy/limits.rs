@@ -1,5 +1,6 @@
-//! What one client can make the gateway hold: the bytes of request bodies held at once, how
-//! long a request's head and body may take to arrive, how many connections are open.
+//! What requests can make the gateway hold: the bytes of request bodies held at once, how
+//! long a body may take to arrive, how many upstream connections are in use. (Connections and
+//! their request heads: connections.rs.)
 //!
 //! Bodies are the big cost: a request to an action is read whole before anything is decided,
 //! and held until the upstream has it. Each held body is accounted from the moment its first
@@ -7,18 +8,11 @@
 //! so the budget measures memory actually held, not requests in some phase.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
-use pingora::apps::ServerApp;
-use pingora::protocols::Stream;
-use pingora::server::ShutdownWatch;
-use tokio::io::AsyncWriteExt;
 
-use super::first_bytes::FirstBytes;
-use super::h2::{Opening, PREFACE};
 use crate::ingress::Refusal;
 use crate::metrics::{Limit, Metrics};
 
@@ -185,128 +179,83 @@ pub(crate) async fn read_body(
     }))
 }
 
-tokio::task_local! {
-    /// Set once a request's head has been read, for [`LimitedApp`]'s header deadline.
-    static HEAD_READ: Arc<AtomicBool>;
+/// `server.max_upstream_connections`: requests that may hold an upstream connection at once.
+/// A request holds one of these from the moment it is classified until it is done, whether it
+/// is proxied, performed or answered by the gateway: each uses at most one upstream connection
+/// at a time, so the upstreams see at most this many connections in use (HTTP/2 clients can
+/// otherwise open a connection per stream, `max_streams_per_connection` on each).
+pub(crate) struct UpstreamSlots {
+    free: Arc<tokio::sync::Semaphore>,
+    max: usize,
+    metrics: Arc<Metrics>,
 }
 
-/// Mark the current request's head as read (called from the first request hook).
-pub(crate) fn head_read() {
-    let _ = HEAD_READ.try_with(|read| read.store(true, Ordering::Release));
+/// One of [`UpstreamSlots`], given back when dropped.
+#[derive(Debug)]
+pub(crate) struct UpstreamSlot {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    slots: Arc<UpstreamSlots>,
 }
 
-/// Connection and header limits around the proxy app: at most `max_connections` open at once
-/// (beyond: `503` and close), and every request head (including the wait for the next request
-/// on a kept-alive connection) must arrive within `header_timeout` (else the connection is
-/// closed).
-pub(crate) struct LimitedApp<A> {
-    pub(crate) inner: Arc<A>,
-    pub(crate) max_connections: usize,
-    pub(crate) header_timeout: Duration,
-    /// Connections open, shared by every listener the cap covers (the proxy's and the
-    /// conversations service's): the cap bounds the process's client connections.
-    pub(crate) open: Arc<AtomicUsize>,
-    pub(crate) metrics: Arc<Metrics>,
-    /// Cleartext HTTP/2 is on (see h2.rs).
-    pub(crate) h2c: bool,
-}
-
-/// The body of the `503` a connection over the cap gets before it is closed.
-const BUSY_BODY: &str = r#"{"error":"gateway_busy","detail":"the gateway has as many connections open as it may; nothing was performed, try again"}"#;
-
-/// That answer in HTTP/1.1.
-fn busy_response() -> Vec<u8> {
-    format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BUSY_BODY}",
-        BUSY_BODY.len()
-    )
-    .into_bytes()
-}
-
-#[async_trait]
-impl<A: ServerApp + Send + Sync + 'static> ServerApp for LimitedApp<A> {
-    async fn process_new(
-        self: &Arc<Self>,
-        mut stream: Stream,
-        shutdown: &ShutdownWatch,
-    ) -> Option<Stream> {
-        // A kept-alive connection waits for its next request inside the next call, so the calls
-        // in progress are the connections open.
-        let open = self.open.fetch_add(1, Ordering::AcqRel) + 1;
-        self.metrics.connections_open(open);
-        let _open = OpenGuard {
-            open: &self.open,
-            metrics: &self.metrics,
-        };
-        if open > self.max_connections {
-            self.metrics.limit_hit(Limit::Connections);
-            // An HTTP/2 client gets the answer in HTTP/2: HTTP/1.1 bytes would be a protocol
-            // error to it, not a 503.
-            let opening = tokio::time::timeout(
-                self.header_timeout,
-                super::h2::opening(&mut stream, self.h2c),
-            )
-            .await
-            .unwrap_or(Opening::Http1);
-            if opening == Opening::Http1 {
-                let _ = stream.write_all(&busy_response()).await;
-                let _ = stream.shutdown().await;
-            } else {
-                super::h2::refuse(stream, BUSY_BODY, self.header_timeout).await;
-            }
-            return None;
-        }
-        let read = Arc::new(AtomicBool::new(false));
-        let deadline = {
-            let read = Arc::clone(&read);
-            async move {
-                tokio::time::sleep(self.header_timeout).await;
-                if read.load(Ordering::Acquire) {
-                    std::future::pending::<()>().await;
-                }
-                // Counted before the connection is dropped, so whoever sees it closed sees
-                // it counted.
-                self.metrics.limit_hit(Limit::HeaderTimeout);
-            }
-        };
-        let head_read = Arc::clone(&read);
-        let served = async move {
-            let stream = match super::h2::opening(&mut stream, self.h2c).await {
-                Opening::Http1 => stream,
-                // The preface is what HTTP/2 sends first; from then on pingora's handshake and
-                // `h2_idle_timeout` bound the connection.
-                Opening::Http2Preface => {
-                    head_read.store(true, Ordering::Release);
-                    stream
-                }
-                Opening::Http2Negotiated => {
-                    FirstBytes::wrap(stream, PREFACE.len(), Arc::clone(&head_read))
-                }
-            };
-            HEAD_READ
-                .scope(head_read, self.inner.process_new(stream, shutdown))
-                .await
-        };
-        tokio::select! {
-            reused = served => reused,
-            () = deadline => None,
-        }
-    }
-
-    async fn cleanup(&self) {
-        self.inner.cleanup().await
+impl std::fmt::Debug for UpstreamSlots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamSlots")
+            .field("max", &self.max)
+            .finish()
     }
 }
 
-struct OpenGuard<'a> {
-    open: &'a AtomicUsize,
-    metrics: &'a Metrics,
+impl UpstreamSlots {
+    pub(crate) fn new(max: usize, metrics: Arc<Metrics>) -> Arc<UpstreamSlots> {
+        Arc::new(UpstreamSlots {
+            free: Arc::new(tokio::sync::Semaphore::new(max)),
+            max,
+            metrics,
+        })
+    }
+
+    fn report(&self) {
+        let in_use = self.max.saturating_sub(self.free.available_permits());
+        self.metrics.upstream_connections_in_use(in_use);
+    }
+
+    /// A slot, waiting up to `wait` for one to come free (the route's `connect_timeout`:
+    /// getting a connection includes waiting for one); else `503 gateway_busy`.
+    pub(crate) async fn take(self: &Arc<Self>, wait: Duration) -> Result<UpstreamSlot, Refusal> {
+        let permit = tokio::time::timeout(wait, Arc::clone(&self.free).acquire_owned()).await;
+        match permit {
+            Ok(Ok(permit)) => {
+                let slot = UpstreamSlot {
+                    _permit: permit,
+                    slots: Arc::clone(self),
+                };
+                self.report();
+                Ok(slot)
+            }
+            // Never closed; refused as if none came free.
+            Ok(Err(_)) | Err(_) => {
+                self.metrics.limit_hit(Limit::UpstreamConnections);
+                Err(Refusal::new(
+                    503,
+                    "gateway_busy",
+                    format!(
+                        "all {} upstream connections this gateway may use are busy; nothing was performed, send the same request again",
+                        self.max
+                    ),
+                ))
+            }
+        }
+    }
 }
 
-impl Drop for OpenGuard<'_> {
+impl Drop for UpstreamSlot {
     fn drop(&mut self) {
-        let open = self.open.fetch_sub(1, Ordering::AcqRel) - 1;
-        self.metrics.connections_open(open);
+        // The permit goes back after this body; report what it will be.
+        let in_use = self
+            .slots
+            .max
+            .saturating_sub(self.slots.free.available_permits() + 1);
+        self.slots.metrics.upstream_connections_in_use(in_use);
     }
 }
 
@@ -333,13 +282,20 @@ mod tests {
         assert_eq!(pool.used(), 0);
     }
 
-    #[test]
-    fn the_busy_answer_is_well_formed() {
-        let response = busy_response();
-        let text = std::str::from_utf8(&response).unwrap();
-        let (_, body) = text.split_once("\r\n\r\n").unwrap();
-        assert!(text.contains(&format!("content-length: {}\r\n", body.len())));
-        let json: serde_json::Value = serde_json::from_str(body).unwrap();
-        assert_eq!(json["error"], "gateway_busy");
+    #[tokio::test]
+    async fn upstream_slots_wait_then_refuse_and_come_back() {
+        let slots = UpstreamSlots::new(2, Arc::new(Metrics::new().unwrap()));
+        let wait = Duration::from_millis(50);
+        let a = slots.take(wait).await.unwrap();
+        let _b = slots.take(wait).await.unwrap();
+        let refused = slots.take(wait).await.unwrap_err();
+        assert_eq!((refused.status, refused.error), (503, "gateway_busy"));
+        // A waiting request gets the slot given back meanwhile.
+        let waiting = tokio::spawn({
+            let slots = Arc::clone(&slots);
+            async move { slots.take(Duration::from_secs(5)).await.is_ok() }
+        });
+        drop(a);
+        assert!(waiting.await.unwrap());
     }
 }

@@ -17,9 +17,9 @@
 //! HTTP/2; `first_bytes` tells when a TLS HTTP/2 connection's preface has arrived).
 
 mod access_log;
+mod connections;
 mod edge;
 mod executor;
-mod first_bytes;
 mod forwarded;
 mod h2;
 mod http_api;
@@ -35,12 +35,15 @@ mod runner;
 mod service;
 mod step;
 mod upstream;
+mod watched;
 mod well_known;
 
 pub(crate) use access_log::{AccessLogError, AccessLogger};
+pub(crate) use connections::{Connections, LimitedApp, REFUSING_AT_ONCE, Requests, head_read};
 pub(crate) use edge::Edge;
 pub(crate) use executor::{Executor, ExecutorParts};
-pub(crate) use limits::{BodyLimits, HeldBodies, LimitedApp, Reservation, head_read};
+pub(crate) use h2::server_options as h2_server_options;
+pub(crate) use limits::{BodyLimits, HeldBodies, Reservation, UpstreamSlots};
 pub(crate) use mcp_api::McpEndpoint;
 pub(crate) use operations::Operations;
 pub(crate) use routes::{RouteRuntime, Routes};

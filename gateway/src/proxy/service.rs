@@ -12,6 +12,7 @@ use pingora::proxy::{ProxyHttp, Session};
 
 use super::edge::{Edge, EdgeCtx};
 use super::http_api;
+use super::limits::{UpstreamSlot, UpstreamSlots};
 use super::mcp_api::McpEndpoint;
 use super::reply::Reply;
 use super::routes::{RouteRuntime, Routes};
@@ -31,6 +32,8 @@ pub(crate) struct RequestCtx {
     edge: EdgeCtx,
     /// The route matched when the head was read: the only one this request ever uses.
     route: Picked,
+    /// Held while the request may use an upstream connection (see limits.rs).
+    upstream_slot: Option<UpstreamSlot>,
 }
 
 /// What matching the request against the routes gave.
@@ -71,6 +74,8 @@ pub(crate) struct GatewayProxy {
     pub(crate) well_known: Option<serde_json::Value>,
     /// Request IDs, proxy headers, access log, passthrough failures.
     pub(crate) edge: Arc<Edge>,
+    /// `server.max_upstream_connections`.
+    pub(crate) upstream_slots: Arc<UpstreamSlots>,
 }
 
 #[async_trait]
@@ -83,7 +88,7 @@ impl ProxyHttp for GatewayProxy {
         RequestCtx::default()
     }
 
-    /// The head is read: the connection's header deadline ([`super::limits::LimitedApp`])
+    /// The head is read: the connection's header deadline ([`super::connections::LimitedApp`])
     /// no longer applies to this request.
     /// Its request ID and the headers it goes upstream with are settled here (see edge.rs).
     async fn early_request_filter(
@@ -91,7 +96,7 @@ impl ProxyHttp for GatewayProxy {
         session: &mut Session,
         ctx: &mut Self::CTX,
     ) -> pingora::Result<()> {
-        super::limits::head_read();
+        super::connections::head_read();
         ctx.route = match self.routes.pick(session) {
             Ok(Some(route)) => Picked::Route(route),
             Ok(None) => Picked::None,
@@ -111,6 +116,19 @@ impl ProxyHttp for GatewayProxy {
         session: &mut Session,
         ctx: &mut Self::CTX,
     ) -> pingora::Result<bool> {
+        if let Picked::Route(route) = &ctx.route {
+            match self
+                .upstream_slots
+                .take(route.upstream.connect_timeout())
+                .await
+            {
+                Ok(slot) => ctx.upstream_slot = Some(slot),
+                Err(refusal) => {
+                    Reply::refusal(&refusal).write(session).await?;
+                    return Ok(true);
+                }
+            }
+        }
         // Requests the gateway sends itself for this one (approved forwards, lookups,
         // poppy.json) carry its proxy headers and request ID (see forwarded.rs).
         let current = ctx.edge.current();

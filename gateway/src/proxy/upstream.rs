@@ -34,6 +34,7 @@ pub(crate) enum ForwardError {
 pub(crate) struct UpstreamClient {
     connector: Connector,
     peer: HttpPeer,
+    connect_timeout: Duration,
     timeout: Duration,
     /// `Host` for requests that carry none (HTTP/1.1 needs one).
     default_host: http::HeaderValue,
@@ -68,6 +69,7 @@ impl UpstreamClient {
         UpstreamClient {
             connector: Connector::new(Some(options)),
             peer,
+            connect_timeout: upstream.connect_timeout,
             timeout: upstream.timeout,
             default_host: http::HeaderValue::from_str(default_host)
                 .unwrap_or_else(|_| http::HeaderValue::from_static("localhost")),
@@ -123,6 +125,11 @@ impl UpstreamClient {
     /// is stripped from every request the gateway did not approve.
     pub(crate) fn operation_id_header(&self) -> &http::HeaderName {
         &self.operation_id_header
+    }
+
+    /// `connect_timeout`: how long getting a connection may take.
+    pub(crate) fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
     }
 
     /// The peer passthrough traffic goes to.
