@@ -14,8 +14,9 @@ use bytes::Bytes;
 use pingora::proxy::Session;
 use serde_json::Value;
 
-use super::executor::Operated;
+use super::executor::{Operated, Reading};
 use super::limits::read_body;
+use super::mcp_calls::{HeldCalls, McpAnswers};
 use super::mcp_forward::StreamingForwarder;
 use super::operations::Operations;
 use super::reply::Reply;
@@ -29,9 +30,9 @@ use crate::ingress::headers::check_operation_request;
 use crate::ingress::{ForwardRequest, Target, forwarded_headers};
 use crate::mcp::{
     HeldCall, Incoming, McpVersion, Readdress, RpcError, already_performed_result,
-    approval_required_result, check_standard_headers, codes, error_response,
-    extension_required_result, read_post, readdress_response, result_response, retry_result,
-    tool_error_result,
+    approval_required_result, cancelled_requests, check_standard_headers, codes, error_response,
+    extension_required_result, follow_up_of, read_post, readdress_response, result_response,
+    retry_result, tool_error_result,
 };
 use crate::operation::Decision;
 use crate::policy::{PathTemplate, Policy};
@@ -41,6 +42,8 @@ use crate::store::RecordedResponse;
 pub(crate) struct McpEndpoint {
     path: PathTemplate,
     forwarder: StreamingForwarder,
+    /// Held calls being answered, whose cancellations are not forwarded (`mcp_calls`).
+    calls: HeldCalls,
 }
 
 impl McpEndpoint {
@@ -48,6 +51,7 @@ impl McpEndpoint {
         McpEndpoint {
             path: mcp.template.clone(),
             forwarder: StreamingForwarder::new(client, settings),
+            calls: HeldCalls::default(),
         }
     }
 
@@ -107,6 +111,12 @@ impl McpEndpoint {
             Err(error) => Step::Respond(rpc_error(&error)),
             Ok((Incoming::Other { body: stripped }, _)) => {
                 let body = stripped.map(Bytes::from).unwrap_or(body);
+                let session_id = headers.get("mcp-session-id").map(|v| v.as_bytes());
+                if self.calls.all_held(session_id, &cancelled_requests(&body)) {
+                    // An approved call is performed to the end and its answer recorded for
+                    // the retry: its cancellation is accepted and not forwarded.
+                    return Step::Respond(accepted(session_id));
+                }
                 let request = ForwardRequest {
                     method: http::Method::POST,
                     path_and_query,
@@ -119,6 +129,10 @@ impl McpEndpoint {
             }
             Ok((Incoming::Held(call), version)) => match ops.policies.find_tool(&call.tool) {
                 Some(policy) => {
+                    let _held = self.calls.hold(
+                        headers.get("mcp-session-id").map(|v| v.as_bytes()),
+                        &call.id,
+                    );
                     held_call(ops, headers, path_and_query, policy, call, version).await
                 }
                 // read_post holds only calls of tools a policy names.
@@ -168,8 +182,12 @@ async fn held_call(
             place: APPROVAL_PLACE,
         },
     };
+    let reading = Reading {
+        reader: &McpAnswers,
+        follow_up: follow_up_of(&call.forward_body),
+    };
     let body = std::future::ready(Ok(Bytes::from(call.forward_body)));
-    match runner::run(&ops.session_claims, &ops.executor, arrival, body).await {
+    match runner::run_with(&ops.session_claims, &ops.executor, arrival, body, &reading).await {
         Ran::Operated(Operated::Decided(executed)) => {
             Step::Operation(render(executed.decision, &to), executed.outcome)
         }
@@ -225,9 +243,9 @@ fn render(decision: Decision, to: &ReplyTo) -> Reply {
             operation,
             rejected,
         } => tool_result(to, approval_required_result(&operation, rejected)),
-        Decision::Performed(response) | Decision::Released(response) => {
-            Reply::from(readdressed(response, to, false))
-        }
+        Decision::Performed(response)
+        | Decision::Interim(response)
+        | Decision::Released(response) => Reply::from(readdressed(response, to, false)),
         Decision::Replayed(response) => Reply::from(readdressed(response, to, true)),
         Decision::AlreadyPerformed(id) => tool_result(to, already_performed_result(id.as_str())),
         Decision::InProgress(id) => tool_result(
@@ -320,6 +338,19 @@ fn readdressed(mut response: RecordedResponse, to: &ReplyTo, replay: bool) -> Re
             .retain(|(name, _)| !name.eq_ignore_ascii_case("content-length"));
     }
     response
+}
+
+/// `202 Accepted`, no body: a notification taken.
+fn accepted(session_id: Option<&[u8]>) -> Reply {
+    let reply = Reply {
+        status: 202,
+        headers: Vec::new(),
+        body: Bytes::new(),
+    };
+    match session_id {
+        Some(session_id) => reply.with_header("mcp-session-id", session_id.to_vec()),
+        None => reply,
+    }
 }
 
 fn tool_result(to: &ReplyTo, result: Value) -> Reply {
