@@ -1,6 +1,7 @@
-//! The Python SDK's MCP server behind the gateway (`tests/deps/mcp/upstream.py`, `mcp` 2.x),
-//! on a port it picked itself: its execution counts (`GET /count`) and its gate
-//! (`POST /hold`, `/release`). Killed on drop.
+//! The Python MCP servers behind the gateway, on a port each picked itself: the Python SDK's
+//! (`tests/deps/mcp/upstream.py`, `mcp` 2.x) and FastMCP's (`fastmcp_upstream.py`); their
+//! execution counts (`GET /count`) and the SDK server's gate (`POST /hold`, `/release`).
+//! Killed on drop.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -19,17 +20,28 @@ pub struct PythonMcpServer {
 }
 
 impl PythonMcpServer {
-    /// `json`: answer `application/json` (else SSE streams).
+    /// The Python SDK's server. `json`: answer `application/json` (else SSE streams).
     pub fn start(json: bool) -> PythonMcpServer {
-        let mut command = Command::new(python("mcp2"));
+        PythonMcpServer::start_script("mcp2", "upstream.py", if json { &["--json"] } else { &[] })
+    }
+
+    /// FastMCP's server (fastmcp_upstream.py).
+    pub fn start_fastmcp() -> PythonMcpServer {
+        PythonMcpServer::start_script("fastmcp", "fastmcp_upstream.py", &[])
+    }
+
+    /// `tests/deps/mcp/SCRIPT` in the environment `tests/deps/python/VENV`, which prints
+    /// `{"port": N}` once it listens.
+    pub fn start_script(venv: &str, script: &str, args: &[&str]) -> PythonMcpServer {
+        let mut command = Command::new(python(venv));
         command
-            .arg(deps_dir().join("mcp/upstream.py"))
+            .arg(deps_dir().join("mcp").join(script))
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        if json {
-            command.arg("--json");
-        }
-        let mut child = command.spawn().expect("start upstream.py");
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {script}: {e}"));
         let stdout = child.stdout.take().expect("piped stdout");
         let (sender, receiver) = mpsc::channel();
         std::thread::spawn(move || {
@@ -41,13 +53,13 @@ impl PythonMcpServer {
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|_| {
                 let _ = child.kill();
-                panic!("upstream.py did not say its port within 30 s")
+                panic!("{script} did not say its port within 30 s")
             });
         let port = serde_json::from_str::<Value>(&line)
             .ok()
             .and_then(|v| v["port"].as_u64())
             .and_then(|p| u16::try_from(p).ok())
-            .unwrap_or_else(|| panic!("upstream.py's first line is not {{\"port\": N}}: {line:?}"));
+            .unwrap_or_else(|| panic!("{script}'s first line is not {{\"port\": N}}: {line:?}"));
         PythonMcpServer { child, port }
     }
 
