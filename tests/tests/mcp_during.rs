@@ -9,7 +9,10 @@
 //! - a 2026-07-28 multi-round call (`input_required`) is not finished by its first answer:
 //!   the SDK answers the question and calls again under the same approval, performed once;
 //!   a follow-up is bound to its round (a forged `requestState` goes nowhere), a replay
-//!   during the rounds is "in progress", and after them the final result.
+//!   during the rounds is "in progress", and after them the final result;
+//! - a server that closes an approved call's stream after the priming event (SEP-1699) is
+//!   resumed by the gateway itself (GET, `Last-Event-ID`, the call's MCP session): the call
+//!   gets its result, a replay gets it under its own id and nothing of the first call's.
 //!
 //! The Python SDK flows run tests/deps/mcp/during.py. Needs `bash tests/deps/install.sh`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -38,6 +41,19 @@ const POLICIES: &str = r#"
 name = "exchange_tool"
 tool = "exchange_item"
 id_prefix = "exc"
+expires_in = "15m"
+same_action = ["order_id", "item_id"]
+summary = "Exchange item **{item_id}** on order {order_id} for {replacement_sku}."
+
+[tool.terms]
+order_id = { argument = "$.order_id" }
+item_id = { argument = "$.item_id" }
+replacement_sku = { argument = "$.replacement_sku" }
+
+[[tool]]
+name = "restream_tool"
+tool = "restream_exchange"
+id_prefix = "rsx"
 expires_in = "15m"
 same_action = ["order_id", "item_id"]
 summary = "Exchange item **{item_id}** on order {order_id} for {replacement_sku}."
@@ -478,7 +494,69 @@ async fn a_follow_up_is_bound_to_its_round(store: Store) {
     );
 }
 
+/// The server closes the approved call's stream right after its priming event (SEP-1699)
+/// and answers on the resumed stream: the gateway resumes it itself (the answer comes while
+/// the resumed stream is open, and, for a second operation, from the server's event store
+/// on resuming), records the result, and a replay carries only the retry's id. One execution
+/// each.
+async fn a_stream_closed_early_is_resumed(store: Store) {
+    let world = world(store, false, None);
+    let raw = Raw::open(&world.gateway, "2025-11-25").await;
+    let tool = "restream_exchange";
+    let held = raw
+        .response(&raw.call("h", tool, "ord_s1", None, json!({})))
+        .await;
+    let op = held["result"]["structuredContent"]["operation"].clone();
+    assert!(op["operation_id"].is_string(), "{held}");
+
+    // The result comes after the stream closed, on the resumed one.
+    world.server.hold().await;
+    let first = {
+        let request = raw.request(&raw.call("first", tool, "ord_s1", Some(&op), json!({})));
+        let client = world.gateway.client();
+        tokio::spawn(async move { client.send(&request).await })
+    };
+    let resumed = until_some(Duration::from_secs(15), || async {
+        (world.server.count("resumed").await >= 1).then_some(())
+    })
+    .await;
+    assert!(resumed.is_some(), "the gateway resumed the stream");
+    world.server.release().await;
+    let first = first.await.unwrap();
+    let response = rpc_response(&first);
+    assert_eq!(response["id"], "first", "{}", first.describe());
+    assert_eq!(
+        response["result"]["structuredContent"]["exchange_id"],
+        "exg_s1"
+    );
+    let replay = raw
+        .send(&raw.call("again", tool, "ord_s1", Some(&op), json!({})))
+        .await;
+    assert_eq!(rpc_response(&replay)["result"], response["result"]);
+    assert!(
+        !replay.text().contains("\"first\""),
+        "nothing of the first call: {}",
+        replay.describe()
+    );
+    assert_eq!(world.server.count(tool).await, 1);
+
+    // The result is in the server's event store by the time the gateway resumes.
+    let held = raw
+        .response(&raw.call("h2", tool, "ord_s2", None, json!({})))
+        .await;
+    let op = held["result"]["structuredContent"]["operation"].clone();
+    let done = raw
+        .response(&raw.call("second", tool, "ord_s2", Some(&op), json!({})))
+        .await;
+    assert_eq!(
+        done["result"]["structuredContent"]["exchange_id"], "exg_s2",
+        "{done}"
+    );
+    assert_eq!(world.server.count(tool).await, 2, "once per approval");
+}
+
 store_tests!(
+    a_stream_closed_early_is_resumed,
     a_timed_out_approved_call_is_not_cancelled,
     a_cancelled_answer_is_an_unknown_outcome,
     input_required_rounds_complete_under_one_approval,

@@ -129,8 +129,15 @@ async fn resume(
         headers,
         body: Bytes::new(),
     };
+    // The resumed stream may stay open after the response: read until it has one.
+    let answered = |body: &[u8]| {
+        !matches!(
+            read_call_answer(200, Some(b"text/event-stream"), body),
+            CallAnswer::Unfinished { .. }
+        )
+    };
     let answer = upstream
-        .send(request)
+        .send_until(request, &answered)
         .await
         .map_err(|e| format!("resuming the MCP server's stream failed: {e}"))?;
     let is_stream = header(&answer, "content-type").is_some_and(|ct| {

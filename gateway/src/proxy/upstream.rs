@@ -137,6 +137,16 @@ impl UpstreamClient {
         &self,
         request: ForwardRequest,
     ) -> Result<RecordedResponse, ForwardError> {
+        self.send_until(request, &|_| false).await
+    }
+
+    /// [`Self::send`], reading the answer only until `enough(body so far)` says it has what
+    /// it needs (a resumed MCP stream stays open after the response it was resumed for).
+    pub(crate) async fn send_until(
+        &self,
+        request: ForwardRequest,
+        enough: &(dyn Fn(&[u8]) -> bool + Sync),
+    ) -> Result<RecordedResponse, ForwardError> {
         let header = self
             .request_header(&request)
             .map_err(|e| ForwardError::NotSent(format!("the request could not be built: {e}")))?;
@@ -189,6 +199,9 @@ impl UpstreamClient {
                     too_large = true;
                 } else {
                     body.extend_from_slice(&chunk);
+                    if enough(&body) {
+                        break;
+                    }
                 }
             }
             Ok::<_, String>(if too_large {

@@ -10,6 +10,10 @@ SDK answers `resultType: "input_required"` with a sealed `requestState`, and run
 when the client calls again with the answer; `confirm_exchange:asked` counts the questions,
 `confirm_exchange` the executions. A call cancelled at the gate counts as `cancelled`.
 
+restream_exchange closes its SSE stream right after the priming event (SEP-1699: MCP's
+`close_sse_stream`), then waits at the gate; its result reaches a client that resumes the
+stream (GET with `Last-Event-ID`, from the in-memory event store). SSE mode only.
+
     python upstream.py [--json]
 """
 
@@ -28,6 +32,7 @@ from starlette.responses import JSONResponse
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.server.streamable_http import EventMessage, EventStore
 
 server = MCPServer("counting-python-mcp")
 counts: Counter = Counter()
@@ -67,6 +72,46 @@ async def exchange_item(order_id: str, item_id: str, replacement_sku: str, ctx: 
         replacement_sku=replacement_sku,
         execution=execution,
     )
+
+
+@server.tool()
+async def restream_exchange(order_id: str, item_id: str, replacement_sku: str, ctx: Context) -> Exchange:
+    """Exchange an item, answering on a resumed stream only (needs the user's approval)."""
+    counts["restream_exchange"] += 1
+    execution = counts["restream_exchange"]
+    await ctx.close_sse_stream()
+    await gate.wait()
+    return Exchange(
+        exchange_id=f"exg_s{execution}",
+        order_id=order_id,
+        item_id=item_id,
+        replacement_sku=replacement_sku,
+        execution=execution,
+    )
+
+
+class MemoryEventStore(EventStore):
+    """Every event of every stream, so that a client can resume one after any event."""
+
+    def __init__(self):
+        self.events = []  # (stream_id, event_id, message or None for a priming event)
+
+    async def store_event(self, stream_id, message):
+        event_id = f"ev-{len(self.events) + 1}"
+        self.events.append((stream_id, event_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id, send_callback):
+        stream = next((s for s, e, _ in self.events if e == last_event_id), None)
+        if stream is None:
+            return None
+        counts["resumed"] += 1
+        after = False
+        for stream_id, event_id, message in list(self.events):
+            if after and stream_id == stream and message is not None:
+                await send_callback(EventMessage(message, event_id))
+            after = after or event_id == last_event_id
+        return stream
 
 
 class Confirmation(BaseModel):
@@ -141,7 +186,9 @@ def counting_cancellations(app):
 
 
 async def main() -> None:
-    app = counting_cancellations(server.streamable_http_app(json_response="--json" in sys.argv[1:]))
+    json_response = "--json" in sys.argv[1:]
+    resumable = {} if json_response else {"event_store": MemoryEventStore(), "retry_interval": 100}
+    app = counting_cancellations(server.streamable_http_app(json_response=json_response, **resumable))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
