@@ -313,10 +313,10 @@ impl Executor {
                         continue;
                     }
                 },
-                Verdict::Answer(Answer::InProgress(id) | Answer::Unknown(id))
+                Verdict::Answer(answer @ (Answer::InProgress(_) | Answer::Unknown(_)))
                     if reading.follow_up.is_some() =>
                 {
-                    Ok(self.follow_up(prepared, id, forward, reading).await)
+                    Ok(self.follow_up(prepared, answer, forward, reading).await)
                 }
                 Verdict::Answer(answer) => Ok(self.answer(answer, policy)),
             };
@@ -432,17 +432,22 @@ impl Executor {
         ))
     }
 
-    /// A follow-up of an interim answer (the request carries what the server asked for): if
-    /// it is its round's own (`proxy::rounds`), forwarded under the same claim; otherwise
-    /// the operation is in progress (or unknown), as for any retry.
+    /// A follow-up of an interim answer (the request carries what the server asked for), to
+    /// an operation in flight (`answer`: in progress, or unknown once its lease ran out
+    /// during the rounds): if it is its round's own (`proxy::rounds`), forwarded under the
+    /// same claim; otherwise `answer`, as for any retry.
     async fn follow_up(
         &self,
         prepared: &Prepared,
-        id: OperationId,
+        answer: Answer,
         forward: &ForwardRequest,
         reading: &Reading<'_>,
     ) -> Decision {
         let name = prepared.policy().name.as_str();
+        let (Answer::InProgress(id) | Answer::Unknown(id)) = &answer else {
+            return self.answer(answer, name);
+        };
+        let id = id.clone();
         let revision = prepared
             .request
             .approval
@@ -453,7 +458,7 @@ impl Executor {
             .rounds
             .take(&id, revision, &prepared.request.fingerprint, token)
         else {
-            return self.answer(Answer::InProgress(id), name);
+            return self.answer(answer, name);
         };
         let Some(guard) = self.parts.drain.start_forward() else {
             self.rounds.restore(&id, round);
