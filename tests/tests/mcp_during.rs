@@ -10,6 +10,9 @@
 //!   the SDK answers the question and calls again under the same approval, performed once;
 //!   a follow-up is bound to its round (a forged `requestState` goes nowhere), a replay
 //!   during the rounds is "in progress", and after them the final result;
+//! - a server that asks the client a question during an approved call (`elicitation/create`
+//!   over SSE, 2025-11-25) gets its answer: the call's stream reaches the client as it comes,
+//!   the response once recorded;
 //! - a server that closes an approved call's stream after the priming event (SEP-1699) is
 //!   resumed by the gateway itself (GET, `Last-Event-ID`, the call's MCP session): the call
 //!   gets its result, a replay gets it under its own id and nothing of the first call's.
@@ -386,6 +389,41 @@ async fn input_required_rounds_complete_under_one_approval(store: Store) {
     );
 }
 
+/// The Python SDK in an MCP session (2025-11-25) calls the held tool that asks the user a
+/// question: approved, the server sends `elicitation/create` on the call's SSE stream and
+/// waits; the gateway passes the stream on as it comes, the SDK answers (its POST forwarded
+/// to the same session), the server finishes, and the result is recorded and delivered; a
+/// replay gets it. One execution.
+async fn a_question_during_an_approved_call_reaches_the_client(store: Store) {
+    let world = world(store, false, Some("10s"));
+    let steps = scenario("elicit", &world).await;
+    let held = &steps["held"];
+    assert!(
+        held["result"]["structuredContent"]["operation"].is_object(),
+        "{held}"
+    );
+    let approve = &steps["approve"];
+    assert_eq!(
+        approve["result"]["structuredContent"]["exchange_id"], "exg_c1",
+        "the final result: {approve}"
+    );
+    assert_eq!(
+        steps.get("asked").map(|a| &a["message"]),
+        Some(&json!("Exchange an item of order ord_r1?"))
+    );
+    assert_eq!(approve["counts"]["confirm_exchange"], 1);
+    assert_eq!(approve["counts"]["confirm_exchange:asked"], 1, "asked once");
+    let replay = &steps["replay"];
+    assert_eq!(
+        replay["result"]["structuredContent"],
+        approve["result"]["structuredContent"]
+    );
+    assert_eq!(
+        replay["counts"], approve["counts"],
+        "a replay reaches nothing"
+    );
+}
+
 /// A follow-up is bound to its round: a retry without the server's `requestState`, with
 /// another one, or with other arguments, is "in progress" and reaches nothing; the follow-up with the server's own
 /// goes through once; a replay then gets the final result under its own id.
@@ -556,6 +594,7 @@ async fn a_stream_closed_early_is_resumed(store: Store) {
 }
 
 store_tests!(
+    a_question_during_an_approved_call_reaches_the_client,
     a_stream_closed_early_is_resumed,
     a_timed_out_approved_call_is_not_cancelled,
     a_cancelled_answer_is_an_unknown_outcome,

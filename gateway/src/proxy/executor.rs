@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::lookup::lookup_terms;
 use super::outcome::RequestOutcome;
 use super::rounds::{ROUND_TTL, Round, Rounds};
-use super::upstream::{ForwardError, UpstreamClient};
+use super::upstream::{ForwardError, Tap, UpstreamClient};
 use crate::clock::Clock;
 use crate::config::Upstream;
 use crate::drain::{Drain, ForwardGuard};
@@ -99,6 +99,8 @@ pub(crate) struct Reading<'a> {
     pub(crate) reader: &'a dyn AnswerReader,
     /// `Some`: the request is a follow-up, carrying this (`None` inside: nothing).
     pub(crate) follow_up: Option<Option<String>>,
+    /// Where an approved forward's event stream also goes as it arrives.
+    pub(crate) tap: Option<Tap>,
 }
 
 impl Reading<'_> {
@@ -107,6 +109,7 @@ impl Reading<'_> {
         Reading {
             reader: &FinalAnswers,
             follow_up: None,
+            tap: None,
         }
     }
 }
@@ -393,10 +396,10 @@ impl Executor {
             .approval_delay(name, approved.expires_at, policy.expires_in);
         tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "approved; forwarding once");
         // With its operation ID in the configured header, for the upstream's logs.
-        let sent = self
-            .parts
-            .upstream
-            .send_approved(forward.clone(), id.as_str());
+        let sent =
+            self.parts
+                .upstream
+                .send_approved(forward.clone(), id.as_str(), reading.tap.as_ref());
         Ok(Ok(
             match self.parts.metrics.upstream_call(name, sent).await {
                 Ok(response) => {
@@ -465,10 +468,10 @@ impl Executor {
             return Decision::ShuttingDown;
         };
         tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "a follow-up of an interim answer; forwarding it under the same claim");
-        let sent = self
-            .parts
-            .upstream
-            .send_approved(forward.clone(), id.as_str());
+        let sent =
+            self.parts
+                .upstream
+                .send_approved(forward.clone(), id.as_str(), reading.tap.as_ref());
         match self.parts.metrics.upstream_call(name, sent).await {
             Ok(response) => {
                 self.read_answer(&id, name, round, guard, forward, response, reading)

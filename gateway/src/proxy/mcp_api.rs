@@ -18,6 +18,7 @@ use super::executor::{Operated, Reading};
 use super::limits::read_body;
 use super::mcp_calls::{HeldCalls, McpAnswers};
 use super::mcp_forward::StreamingForwarder;
+use super::mcp_stream::stream_while;
 use super::operations::Operations;
 use super::reply::Reply;
 use super::runner::{self, Arrival, Ran};
@@ -133,7 +134,7 @@ impl McpEndpoint {
                         headers.get("mcp-session-id").map(|v| v.as_bytes()),
                         &call.id,
                     );
-                    held_call(ops, headers, path_and_query, policy, call, version).await
+                    held_call(ops, session, headers, path_and_query, policy, call, version).await
                 }
                 // read_post holds only calls of tools a policy names.
                 None => Step::Respond(rpc_error(&RpcError {
@@ -146,9 +147,11 @@ impl McpEndpoint {
     }
 }
 
-/// A held call through the runner (the front door, then the executor), answered as MCP.
+/// A held call through the runner (the front door, then the executor), answered as MCP. An
+/// approved forward's event stream reaches the client as it arrives (`mcp_stream`).
 async fn held_call(
     ops: &Operations,
+    session: &mut Session,
     headers: http::HeaderMap,
     path_and_query: String,
     policy: Arc<Policy>,
@@ -182,12 +185,36 @@ async fn held_call(
             place: APPROVAL_PLACE,
         },
     };
+    let (tap, taps) = tokio::sync::mpsc::unbounded_channel();
     let reading = Reading {
         reader: &McpAnswers,
         follow_up: follow_up_of(&call.forward_body),
+        tap: Some(tap),
     };
     let body = std::future::ready(Ok(Bytes::from(call.forward_body)));
-    match runner::run_with(&ops.session_claims, &ops.executor, arrival, body, &reading).await {
+    let run = runner::run_with(&ops.session_claims, &ops.executor, arrival, body, &reading);
+    let (ran, streamed) = stream_while(session, run, taps, to.session_id.as_deref()).await;
+    if let Some(streamed) = streamed {
+        // The forward's stream is on its way to the client: it ends with what it came to.
+        return match ran {
+            Ran::Operated(Operated::Decided(executed)) => Step::OperationStreamed(
+                streamed
+                    .finish(session, executed.decision, |d| render(d, &to))
+                    .await,
+                executed.outcome,
+            ),
+            // Nothing is streamed before a forward, and a refusal comes before one.
+            Ran::Operated(Operated::Refused(_, outcome)) | Ran::Refused(_, outcome) => {
+                Step::OperationStreamed(
+                    streamed
+                        .finish(session, Decision::UpstreamUnavailable, |d| render(d, &to))
+                        .await,
+                    super::outcome::RequestOutcome::refused(&policy.name, outcome, 200),
+                )
+            }
+        };
+    }
+    match ran {
         Ran::Operated(Operated::Decided(executed)) => {
             Step::Operation(render(executed.decision, &to), executed.outcome)
         }

@@ -28,6 +28,7 @@ mod lookup;
 mod mcp_api;
 mod mcp_calls;
 mod mcp_forward;
+mod mcp_stream;
 mod operations;
 mod outcome;
 mod reply;

@@ -7,6 +7,9 @@ what it prints: one JSON line per step, as agent.py does).
 - `rounds`: a held tool that asks the user a question (2026-07-28 `input_required`): the
   call is approved; the SDK answers the question (an elicitation callback) and calls again
   with the server's `requestState`, under the same approval; then a replay.
+- `elicit`: the same held tool in an MCP session (`mode="legacy"`, 2025-11-25): the server
+  asks its question mid-call (`elicitation/create` on the call's SSE stream) and waits for
+  the answer; the SDK answers it while the call runs.
 - `cancel`: the approved call times out in the SDK, which sends `notifications/cancelled`
   (an MCP session, `mode="legacy"`); the call is then retried with the same approval until
   its answer comes.
@@ -64,9 +67,10 @@ async def answer_yes(context, params):
     return types.ElicitResult(action="accept", content={"confirm": True})
 
 
-async def rounds():
+async def rounds(mode="auto"):
     http = httpx2.AsyncClient(headers=HEADERS, timeout=20)
-    async with http, mcp.Client(streamable_http_client(GATEWAY, http_client=http), elicitation_callback=answer_yes) as client:
+    client = mcp.Client(streamable_http_client(GATEWAY, http_client=http), elicitation_callback=answer_yes, mode=mode)
+    async with http, client:
         await client.list_tools()
         held = await call(client, "confirm_exchange", exchange("ord_r1"))
         emit("held", result=held, counts=upstream("/count"))
@@ -122,5 +126,9 @@ async def cancel():
         emit("after", result=await call(client, "exchange_item", exchange("ord_c1"), approval), counts=upstream("/count"))
 
 
-asyncio.run({"rounds": rounds, "cancel": cancel}[SCENARIO]())
+async def elicit():
+    await rounds(mode="legacy")
+
+
+asyncio.run({"rounds": rounds, "elicit": elicit, "cancel": cancel}[SCENARIO]())
 emit("done")
