@@ -17,7 +17,8 @@
 //!   resumed by the gateway itself (GET, `Last-Event-ID`, the call's MCP session): the call
 //!   gets its result, a replay gets it under its own id and nothing of the first call's.
 //!
-//! The Python SDK flows run tests/deps/mcp/during.py. Needs `bash tests/deps/install.sh`.
+//! The SDK flows run tests/deps/mcp/during.py (the Python SDK) and
+//! tests/deps/node/mcp-ts/during.mjs (the TypeScript SDK). Needs `bash tests/deps/install.sh`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
@@ -26,7 +27,7 @@ use std::time::Duration;
 
 use poppy_e2e::mcp_client::{MCP_PATH, rpc_response};
 use poppy_e2e::python_mcp::PythonMcpServer;
-use poppy_e2e::thirdparty::{deps_dir, python};
+use poppy_e2e::thirdparty::{deps_dir, node_project, python};
 use poppy_e2e::wait::until_some;
 use poppy_e2e::{
     Answer, Gateway, GatewayBuilder, RedisServer, Request, Session, Store, store_tests,
@@ -106,11 +107,32 @@ fn world(store: Store, json: bool, upstream_timeout: Option<&str>) -> World {
     }
 }
 
-/// One during.py scenario's steps, by name.
-async fn scenario(name: &str, world: &World) -> HashMap<String, Value> {
+/// The client an SDK scenario runs with.
+#[derive(Clone, Copy, Debug)]
+enum Sdk {
+    /// `mcp` 2.3.0: tests/deps/mcp/during.py.
+    Python,
+    /// `@modelcontextprotocol/sdk` 1.32.2: tests/deps/node/mcp-ts/during.mjs.
+    TypeScript,
+}
+
+/// One SDK scenario's steps, by name.
+async fn scenario(sdk: Sdk, name: &str, world: &World) -> HashMap<String, Value> {
     let session = Session::signed_out(&format!("ses_during_{}", std::process::id()));
-    let child = tokio::process::Command::new(python("mcp2"))
-        .arg(deps_dir().join("mcp/during.py"))
+    let mut command = match sdk {
+        Sdk::Python => {
+            let mut command = tokio::process::Command::new(python("mcp2"));
+            command.arg(deps_dir().join("mcp/during.py"));
+            command
+        }
+        Sdk::TypeScript => {
+            let dir = node_project("mcp-ts");
+            let mut command = tokio::process::Command::new("node");
+            command.current_dir(&dir).arg(dir.join("during.mjs"));
+            command
+        }
+    };
+    let child = command
         .args([
             name,
             &format!("{}{MCP_PATH}", world.gateway.base_url()),
@@ -121,51 +143,58 @@ async fn scenario(name: &str, world: &World) -> HashMap<String, Value> {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("start during.py");
+        .expect("start the scenario");
     let output = tokio::time::timeout(SCRIPT_LIMIT, child.wait_with_output())
         .await
-        .expect("during.py finishes")
-        .expect("during.py's output");
+        .expect("the scenario finishes")
+        .expect("its output");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let text = format!(
         "stdout:\n{stdout}\nstderr:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     if std::env::var_os("POPPY_E2E_SDK_OUTPUT").is_some() {
-        println!("{name}:\n{text}");
+        println!("{sdk:?} {name}:\n{text}");
     }
-    assert!(output.status.success(), "during.py {name} failed:\n{text}");
+    assert!(output.status.success(), "{sdk:?} {name} failed:\n{text}");
     let steps: HashMap<String, Value> = stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter_map(|v| Some((v["step"].as_str()?.to_owned(), v)))
         .collect();
-    assert!(steps.contains_key("done"), "{name}:\n{text}");
+    assert!(steps.contains_key("done"), "{sdk:?} {name}:\n{text}");
     steps
 }
 
-/// The Python SDK times an approved call out and sends `notifications/cancelled`: the
-/// gateway takes it (nothing reaches the server), the call is performed to the end, and the
-/// retry with the same approval gets its real result. One execution.
+/// The SDK (Python, then TypeScript) times an approved call out and sends
+/// `notifications/cancelled`: the gateway takes it (nothing reaches the server), the call is
+/// performed to the end, and the retry with the same approval gets its real result. One
+/// execution.
 async fn a_timed_out_approved_call_is_not_cancelled(store: Store) {
-    let world = world(store, false, None);
-    let steps = scenario("cancel", &world).await;
+    for sdk in [Sdk::Python, Sdk::TypeScript] {
+        let world = world(store, false, None);
+        let steps = scenario(sdk, "cancel", &world).await;
+        timed_out_and_retried(sdk, &steps);
+    }
+}
+
+fn timed_out_and_retried(sdk: Sdk, steps: &HashMap<String, Value>) {
     let timed_out = &steps["timed_out"];
     assert!(
         timed_out["result"]["raised"].is_string(),
-        "the SDK gave up: {timed_out}"
+        "{sdk:?}: the SDK gave up: {timed_out}"
     );
     assert_eq!(steps["cancellation_answered"]["status"], 202);
     assert_eq!(
         timed_out["counts"]["cancel_received"],
         Value::Null,
-        "the cancellation was not forwarded: {timed_out}"
+        "{sdk:?}: the cancellation was not forwarded: {timed_out}"
     );
     assert_eq!(timed_out["counts"]["exchange_item"], 1);
     let retried = &steps["retried"]["result"];
     assert_eq!(
         retried["structuredContent"]["exchange_id"], "exg_1",
-        "the retry gets the real result: {retried}"
+        "{sdk:?}: the retry gets the real result: {retried}"
     );
     assert_eq!(retried["isError"], false);
     let after = &steps["after"];
@@ -357,7 +386,7 @@ async fn a_cancelled_answer_is_an_unknown_outcome(store: Store) {
 /// same claim and records only the final result, which a replay gets. One execution.
 async fn input_required_rounds_complete_under_one_approval(store: Store) {
     let world = world(store, true, None);
-    let steps = scenario("rounds", &world).await;
+    let steps = scenario(Sdk::Python, "rounds", &world).await;
     let held = &steps["held"];
     assert!(
         held["result"]["structuredContent"]["operation"].is_object(),
@@ -389,14 +418,20 @@ async fn input_required_rounds_complete_under_one_approval(store: Store) {
     );
 }
 
-/// The Python SDK in an MCP session (2025-11-25) calls the held tool that asks the user a
-/// question: approved, the server sends `elicitation/create` on the call's SSE stream and
+/// The SDK (Python in an MCP session, `mode="legacy"`, then TypeScript; 2025-11-25) calls
+/// the held tool that asks the user a question: approved, the server sends `elicitation/create` on the call's SSE stream and
 /// waits; the gateway passes the stream on as it comes, the SDK answers (its POST forwarded
 /// to the same session), the server finishes, and the result is recorded and delivered; a
 /// replay gets it. One execution.
 async fn a_question_during_an_approved_call_reaches_the_client(store: Store) {
-    let world = world(store, false, Some("10s"));
-    let steps = scenario("elicit", &world).await;
+    for sdk in [Sdk::Python, Sdk::TypeScript] {
+        let world = world(store, false, Some("10s"));
+        let steps = scenario(sdk, "elicit", &world).await;
+        asked_and_performed(sdk, &steps);
+    }
+}
+
+fn asked_and_performed(sdk: Sdk, steps: &HashMap<String, Value>) {
     let held = &steps["held"];
     assert!(
         held["result"]["structuredContent"]["operation"].is_object(),
@@ -405,7 +440,7 @@ async fn a_question_during_an_approved_call_reaches_the_client(store: Store) {
     let approve = &steps["approve"];
     assert_eq!(
         approve["result"]["structuredContent"]["exchange_id"], "exg_c1",
-        "the final result: {approve}"
+        "{sdk:?}: the final result: {approve}"
     );
     assert_eq!(
         steps.get("asked").map(|a| &a["message"]),
