@@ -9,7 +9,8 @@
 #                                 redis-cli, prometheus (the dashboard test), python3-venv, node
 #                                 and npm, docker-compose (validates docker/compose.yaml; no
 #                                 engine needed); then the tests' Python and npm packages
-#                                 (tests/deps/install.sh)
+#                                 (tests/deps/install.sh: one pinned environment per folder of
+#                                 tests/deps/python/, the MCP SDKs and FastMCP among them)
 #
 # examples/demo.sh, scripts/test.sh and .ci/run call it, so the three can't drift.
 set -euo pipefail
@@ -84,6 +85,6 @@ command -v cargo >/dev/null 2>&1 || {
 }
 
 if [[ $what == test ]]; then
-    say "test dependencies: Python and npm packages (tests/deps/install.sh)"
+    say "test dependencies: Python (mcp 1.x and 2.x, fastmcp, ...) and npm packages (tests/deps/install.sh)"
     bash tests/deps/install.sh >&2
 fi

@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod policies;
 pub mod ports;
 pub mod prometheus;
+pub mod python_mcp;
 pub mod rawhttp;
 pub mod redis;
 pub mod redis_cluster;

@@ -16,14 +16,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use poppy_e2e::gateway::{HTTP_TIMEOUT, http_client};
 use poppy_e2e::mcp_client::{MCP_PATH, rpc_response};
 use poppy_e2e::mcp_stack::TOOL_POLICIES;
+use poppy_e2e::python_mcp::PythonMcpServer;
 use poppy_e2e::thirdparty::{deps_dir, node_project, python};
 use poppy_e2e::{Gateway, GatewayBuilder, RedisServer, Request, Session, Store, store_tests};
 use serde_json::{Value, json};
@@ -31,56 +30,6 @@ use serde_json::{Value, json};
 /// Long enough for a slow CI machine to run a whole script; a hung SDK fails the test.
 const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
 const RETRY_KEY: &str = "personalagentprotocol.org/retry";
-
-/// The Python SDK's MCP server (upstream.py), on a port it picked itself. Killed on drop.
-struct PythonMcpServer {
-    child: Child,
-    port: u16,
-}
-
-impl PythonMcpServer {
-    fn start(json: bool) -> PythonMcpServer {
-        let mut command = Command::new(python("mcp2"));
-        command
-            .arg(deps_dir().join("mcp/upstream.py"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        if json {
-            command.arg("--json");
-        }
-        let mut child = command.spawn().expect("start upstream.py");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = sender.send(line);
-        });
-        let line = receiver
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| {
-                let _ = child.kill();
-                panic!("upstream.py did not say its port within 30 s")
-            });
-        let port = serde_json::from_str::<Value>(&line)
-            .ok()
-            .and_then(|v| v["port"].as_u64())
-            .and_then(|p| u16::try_from(p).ok())
-            .unwrap_or_else(|| panic!("upstream.py's first line is not {{\"port\": N}}: {line:?}"));
-        PythonMcpServer { child, port }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for PythonMcpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[derive(Clone, Copy, Debug)]
 enum Sdk {
@@ -203,14 +152,18 @@ fn assert_run(run: &Run) {
         run.output
     );
 
-    // Tools listed: the held tool's outputSchema admits the operation too; others unchanged.
+    // Tools listed: the held tool's outputSchema admits the operation too, its own schema
+    // at the top (only `required` moved into the alternatives); others unchanged.
     let list = run.step("list");
     let exchange_schema = &list["tools"]["exchange_item"];
     assert_eq!(exchange_schema["type"], "object", "{}", run.context("list"));
-    let branches = exchange_schema["anyOf"].as_array().expect("widened");
+    assert!(exchange_schema["properties"]["exchange_id"].is_object());
+    assert!(exchange_schema["required"].is_null());
+    let branches = exchange_schema["oneOf"].as_array().expect("widened");
     assert_eq!(branches.len(), 2, "{}", run.context("list"));
+    assert!(branches[0]["required"].is_array());
     assert!(branches[1]["properties"]["operation"].is_object());
-    assert!(list["tools"]["lookup_order"]["anyOf"].is_null());
+    assert!(list["tools"]["lookup_order"]["oneOf"].is_null());
 
     let unheld = &run.step("unheld")["result"];
     no_raise(run, "unheld", unheld);
@@ -529,7 +482,7 @@ async fn own_results_validate_for_each_version(store: Store) {
             .cloned()
             .expect("exchange_item listed");
         assert!(
-            exchange_tool["outputSchema"]["anyOf"].is_array(),
+            exchange_tool["outputSchema"]["oneOf"].is_array(),
             "{version}: {exchange_tool}"
         );
         check("tools/list", "ListToolsResult", tools);

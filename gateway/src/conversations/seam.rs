@@ -178,6 +178,15 @@ fn render(decision: Decision, named: &str, call: Call) -> Answer {
             )
             .with("operation_id", id.as_str()),
         ),
+        // Only an MCP call's answer is ever interim; were one, it is not an outcome yet.
+        Decision::Interim(_) => Answer::retry_later(
+            1,
+            &ErrorBody::new(
+                "operation_in_progress",
+                "this operation is being performed now; it has not failed: send the same message again to get its answer",
+            )
+            .with("operation_id", named),
+        ),
         Decision::Unknown(id) => Answer::retry_later(
             30,
             &ErrorBody::new(

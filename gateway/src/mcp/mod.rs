@@ -4,6 +4,7 @@
 //! replayed to a retry. No pingora, no store: the adapter is `proxy::mcp_api`.
 
 mod answer;
+mod call_answer;
 mod fingerprint;
 mod headers;
 mod message;
@@ -19,6 +20,7 @@ pub(crate) use answer::{
     already_performed_result, approval_required_result, error_response, extension_required_result,
     result_response, retry_result, tool_error_result,
 };
+pub(crate) use call_answer::{CallAnswer, cancelled_requests, follow_up_of, read_call_answer};
 pub(crate) use fingerprint::{MCP_CONNECTION_HEADERS, call_fingerprint};
 pub(crate) use headers::check_standard_headers;
 #[cfg(test)]

@@ -5,16 +5,24 @@
 //! the tool declares an `outputSchema`, that object does not match it, and clients check
 //! `structuredContent` against it (the TypeScript SDK even for `isError` results, failing the
 //! call with `-32602`). So each held tool's schema is rewritten to admit either what the tool
-//! returns or the operation:
+//! returns or the operation, keeping the tool's own schema at the top:
 //!
 //! ```json
-//! {"type": "object", "$defs": …, "anyOf": [<the tool's schema, less $schema/$id/$defs>,
-//!                                           <an object with `operation`>]}
+//! {<the tool's schema: type, properties, x-*, $defs, …, less the keywords below>,
+//!  "oneOf": [{<its required, additionalProperties, …>, "not": {"required": ["operation"]}},
+//!            <an object with `operation`>]}
 //! ```
 //!
-//! `type: "object"` stays at the top (2025-06-18 and 2025-11-25 require it there, and the
-//! SDKs check it); the keywords that locate references (`$schema`, `$id`, `$defs`,
-//! `definitions`) stay at the top too, so `#/$defs/…` still resolves.
+//! Clients build typed results from the top (fastmcp's type builder reads `properties` and
+//! its `x-fastmcp-wrap-result`, and turns a top-level `anyOf` into a union that loses the
+//! type), and validators (ajv in the TypeScript SDK, `jsonschema` in the Python SDK) check
+//! the alternatives. Only the keywords that say which members must or may be there move
+//! into the tool's alternative (with a copy of `properties` where `additionalProperties`
+//! needs it); the `not` keeps the two alternatives apart, so exactly one matches. A schema
+//! this can't keep whole at the top (one with its own `anyOf`/`oneOf`/…, a property named
+//! `operation`, or another `type`) is widened as before: all of it inside an `anyOf`, with
+//! `type: "object"` and the keywords that locate references (`$schema`, `$id`, `$defs`,
+//! `definitions`) at the top so `#/$defs/…` still resolves.
 
 use serde_json::{Map, Value, json};
 
@@ -43,6 +51,27 @@ pub(crate) fn held_result_schema() -> Value {
     })
 }
 
+/// Keywords that say which members an object must or may have: moved into the tool's
+/// alternative, so the operation's object passes the top.
+const PRESENCE_KEYWORDS: [&str; 10] = [
+    "required",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+];
+
+/// Keywords whose meaning at the top the widening can't keep (they would apply to the
+/// operation's object too): such a schema goes whole into an `anyOf`.
+const COMBINING_KEYWORDS: [&str; 8] = [
+    "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "$ref",
+];
+
 /// A tool's `outputSchema`, widened to admit the held result too.
 pub(crate) fn admit_held_result(schema: &Value) -> Value {
     let Some(object) = schema.as_object() else {
@@ -50,6 +79,40 @@ pub(crate) fn admit_held_result(schema: &Value) -> Value {
         // gateway returns, rather than one that fails every held call.
         return json!({"type": "object"});
     };
+    let keeps_top = object.get("type") == Some(&Value::from("object"))
+        && !COMBINING_KEYWORDS.iter().any(|k| object.contains_key(*k))
+        && object
+            .get("properties")
+            .is_none_or(|p| p.get("operation").is_none());
+    if !keeps_top {
+        return whole_in_any_of(object);
+    }
+    let mut top = Map::new();
+    let mut tool = Map::new();
+    for (key, value) in object {
+        if PRESENCE_KEYWORDS.contains(&key.as_str()) {
+            tool.insert(key.clone(), value.clone());
+        } else {
+            top.insert(key.clone(), value.clone());
+        }
+    }
+    // `additionalProperties` and `unevaluatedProperties` see only their own schema's
+    // `properties`.
+    if tool.contains_key("additionalProperties") || tool.contains_key("unevaluatedProperties") {
+        if let Some(properties) = object.get("properties") {
+            tool.insert("properties".into(), properties.clone());
+        }
+    }
+    tool.insert("not".into(), json!({"required": ["operation"]}));
+    top.insert(
+        "oneOf".into(),
+        Value::Array(vec![Value::Object(tool), held_result_schema()]),
+    );
+    Value::Object(top)
+}
+
+/// The widening of a schema that can't stay at the top (see the module comment).
+fn whole_in_any_of(object: &Map<String, Value>) -> Value {
     let mut top = Map::new();
     let mut tool = Map::new();
     for (key, value) in object {
@@ -161,17 +224,50 @@ mod tests {
     }
 
     #[test]
-    fn the_widened_schema_keeps_the_tool_and_its_references() {
+    fn the_tool_schema_stays_at_the_top_and_only_presence_moves() {
         let widened = admit_held_result(&exchange_schema());
-        assert_eq!(widened["type"], "object");
-        assert_eq!(widened["$schema"], exchange_schema()["$schema"]);
-        assert_eq!(widened["$defs"], exchange_schema()["$defs"]);
-        let tool = &widened["anyOf"][0];
+        for kept in ["type", "$schema", "$defs", "properties"] {
+            assert_eq!(widened[kept], exchange_schema()[kept], "{kept}");
+        }
+        assert!(widened.get("required").is_none());
+        assert!(widened.get("additionalProperties").is_none());
+        let tool = &widened["oneOf"][0];
         assert_eq!(tool["required"], json!(["exchange"]));
         assert_eq!(tool["additionalProperties"], false);
-        assert!(tool.get("$defs").is_none() && tool.get("$schema").is_none());
-        assert_eq!(widened["anyOf"][1], held_result_schema());
+        assert_eq!(
+            tool["properties"],
+            exchange_schema()["properties"],
+            "for additionalProperties"
+        );
+        assert_eq!(tool["not"], json!({"required": ["operation"]}));
+        assert_eq!(widened["oneOf"][1], held_result_schema());
         assert_eq!(admit_held_result(&json!(true)), json!({"type": "object"}));
+
+        // fastmcp's primitive results: the wrapper and its marker stay where it reads them.
+        let wrapped = json!({"type": "object", "properties": {"result": {"type": "integer"}},
+            "required": ["result"], "x-fastmcp-wrap-result": true});
+        let widened = admit_held_result(&wrapped);
+        assert_eq!(widened["x-fastmcp-wrap-result"], true);
+        assert_eq!(widened["properties"], wrapped["properties"]);
+        assert_eq!(
+            widened["oneOf"][0],
+            json!({"required": ["result"], "not": {"required": ["operation"]}})
+        );
+    }
+
+    #[test]
+    fn schemas_that_cannot_stay_at_the_top_go_whole_into_an_any_of() {
+        let union = json!({"$defs": {"A": {}}, "anyOf": [{"type": "object"}, {"type": "null"}]});
+        let own_operation =
+            json!({"type": "object", "properties": {"operation": {"type": "string"}}});
+        for schema in [union, own_operation] {
+            let widened = admit_held_result(&schema);
+            assert_eq!(widened["type"], "object", "{schema}");
+            assert!(widened.get("oneOf").is_none());
+            let tool = &widened["anyOf"][0];
+            assert!(tool.get("$defs").is_none());
+            assert_eq!(widened["anyOf"][1], held_result_schema());
+        }
     }
 
     #[test]
@@ -183,7 +279,7 @@ mod tests {
         ], "ttlMs": 1000}});
         assert!(widen_tools_list(&mut list, |name| name != "lookup_order"));
         let tools = &list["result"]["tools"];
-        assert!(tools[0]["outputSchema"]["anyOf"].is_array());
+        assert!(tools[0]["outputSchema"]["oneOf"].is_array());
         assert!(tools[1].get("outputSchema").is_none());
         assert_eq!(tools[2]["outputSchema"], exchange_schema());
         assert_eq!(list["result"]["ttlMs"], 1000, "other members stay");
@@ -200,13 +296,13 @@ mod tests {
         let widened =
             widen_tools_list_body(json_body.as_bytes(), Some(b"application/json"), held).unwrap();
         let value: Value = serde_json::from_slice(&widened).unwrap();
-        assert!(value["result"]["tools"][0]["outputSchema"]["anyOf"].is_array());
+        assert!(value["result"]["tools"][0]["outputSchema"]["oneOf"].is_array());
         let stream = format!("event: message\ndata: {message}\n\n");
         let widened =
             widen_tools_list_body(stream.as_bytes(), Some(b"text/event-stream"), held).unwrap();
         let text = String::from_utf8(widened).unwrap();
         assert!(
-            text.starts_with("event: message\ndata: ") && text.contains("anyOf"),
+            text.starts_with("event: message\ndata: ") && text.contains("oneOf"),
             "{text}"
         );
         assert_eq!(

@@ -110,6 +110,48 @@ fn write_event(
     }
 }
 
+/// One event of a stream, as a reader sees it: its `id` field, if any, and its data (the
+/// `data` lines joined with `\n`).
+pub(crate) struct Event<'a> {
+    pub(crate) id: Option<&'a str>,
+    pub(crate) data: String,
+}
+
+/// The events of a stream, in order (an unfinished last one included).
+pub(crate) fn events(text: &str) -> Vec<Event<'_>> {
+    let (lines, _) = split_lines(text);
+    let mut out = Vec::new();
+    let mut id = None;
+    let mut data: Vec<&str> = Vec::new();
+    let mut started = false;
+    for line in lines.into_iter().chain(std::iter::once("")) {
+        if line.is_empty() {
+            if started {
+                out.push(Event {
+                    id: id.take(),
+                    data: data.join("\n"),
+                });
+            }
+            data.clear();
+            started = false;
+            continue;
+        }
+        started = true;
+        if let Some(value) = data_value(line) {
+            data.push(value);
+        } else if let Some(value) = field_value(line, "id") {
+            id = Some(value);
+        }
+    }
+    out
+}
+
+/// The value of a field line `name: value` (or `name:value`), else `None`.
+fn field_value<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let (field, value) = line.split_once(':')?;
+    (field == name).then(|| value.strip_prefix(' ').unwrap_or(value))
+}
+
 /// The value of a `data` field line (`data`, `data:x`, `data: x`), else `None`.
 fn data_value(line: &str) -> Option<&str> {
     let (field, value) = match line.split_once(':') {
@@ -203,6 +245,24 @@ mod tests {
             _ => EventChange::Keep,
         });
         assert_eq!(kept.as_deref(), Some(": hi\n\ndata: b\n\n"));
+    }
+
+    #[test]
+    fn events_are_read_with_their_ids() {
+        let stream =
+            ": c\n\nid: 1\nretry: 5\ndata: \n\nevent: message\ndata: a\ndata: b\n\nid: 2\ndata: x";
+        let events = events(stream);
+        let read: Vec<(Option<&str>, &str)> =
+            events.iter().map(|e| (e.id, e.data.as_str())).collect();
+        assert_eq!(
+            read,
+            [
+                (None, ""),
+                (Some("1"), ""),
+                (None, "a\nb"),
+                (Some("2"), "x")
+            ]
+        );
     }
 
     #[test]

@@ -17,6 +17,10 @@ pub(crate) enum Decision {
     SignInRequired,
     /// Forwarded once; this is the upstream's answer, recorded.
     Performed(RecordedResponse),
+    /// Forwarded; the upstream's answer is interim (an MCP call's `input_required` result):
+    /// the operation is still being performed, nothing is recorded, and this goes to the
+    /// client, whose follow-up goes on under the same claim.
+    Interim(RecordedResponse),
     /// Forwarded; the upstream's answer proves nothing was performed, so the claim was
     /// released and the same approval may be sent again.
     Released(RecordedResponse),
@@ -50,7 +54,7 @@ impl Decision {
             Decision::UpstreamUnavailable => Outcome::UpstreamUnavailable,
             Decision::Replayed(_) => Outcome::Replayed,
             Decision::AlreadyPerformed(_) => Outcome::AlreadyPerformed,
-            Decision::InProgress(_) => Outcome::InProgress,
+            Decision::InProgress(_) | Decision::Interim(_) => Outcome::InProgress,
             Decision::Unknown(_) => Outcome::Unknown,
             Decision::StoreUnavailable => Outcome::StoreUnavailable,
             Decision::ShuttingDown => Outcome::ShuttingDown,

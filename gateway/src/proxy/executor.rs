@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use super::lookup::lookup_terms;
 use super::outcome::RequestOutcome;
-use super::upstream::{ForwardError, UpstreamClient};
+use super::rounds::{ROUND_TTL, Round, Rounds};
+use super::upstream::{ForwardError, Tap, UpstreamClient};
 use crate::clock::Clock;
 use crate::config::Upstream;
 use crate::drain::{Drain, ForwardGuard};
@@ -49,6 +50,70 @@ pub(crate) struct ExecutorParts {
     pub(crate) clock: Arc<dyn Clock>,
 }
 
+/// How an interface reads an approved forward's answer before it is recorded: the HTTP
+/// API's every answer is final; an MCP call's may not be (`proxy::mcp_calls`).
+#[async_trait::async_trait]
+pub(crate) trait AnswerReader: Send + Sync {
+    /// What `response`, the upstream's answer to `forward`, is. `upstream`: for a reader
+    /// that must ask for the rest of it (a stream to resume).
+    async fn read(
+        &self,
+        upstream: &UpstreamClient,
+        forward: &ForwardRequest,
+        response: RecordedResponse,
+    ) -> Read;
+}
+
+/// What an approved forward's answer is.
+pub(crate) enum Read {
+    /// The operation's answer: recorded and replayed.
+    Final(RecordedResponse),
+    /// No answer, or one that says nothing about what was done: the outcome is unknown.
+    Unknown(String),
+    /// An interim answer for the client: the operation goes on (claimed, nothing recorded)
+    /// when a follow-up carries `token` back (see `proxy::rounds`).
+    Interim {
+        response: RecordedResponse,
+        token: Option<String>,
+    },
+}
+
+/// Every answer is final.
+pub(crate) struct FinalAnswers;
+
+#[async_trait::async_trait]
+impl AnswerReader for FinalAnswers {
+    async fn read(
+        &self,
+        _: &UpstreamClient,
+        _: &ForwardRequest,
+        response: RecordedResponse,
+    ) -> Read {
+        Read::Final(response)
+    }
+}
+
+/// How one request's answer is read: its interface's reader, and the token it carries back
+/// when it is the follow-up of an interim answer.
+pub(crate) struct Reading<'a> {
+    pub(crate) reader: &'a dyn AnswerReader,
+    /// `Some`: the request is a follow-up, carrying this (`None` inside: nothing).
+    pub(crate) follow_up: Option<Option<String>>,
+    /// Where an approved forward's event stream also goes as it arrives.
+    pub(crate) tap: Option<Tap>,
+}
+
+impl Reading<'_> {
+    /// Every answer final, no follow-up: the HTTP API and the conversations service.
+    pub(crate) fn plain() -> Reading<'static> {
+        Reading {
+            reader: &FinalAnswers,
+            follow_up: None,
+            tap: None,
+        }
+    }
+}
+
 /// Everything a request for an operation needs, shared by all requests.
 pub(crate) struct Executor {
     parts: ExecutorParts,
@@ -59,6 +124,8 @@ pub(crate) struct Executor {
     claims_made: AtomicU64,
     /// Operations this process has already logged as unknown (each is logged once).
     unknown_logged: Mutex<HashSet<String>>,
+    /// Operations waiting for the follow-up of an interim answer.
+    rounds: Rounds,
 }
 
 /// A decision, and what to count and log of it.
@@ -89,6 +156,7 @@ impl Executor {
             instance: format!("{:08x}", rand::random::<u32>()),
             claims_made: AtomicU64::new(0),
             unknown_logged: Mutex::new(HashSet::new()),
+            rounds: Rounds::default(),
         }
     }
 
@@ -111,6 +179,11 @@ impl Executor {
     /// has a lookup (check 2 comes before the lookup: a performed operation is replayed even
     /// while the upstream's records can't be read), then the lookup, then [`Self::run`].
     pub(crate) async fn operate(&self, admitted: Admitted) -> Operated {
+        self.operate_with(admitted, &Reading::plain()).await
+    }
+
+    /// [`Self::operate`], its answer read by `reading`.
+    pub(crate) async fn operate_with(&self, admitted: Admitted, reading: &Reading<'_>) -> Operated {
         let policy = admitted.policy;
         let approval = admitted.approval;
         if let Some(executed) = self
@@ -132,15 +205,26 @@ impl Executor {
             terms,
             fingerprint: admitted.fingerprint,
         };
-        Operated::Decided(self.run(request, &admitted.forward).await)
+        Operated::Decided(self.run_with(request, &admitted.forward, reading).await)
     }
 
     /// Decide a request, and carry the decision out: mint, replay, or claim and forward it
     /// once. The store failing at any step fails closed: nothing is forwarded.
+    #[cfg(test)]
     pub(crate) async fn run(
+        &self,
+        request: OperationRequest,
+        forward: &ForwardRequest,
+    ) -> Executed {
+        self.run_with(request, forward, &Reading::plain()).await
+    }
+
+    /// [`Self::run`], its answer read by `reading`.
+    pub(crate) async fn run_with(
         &self,
         mut request: OperationRequest,
         forward: &ForwardRequest,
+        reading: &Reading<'_>,
     ) -> Executed {
         if let Some(route) = &self.parts.route {
             request.fingerprint = bound_to_route(route, &request.fingerprint);
@@ -148,7 +232,10 @@ impl Executor {
         let prepared = Prepared::new(request);
         let policy = prepared.policy();
         let mut rejection = None;
-        let decision = match self.decide(&prepared, forward, &mut rejection).await {
+        let decision = match self
+            .decide(&prepared, forward, reading, &mut rejection)
+            .await
+        {
             Ok(decision) => decision,
             Err(e) => {
                 tracing::warn!(policy = %policy.name, error = %e, "store unavailable; nothing forwarded");
@@ -198,6 +285,7 @@ impl Executor {
         &self,
         prepared: &Prepared,
         forward: &ForwardRequest,
+        reading: &Reading<'_>,
         rejection: &mut Option<Rejection>,
     ) -> Result<Decision, StoreError> {
         let keys = &self.parts.keys;
@@ -216,7 +304,9 @@ impl Executor {
                     *rejection = refused;
                     self.mint(prepared, refused.is_some()).await
                 }
-                Verdict::Claim(approved) => match self.perform(prepared, &approved, forward).await?
+                Verdict::Claim(approved) => match self
+                    .perform(prepared, &approved, forward, reading)
+                    .await?
                 {
                     Ok(decision) => Ok(decision),
                     // Claimed by somebody else meanwhile: checks 1 and 2 against their record.
@@ -226,6 +316,11 @@ impl Executor {
                         continue;
                     }
                 },
+                Verdict::Answer(answer @ (Answer::InProgress(_) | Answer::Unknown(_)))
+                    if reading.follow_up.is_some() =>
+                {
+                    Ok(self.follow_up(prepared, answer, forward, reading).await)
+                }
                 Verdict::Answer(answer) => Ok(self.answer(answer, policy)),
             };
         }
@@ -264,6 +359,7 @@ impl Executor {
         prepared: &Prepared,
         approved: &Approved,
         forward: &ForwardRequest,
+        reading: &Reading<'_>,
     ) -> Result<Result<Decision, OperationRecord>, StoreError> {
         let now_ms = self.now();
         let owner = format!(
@@ -300,10 +396,10 @@ impl Executor {
             .approval_delay(name, approved.expires_at, policy.expires_in);
         tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "approved; forwarding once");
         // With its operation ID in the configured header, for the upstream's logs.
-        let sent = self
-            .parts
-            .upstream
-            .send_approved(forward.clone(), id.as_str());
+        let sent =
+            self.parts
+                .upstream
+                .send_approved(forward.clone(), id.as_str(), reading.tap.as_ref());
         Ok(Ok(
             match self.parts.metrics.upstream_call(name, sent).await {
                 Ok(response) => {
@@ -312,20 +408,22 @@ impl Executor {
                         tracing::info!(policy = name, operation_id = %id, status = response.status, outcome = "released", "upstream performed nothing; claim released");
                         return Ok(Ok(Decision::Released(response)));
                     }
-                    let completion = Completion {
-                        claim,
-                        remember: Remember {
-                            expires_at: approved.expires_at,
-                            expires_in: policy.expires_in,
-                            grace: self.parts.remember_grace,
-                        },
-                        policy: name.to_owned(),
-                        policies: self.parts.policies.clone(),
-                        _guard: guard,
-                        receipt,
+                    let remember = Remember {
+                        expires_at: approved.expires_at,
+                        expires_in: policy.expires_in,
+                        grace: self.parts.remember_grace,
                     };
-                    self.record(id, response.clone(), completion).await;
-                    Decision::Performed(response)
+                    let round = Round {
+                        claim,
+                        remember,
+                        receipt,
+                        revision: approved.revision.clone(),
+                        fingerprint: prepared.request.fingerprint.clone(),
+                        token: None,
+                        until: std::time::Instant::now() + ROUND_TTL,
+                    };
+                    self.read_answer(id, name, round, guard, forward, response, reading)
+                        .await
                 }
                 Err(ForwardError::NotSent(e)) => {
                     self.release(name, id, &claim.owner).await;
@@ -335,6 +433,106 @@ impl Executor {
                 Err(ForwardError::Unknown(e)) => self.unknown(id.clone(), name, &e),
             },
         ))
+    }
+
+    /// A follow-up of an interim answer (the request carries what the server asked for), to
+    /// an operation in flight (`answer`: in progress, or unknown once its lease ran out
+    /// during the rounds): if it is its round's own (`proxy::rounds`), forwarded under the
+    /// same claim; otherwise `answer`, as for any retry.
+    async fn follow_up(
+        &self,
+        prepared: &Prepared,
+        answer: Answer,
+        forward: &ForwardRequest,
+        reading: &Reading<'_>,
+    ) -> Decision {
+        let name = prepared.policy().name.as_str();
+        let (Answer::InProgress(id) | Answer::Unknown(id)) = &answer else {
+            return self.answer(answer, name);
+        };
+        let id = id.clone();
+        let revision = prepared
+            .request
+            .approval
+            .as_ref()
+            .map_or("", |a| a.revision.as_str());
+        let token = reading.follow_up.as_ref().and_then(Option::as_deref);
+        let Some(round) = self
+            .rounds
+            .take(&id, revision, &prepared.request.fingerprint, token)
+        else {
+            return self.answer(answer, name);
+        };
+        let Some(guard) = self.parts.drain.start_forward() else {
+            self.rounds.restore(&id, round);
+            return Decision::ShuttingDown;
+        };
+        tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "a follow-up of an interim answer; forwarding it under the same claim");
+        let sent =
+            self.parts
+                .upstream
+                .send_approved(forward.clone(), id.as_str(), reading.tap.as_ref());
+        match self.parts.metrics.upstream_call(name, sent).await {
+            Ok(response) => {
+                self.read_answer(&id, name, round, guard, forward, response, reading)
+                    .await
+            }
+            Err(ForwardError::NotSent(e)) => {
+                // Nothing of this round was sent: the same follow-up may come again. The
+                // claim stays (earlier rounds reached the server).
+                tracing::warn!(policy = name, operation_id = %id, error = %e, "upstream unreachable; the follow-up was not sent");
+                self.rounds.restore(&id, round);
+                Decision::UpstreamUnavailable
+            }
+            Err(ForwardError::Unknown(e)) => self.unknown(id, name, &e),
+        }
+    }
+
+    /// An answer to an approved forward, read as its interface reads it: recorded when it is
+    /// final, the claim kept for a follow-up when it is interim, unknown otherwise.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_answer(
+        &self,
+        id: &OperationId,
+        name: &str,
+        mut round: Round,
+        guard: ForwardGuard,
+        forward: &ForwardRequest,
+        response: RecordedResponse,
+        reading: &Reading<'_>,
+    ) -> Decision {
+        match reading
+            .reader
+            .read(&self.parts.upstream, forward, response)
+            .await
+        {
+            Read::Final(response) => {
+                let completion = Completion {
+                    claim: round.claim,
+                    remember: round.remember,
+                    policy: name.to_owned(),
+                    policies: self.parts.policies.clone(),
+                    _guard: guard,
+                    receipt: round.receipt,
+                };
+                self.record(id, response.clone(), completion).await;
+                Decision::Performed(response)
+            }
+            Read::Unknown(why) => self.unknown(id.clone(), name, &why),
+            Read::Interim { response, token } => {
+                round.token = token;
+                round.until = std::time::Instant::now() + ROUND_TTL;
+                if !self.rounds.put(id, round) {
+                    return self.unknown(
+                        id.clone(),
+                        name,
+                        "too many operations wait for a follow-up; this interim answer ends it",
+                    );
+                }
+                tracing::info!(policy = name, operation_id = %id, outcome = "interim", "an interim answer; the operation stays claimed for its follow-up");
+                Decision::Interim(response)
+            }
+        }
     }
 
     /// Record the answer. If the store fails now, the answer is still delivered, and recording

@@ -14,9 +14,11 @@ use bytes::Bytes;
 use pingora::proxy::Session;
 use serde_json::Value;
 
-use super::executor::Operated;
+use super::executor::{Operated, Reading};
 use super::limits::read_body;
+use super::mcp_calls::{HeldCalls, McpAnswers};
 use super::mcp_forward::StreamingForwarder;
+use super::mcp_stream::stream_while;
 use super::operations::Operations;
 use super::reply::Reply;
 use super::runner::{self, Arrival, Ran};
@@ -29,9 +31,9 @@ use crate::ingress::headers::check_operation_request;
 use crate::ingress::{ForwardRequest, Target, forwarded_headers};
 use crate::mcp::{
     HeldCall, Incoming, McpVersion, Readdress, RpcError, already_performed_result,
-    approval_required_result, check_standard_headers, codes, error_response,
-    extension_required_result, read_post, readdress_response, result_response, retry_result,
-    tool_error_result,
+    approval_required_result, cancelled_requests, check_standard_headers, codes, error_response,
+    extension_required_result, follow_up_of, read_post, readdress_response, result_response,
+    retry_result, tool_error_result,
 };
 use crate::operation::Decision;
 use crate::policy::{PathTemplate, Policy};
@@ -41,6 +43,8 @@ use crate::store::RecordedResponse;
 pub(crate) struct McpEndpoint {
     path: PathTemplate,
     forwarder: StreamingForwarder,
+    /// Held calls being answered, whose cancellations are not forwarded (`mcp_calls`).
+    calls: HeldCalls,
 }
 
 impl McpEndpoint {
@@ -48,6 +52,7 @@ impl McpEndpoint {
         McpEndpoint {
             path: mcp.template.clone(),
             forwarder: StreamingForwarder::new(client, settings),
+            calls: HeldCalls::default(),
         }
     }
 
@@ -107,6 +112,12 @@ impl McpEndpoint {
             Err(error) => Step::Respond(rpc_error(&error)),
             Ok((Incoming::Other { body: stripped }, _)) => {
                 let body = stripped.map(Bytes::from).unwrap_or(body);
+                let session_id = headers.get("mcp-session-id").map(|v| v.as_bytes());
+                if self.calls.all_held(session_id, &cancelled_requests(&body)) {
+                    // An approved call is performed to the end and its answer recorded for
+                    // the retry: its cancellation is accepted and not forwarded.
+                    return Step::Respond(accepted(session_id));
+                }
                 let request = ForwardRequest {
                     method: http::Method::POST,
                     path_and_query,
@@ -119,7 +130,11 @@ impl McpEndpoint {
             }
             Ok((Incoming::Held(call), version)) => match ops.policies.find_tool(&call.tool) {
                 Some(policy) => {
-                    held_call(ops, headers, path_and_query, policy, call, version).await
+                    let _held = self.calls.hold(
+                        headers.get("mcp-session-id").map(|v| v.as_bytes()),
+                        &call.id,
+                    );
+                    held_call(ops, session, headers, path_and_query, policy, call, version).await
                 }
                 // read_post holds only calls of tools a policy names.
                 None => Step::Respond(rpc_error(&RpcError {
@@ -132,9 +147,11 @@ impl McpEndpoint {
     }
 }
 
-/// A held call through the runner (the front door, then the executor), answered as MCP.
+/// A held call through the runner (the front door, then the executor), answered as MCP. An
+/// approved forward's event stream reaches the client as it arrives (`mcp_stream`).
 async fn held_call(
     ops: &Operations,
+    session: &mut Session,
     headers: http::HeaderMap,
     path_and_query: String,
     policy: Arc<Policy>,
@@ -168,8 +185,36 @@ async fn held_call(
             place: APPROVAL_PLACE,
         },
     };
+    let (tap, taps) = tokio::sync::mpsc::unbounded_channel();
+    let reading = Reading {
+        reader: &McpAnswers,
+        follow_up: follow_up_of(&call.forward_body),
+        tap: Some(tap),
+    };
     let body = std::future::ready(Ok(Bytes::from(call.forward_body)));
-    match runner::run(&ops.session_claims, &ops.executor, arrival, body).await {
+    let run = runner::run_with(&ops.session_claims, &ops.executor, arrival, body, &reading);
+    let (ran, streamed) = stream_while(session, run, taps, to.session_id.as_deref()).await;
+    if let Some(streamed) = streamed {
+        // The forward's stream is on its way to the client: it ends with what it came to.
+        return match ran {
+            Ran::Operated(Operated::Decided(executed)) => Step::OperationStreamed(
+                streamed
+                    .finish(session, executed.decision, |d| render(d, &to))
+                    .await,
+                executed.outcome,
+            ),
+            // Nothing is streamed before a forward, and a refusal comes before one.
+            Ran::Operated(Operated::Refused(_, outcome)) | Ran::Refused(_, outcome) => {
+                Step::OperationStreamed(
+                    streamed
+                        .finish(session, Decision::UpstreamUnavailable, |d| render(d, &to))
+                        .await,
+                    super::outcome::RequestOutcome::refused(&policy.name, outcome, 200),
+                )
+            }
+        };
+    }
+    match ran {
         Ran::Operated(Operated::Decided(executed)) => {
             Step::Operation(render(executed.decision, &to), executed.outcome)
         }
@@ -225,9 +270,9 @@ fn render(decision: Decision, to: &ReplyTo) -> Reply {
             operation,
             rejected,
         } => tool_result(to, approval_required_result(&operation, rejected)),
-        Decision::Performed(response) | Decision::Released(response) => {
-            Reply::from(readdressed(response, to, false))
-        }
+        Decision::Performed(response)
+        | Decision::Interim(response)
+        | Decision::Released(response) => Reply::from(readdressed(response, to, false)),
         Decision::Replayed(response) => Reply::from(readdressed(response, to, true)),
         Decision::AlreadyPerformed(id) => tool_result(to, already_performed_result(id.as_str())),
         Decision::InProgress(id) => tool_result(
@@ -320,6 +365,19 @@ fn readdressed(mut response: RecordedResponse, to: &ReplyTo, replay: bool) -> Re
             .retain(|(name, _)| !name.eq_ignore_ascii_case("content-length"));
     }
     response
+}
+
+/// `202 Accepted`, no body: a notification taken.
+fn accepted(session_id: Option<&[u8]>) -> Reply {
+    let reply = Reply {
+        status: 202,
+        headers: Vec::new(),
+        body: Bytes::new(),
+    };
+    match session_id {
+        Some(session_id) => reply.with_header("mcp-session-id", session_id.to_vec()),
+        None => reply,
+    }
 }
 
 fn tool_result(to: &ReplyTo, result: Value) -> Reply {

@@ -82,7 +82,7 @@ impl Reply {
             }
             Decision::SignInRequired => Reply::error(401, &ErrorBody::new("sign_in_required", "this operation belongs to an account: sign in to that account to approve it"))
                 .with_header("www-authenticate", "Bearer"),
-            Decision::Performed(response) | Decision::Released(response) | Decision::Replayed(response) => Reply::from(response),
+            Decision::Performed(response) | Decision::Interim(response) | Decision::Released(response) | Decision::Replayed(response) => Reply::from(response),
             Decision::AlreadyPerformed(id) => {
                 Reply::error(409, &ErrorBody::already_performed(id.as_str()))
             }

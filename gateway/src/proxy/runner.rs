@@ -13,7 +13,7 @@ use std::future::Future;
 use bytes::Bytes;
 use http::HeaderMap;
 
-use super::executor::{Executor, Operated};
+use super::executor::{Executor, Operated, Reading};
 use crate::identity::{Approver, ApproverError, RequestTarget, SessionClaims};
 use crate::ingress::Refusal;
 use crate::ingress::admit::{self, Action, ApprovalSource, Refused};
@@ -46,8 +46,19 @@ pub(crate) async fn run(
     arrival: Arrival<'_>,
     body: impl Future<Output = Result<Bytes, Refusal>>,
 ) -> Ran {
+    run_with(claims, executor, arrival, body, &Reading::plain()).await
+}
+
+/// [`run`], the answer read by `reading` (an MCP call's may be interim or no answer).
+pub(crate) async fn run_with(
+    claims: &SessionClaims,
+    executor: &Executor,
+    arrival: Arrival<'_>,
+    body: impl Future<Output = Result<Bytes, Refusal>>,
+    reading: &Reading<'_>,
+) -> Ran {
     match admit_request(claims, arrival, body).await {
-        Ok(admitted) => Ran::Operated(executor.operate(admitted).await),
+        Ok(admitted) => Ran::Operated(executor.operate_with(admitted, reading).await),
         Err(refused) => {
             let outcome = refused_outcome(&refused);
             Ran::Refused(refused, outcome)

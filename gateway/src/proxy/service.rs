@@ -155,6 +155,12 @@ impl ProxyHttp for GatewayProxy {
                 Ok(true)
             }
             Step::Answered(result) => result.map(|()| true),
+            Step::OperationStreamed(result, outcome) => {
+                outcome.record(&self.metrics);
+                ctx.edge
+                    .note_operation(outcome.operation_id(), outcome.outcome());
+                result.map(|()| true)
+            }
         }
     }
 

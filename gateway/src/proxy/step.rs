@@ -14,6 +14,9 @@ pub(crate) enum Step {
     Operation(Reply, RequestOutcome),
     /// Already answered (streamed from the upstream); `Err` if that failed part way.
     Answered(pingora::Result<()>),
+    /// A request for an operation already answered, streamed as its forward ran (an MCP
+    /// call's server requests); its outcome is counted and logged once, now.
+    OperationStreamed(pingora::Result<()>, RequestOutcome),
 }
 
 impl Step {

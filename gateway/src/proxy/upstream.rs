@@ -20,6 +20,22 @@ use crate::store::RecordedResponse;
 /// The largest upstream answer the gateway records for replay.
 pub(crate) const MAX_RECORDED_BODY: usize = 16 * 1024 * 1024;
 
+/// What a tap sees of an answer that is an event stream, as it arrives (see
+/// [`UpstreamClient::send_tapped`]).
+#[derive(Debug)]
+pub(crate) enum Tapped {
+    /// The status and headers (hop-by-hop and `Content-Length` removed).
+    Head {
+        status: u16,
+        headers: Vec<(String, Vec<u8>)>,
+    },
+    /// The next piece of the body.
+    Chunk(Bytes),
+}
+
+/// Where a tapped answer goes.
+pub(crate) type Tap = tokio::sync::mpsc::UnboundedSender<Tapped>;
+
 /// Why a forward produced no answer.
 #[derive(Debug, Clone, thiserror::Error)]
 pub(crate) enum ForwardError {
@@ -83,6 +99,7 @@ impl UpstreamClient {
         &self,
         mut request: ForwardRequest,
         operation_id: &str,
+        tap: Option<&Tap>,
     ) -> Result<RecordedResponse, ForwardError> {
         if let Ok(value) = http::HeaderValue::from_str(operation_id) {
             request
@@ -92,7 +109,7 @@ impl UpstreamClient {
                 .headers
                 .push((self.operation_id_header.clone(), value));
         }
-        self.send(request).await
+        self.send_tapped(request, &|_| false, tap).await
     }
 
     /// The request line and headers of a forward: its own headers, `Content-Length`, the proxy
@@ -144,6 +161,28 @@ impl UpstreamClient {
         &self,
         request: ForwardRequest,
     ) -> Result<RecordedResponse, ForwardError> {
+        self.send_until(request, &|_| false).await
+    }
+
+    /// [`Self::send`], reading the answer only until `enough(body so far)` says it has what
+    /// it needs (a resumed MCP stream stays open after the response it was resumed for).
+    pub(crate) async fn send_until(
+        &self,
+        request: ForwardRequest,
+        enough: &(dyn Fn(&[u8]) -> bool + Sync),
+    ) -> Result<RecordedResponse, ForwardError> {
+        self.send_tapped(request, enough, None).await
+    }
+
+    /// [`Self::send_until`], and when the answer is a `200` event stream, each piece of it
+    /// also goes to `tap` as it arrives (an MCP call's server requests must reach the client
+    /// while the call runs); the whole answer is still returned.
+    pub(crate) async fn send_tapped(
+        &self,
+        request: ForwardRequest,
+        enough: &(dyn Fn(&[u8]) -> bool + Sync),
+        tap: Option<&Tap>,
+    ) -> Result<RecordedResponse, ForwardError> {
         let header = self
             .request_header(&request)
             .map_err(|e| ForwardError::NotSent(format!("the request could not be built: {e}")))?;
@@ -185,6 +224,19 @@ impl UpstreamClient {
                 (response.status.as_u16(), headers)
             };
             super::forwarded::note(|notes| notes.upstream_status = Some(status));
+            let is_stream = headers.iter().any(|(name, value)| {
+                name == "content-type"
+                    && value
+                        .get(..17)
+                        .is_some_and(|v| v.eq_ignore_ascii_case(b"text/event-stream"))
+            });
+            let tap = tap.filter(|_| status == 200 && is_stream);
+            if let Some(tap) = tap {
+                let _ = tap.send(Tapped::Head {
+                    status,
+                    headers: headers.clone(),
+                });
+            }
             let mut body = BytesMut::new();
             let mut too_large = false;
             while let Some(chunk) = session
@@ -196,6 +248,12 @@ impl UpstreamClient {
                     too_large = true;
                 } else {
                     body.extend_from_slice(&chunk);
+                    if let Some(tap) = tap {
+                        let _ = tap.send(Tapped::Chunk(chunk));
+                    }
+                    if enough(&body) {
+                        break;
+                    }
                 }
             }
             Ok::<_, String>(if too_large {
