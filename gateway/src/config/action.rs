@@ -10,7 +10,7 @@ use toml::Spanned;
 use super::duration::parse_duration;
 use super::error::ConfigError;
 use super::file::TermFile;
-use crate::policy::{PathTemplate, SummaryTemplate, TermSource, is_valid_json_path};
+use crate::policy::{FormName, PathTemplate, SummaryTemplate, TermSource, is_valid_json_path};
 
 /// The longest approval window a policy may ask for: records are kept that long.
 const MAX_EXPIRES_IN: Duration = Duration::from_secs(30 * 86_400);
@@ -181,13 +181,21 @@ pub(super) fn compile_action(
         .ignore
         .map(|paths| paths.get_ref().clone())
         .unwrap_or_default();
+    let ignore_span = op.ignore.map(Spanned::span).unwrap_or_default();
+    let body_kind = body_kind(op.table, &terms, &ignore).map_err(|problem| {
+        errors.push(at(ignore_span.clone(), problem));
+    });
     for ignored in &ignore {
-        if let Err(e) = is_valid_json_path(ignored) {
-            let span = op.ignore.map(Spanned::span).unwrap_or_default();
-            errors.push(at(
-                span,
-                format!("ignore: `{ignored}` is not a JSONPath: {e}"),
-            ));
+        let problem = match body_kind {
+            Ok(BodyKind::Form) => FormName::parse(ignored)
+                .err()
+                .map(|e| format!("ignore: the form field name `{ignored}` {e}")),
+            _ => is_valid_json_path(ignored)
+                .err()
+                .map(|e| format!("ignore: `{ignored}` is not a JSONPath: {e}")),
+        };
+        if let Some(problem) = problem {
+            errors.push(at(ignore_span.clone(), problem));
         }
     }
     if errors.len() > start {
@@ -205,6 +213,41 @@ pub(super) fn compile_action(
     })
 }
 
+/// What an operation's body is: JSON, or a form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyKind {
+    Json,
+    Form,
+}
+
+/// The body an action reads: a form when a term is a `form` field or `ignore` names form
+/// fields (not JSONPaths, which start with `$`); JSON otherwise. Never both: the upstream
+/// reads one of them, and a field of the other would be approved and never acted on.
+fn body_kind(
+    table: Table,
+    terms: &[(String, TermSource)],
+    ignore: &[String],
+) -> Result<BodyKind, String> {
+    let json_terms = terms
+        .iter()
+        .any(|(_, source)| matches!(source, TermSource::Body(_)));
+    let form_terms = terms
+        .iter()
+        .any(|(_, source)| matches!(source, TermSource::Form(_)));
+    let form_ignored = ignore.iter().any(|entry| !entry.starts_with('$'));
+    let json_ignored = ignore.iter().any(|entry| entry.starts_with('$'));
+    if table == Table::Tool || !(form_terms || form_ignored) {
+        return Ok(BodyKind::Json);
+    }
+    if json_terms || json_ignored {
+        return Err(
+            "a body is JSON or a form, not both: `body` terms and JSONPaths in `ignore` are for a JSON body; `form` terms and field names in `ignore` for a form"
+                .into(),
+        );
+    }
+    Ok(BodyKind::Form)
+}
+
 /// What is wrong with a term's source, if anything.
 fn source_problem(
     table: Table,
@@ -212,11 +255,14 @@ fn source_problem(
     template: Option<&PathTemplate>,
 ) -> Option<String> {
     match (table, source) {
-        (Table::Tool, TermSource::Path(_) | TermSource::Body(_) | TermSource::Query(_)) => Some(
+        (
+            Table::Tool,
+            TermSource::Path(_) | TermSource::Body(_) | TermSource::Form(_) | TermSource::Query(_),
+        ) => Some(
             "a tool's terms come from its call: use { argument = \"$.…\" }, header or value".into(),
         ),
         (Table::Operation, TermSource::Argument(_)) => Some(
-            "`argument` terms are for [[tool]] tables; use path, body, query, header or value"
+            "`argument` terms are for [[tool]] tables; use path, body, form, query, header or value"
                 .into(),
         ),
         (_, TermSource::Path(capture)) => template
@@ -225,6 +271,9 @@ fn source_problem(
         (_, TermSource::Body(path)) => is_valid_json_path(path)
             .err()
             .map(|e| format!("body `{path}` is not a JSONPath: {e}")),
+        (_, TermSource::Form(name)) => FormName::parse(name)
+            .err()
+            .map(|e| format!("form `{name}` {e}")),
         (_, TermSource::Argument(path)) => is_valid_json_path(path)
             .err()
             .map(|e| format!("argument `{path}` is not a JSONPath: {e}")),
@@ -249,6 +298,9 @@ fn term_source(term: &TermFile) -> Result<TermSource, String> {
     if let Some(p) = &term.body {
         sources.push(TermSource::Body(p.clone()));
     }
+    if let Some(name) = &term.form {
+        sources.push(TermSource::Form(name.clone()));
+    }
     if let Some(q) = &term.query {
         sources.push(TermSource::Query(q.clone()));
     }
@@ -268,8 +320,94 @@ fn term_source(term: &TermFile) -> Result<TermSource, String> {
     match sources.len() {
         1 => Ok(sources.remove(0)),
         0 => Err(
-            "give exactly one source: path, body, query, header, value, lookup or argument".into(),
+            "give exactly one source: path, body, form, query, header, value, lookup or argument"
+                .into(),
         ),
         _ => Err("give exactly one source, not several".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::parse_policy_file;
+
+    fn errors(terms: &str, ignore: &str, path: &str) -> Vec<String> {
+        let text = format!(
+            "[[operation]]\nname = \"call\"\nmethod = \"POST\"\npath = \"{path}\"\nid_prefix = \"cal\"\nexpires_in = \"15m\"\nsame_action = [\"to\"]\nsummary = \"Call {{to}}.\"\nignore = [{ignore}]\n[operation.terms]\n{terms}\n"
+        );
+        match parse_policy_file(std::path::Path::new("p.toml"), &text) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors.0.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn form_terms_and_ignored_names_are_checked() {
+        let ok = |terms: &str, ignore: &str| {
+            let found = errors(terms, ignore, "/Calls.json");
+            assert!(found.is_empty(), "{terms} {ignore}: {found:?}");
+        };
+        ok("to = { form = \"To\" }", "");
+        ok(
+            "to = { form = \"customer[to]\" }",
+            "\"StatusCallback\", \"metadata\"",
+        );
+        ok("to = { form = \"to[]\" }", "\"lines[0][sku]\"");
+        // Field names in `ignore` make the body a form, with no form term.
+        assert!(errors("to = { path = \"x\" }", "\"Note\"", "/Calls/{x}.json").is_empty());
+        let refused = |terms: &str, ignore: &str, needle: &str| {
+            let found = errors(terms, ignore, "/Calls/{x}.json");
+            assert!(
+                found.iter().any(|e| e.contains(needle)),
+                "{terms} {ignore}: {found:?}"
+            );
+        };
+        refused("to = { form = \"a.b\" }", "", "form `a.b` has `.`");
+        refused("to = { form = \"_method\" }", "", "method");
+        refused("to = { form = \"a[][b]\" }", "", "`[]` before its end");
+        refused(
+            "to = { form = \"To\" }",
+            "\"a[b\"",
+            "ignore: the form field name `a[b`",
+        );
+        refused(
+            "to = { form = \"To\" }",
+            "\"$.note\"",
+            "JSON or a form, not both",
+        );
+        let mixed = "[[operation]]\nname = \"call\"\nmethod = \"POST\"\npath = \"/c\"\nid_prefix = \"cal\"\nexpires_in = \"15m\"\nsame_action = [\"to\"]\nsummary = \"Call {to} {x}.\"\n[operation.terms]\nto = { body = \"$.to\" }\nx = { form = \"X\" }\n";
+        let found = parse_policy_file(std::path::Path::new("p.toml"), mixed).unwrap_err();
+        assert!(
+            found.to_string().contains("JSON or a form, not both"),
+            "{found}"
+        );
+        refused(
+            "to = { body = \"$.to\" }",
+            "\"Note\"",
+            "JSON or a form, not both",
+        );
+    }
+
+    #[test]
+    fn form_terms_are_for_operations() {
+        let text = "[[tool]]\nname = \"pay\"\ntool = \"pay\"\nid_prefix = \"pay\"\nexpires_in = \"15m\"\nsame_action = [\"to\"]\nsummary = \"Pay {to}.\"\n[tool.terms]\nto = { form = \"To\" }\n";
+        let found = parse_policy_file(std::path::Path::new("p.toml"), text).unwrap_err();
+        assert!(
+            found
+                .to_string()
+                .contains("a tool's terms come from its call"),
+            "{found}"
+        );
+    }
+
+    #[test]
+    fn captures_with_a_prefix_or_suffix_are_templates() {
+        assert!(errors("to = { path = \"Sid\" }", "", "/Calls/{Sid}.json").is_empty());
+        assert!(errors("to = { path = \"v\" }", "", "/v{v}/calls").is_empty());
+        let found = errors("to = { path = \"Sid\" }", "", "/Calls/{Sid}{x}");
+        assert!(
+            found.iter().any(|e| e.contains("one per segment")),
+            "{found:?}"
+        );
     }
 }

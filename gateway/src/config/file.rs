@@ -223,7 +223,8 @@ pub(crate) struct OperationFile {
     pub terms: BTreeMap<Spanned<String>, Spanned<TermFile>>,
     /// `[operation.lookup]`: an upstream record that `lookup` terms are read from.
     pub lookup: Option<Spanned<LookupFile>>,
-    /// JSONPaths of body fields that are not terms and do not affect the action.
+    /// Body fields that are not terms and do not affect the action: JSONPaths, or for a form
+    /// body, field names.
     pub ignore: Option<Spanned<Vec<String>>>,
     /// Query parameters that are not terms and do not affect the action.
     pub ignore_query: Option<Spanned<Vec<String>>>,
@@ -241,6 +242,8 @@ pub(crate) struct OperationFile {
 pub(crate) struct TermFile {
     pub path: Option<String>,
     pub body: Option<String>,
+    /// A form body's field, by name (`[[operation]]` only).
+    pub form: Option<String>,
     pub query: Option<String>,
     pub header: Option<String>,
     pub value: Option<toml::Value>,

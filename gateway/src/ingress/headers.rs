@@ -147,24 +147,38 @@ pub(crate) fn single_value<'a>(
 /// Whether a `Content-Type` is JSON in UTF-8: `application/json` or `application/*+json`, with
 /// no `charset` or `charset=utf-8`.
 pub(crate) fn is_json_content_type(headers: &HeaderMap) -> bool {
+    utf8_content_type(headers).is_some_and(|essence| {
+        essence == "application/json"
+            || essence
+                .strip_prefix("application/")
+                .is_some_and(|sub| sub.ends_with("+json") && !sub.contains('/'))
+    })
+}
+
+/// Whether a `Content-Type` is a form in UTF-8: `application/x-www-form-urlencoded`, with no
+/// `charset` or `charset=utf-8` (readers decode other charsets, or ignore them, differently).
+pub(crate) fn is_urlencoded_form_content_type(headers: &HeaderMap) -> bool {
+    utf8_content_type(headers).is_some_and(|essence| essence == FORM_URLENCODED)
+}
+
+const FORM_URLENCODED: &str = "application/x-www-form-urlencoded";
+
+/// The one `Content-Type`'s essence, lower case, when its only parameter, if any, is
+/// `charset=utf-8`.
+fn utf8_content_type(headers: &HeaderMap) -> Option<String> {
     let mut values = headers.get_all(http::header::CONTENT_TYPE).iter();
     let (Some(value), None) = (values.next(), values.next()) else {
-        return false;
+        return None;
     };
-    let Ok(value) = value.to_str() else {
-        return false;
-    };
-    let mut parts = value.split(';');
+    let mut parts = value.to_str().ok()?.split(';');
     let essence = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
-    let json = essence == "application/json"
-        || essence
-            .strip_prefix("application/")
-            .is_some_and(|sub| sub.ends_with("+json") && !sub.contains('/'));
-    json && parts.all(|parameter| {
-        let (name, value) = parameter.split_once('=').unwrap_or((parameter, ""));
-        name.trim().eq_ignore_ascii_case("charset")
-            && value.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
-    })
+    parts
+        .all(|parameter| {
+            let (name, value) = parameter.split_once('=').unwrap_or((parameter, ""));
+            name.trim().eq_ignore_ascii_case("charset")
+                && value.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
+        })
+        .then_some(essence)
 }
 
 /// Whether the body is a form (`application/x-www-form-urlencoded`, `multipart/form-data`),
@@ -176,7 +190,7 @@ pub(crate) fn is_form_content_type(headers: &HeaderMap) -> bool {
         .filter_map(|v| v.to_str().ok())
         .any(|v| {
             let essence = v.split(';').next().unwrap_or_default().trim();
-            essence.eq_ignore_ascii_case("application/x-www-form-urlencoded")
+            essence.eq_ignore_ascii_case(FORM_URLENCODED)
                 || essence.eq_ignore_ascii_case("multipart/form-data")
         })
 }
@@ -257,6 +271,33 @@ mod tests {
             ("content-type", "application/json"),
             ("content-type", "text/plain")
         ])));
+    }
+
+    #[test]
+    fn form_content_types() {
+        for ok in [
+            "application/x-www-form-urlencoded",
+            "Application/X-WWW-Form-Urlencoded; charset=UTF-8",
+            "application/x-www-form-urlencoded;charset=\"utf-8\"",
+        ] {
+            assert!(
+                is_urlencoded_form_content_type(&headers(&[("content-type", ok)])),
+                "{ok}"
+            );
+        }
+        for bad in [
+            "application/x-www-form-urlencoded; charset=latin1",
+            "application/x-www-form-urlencoded; charset=iso-8859-1",
+            "application/x-www-form-urlencoded; charset=utf-16",
+            "application/x-www-form-urlencoded; boundary=x",
+            "multipart/form-data; boundary=x",
+            "application/json",
+        ] {
+            assert!(
+                !is_urlencoded_form_content_type(&headers(&[("content-type", bad)])),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

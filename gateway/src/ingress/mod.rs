@@ -18,12 +18,13 @@
 //! - [`target`]: the request target and path spelling (every Personal Agent request);
 //! - [`headers`]: method overrides, URL rewrites, ambiguous header names, upgrades, encodings;
 //! - [`route`]: which policy a path is, including spellings a framework maps onto it;
-//! - [`query`], [`json`]: strict query strings and JSON bodies on policy routes;
+//! - [`query`], [`json`], `form`: strict query strings, JSON and form bodies on policy routes;
 //! - [`fields`]: nothing outside the summary, every body field is a term or ignored;
 //! - [`reading`]: all of it for one policy route, giving the canonical reading the flow uses.
 
 pub(crate) mod admit;
 pub mod fields;
+pub(crate) mod form;
 mod forward;
 pub mod headers;
 pub mod json;

@@ -13,12 +13,15 @@ use http::HeaderMap;
 use serde_json::Value;
 
 use crate::policy::{
-    Captures, Policy, RequestParts, TermSource, Terms, extract, extract_from_request,
+    Captures, FormName, Policy, RequestParts, TermSource, Terms, extract, extract_from_request,
     request_fingerprint,
 };
 
 use super::fields::check_fields;
-use super::headers::{check_operation_request, is_json_content_type, single_value};
+use super::form;
+use super::headers::{
+    check_operation_request, is_json_content_type, is_urlencoded_form_content_type, single_value,
+};
 use super::json::{check_value, has_elided, parse_strict, parse_strict_eliding};
 use super::query;
 use super::{Refusal, Target};
@@ -77,8 +80,13 @@ pub fn read_policy_request(
         })
         .chain(&policy.ignore)
         .any(|path| path.contains('?'));
-    let elide = (!filtered).then_some(COPY_STRINGS_UP_TO);
-    let body = read_body(policy, request, elide)?;
+    let form = policy.reads_form();
+    let elide = (!filtered && !form).then_some(COPY_STRINGS_UP_TO);
+    let (body, form) = if form {
+        (None, read_form(policy, request)?)
+    } else {
+        (read_body(policy, request, elide)?, None)
+    };
 
     let mut term_headers = Vec::new();
     for (term, source) in &policy.terms {
@@ -96,6 +104,7 @@ pub fn read_policy_request(
             query: request.target.query.as_deref(),
             headers: request.headers,
             body,
+            form: form.as_ref(),
             arguments: None,
         };
         extract_from_request(&policy.terms, &parts)
@@ -219,6 +228,7 @@ pub(crate) fn read_tool_call(
         query: None,
         headers,
         body: None,
+        form: None,
         arguments: Some(arguments),
     };
     extract(&policy.terms, &parts)
@@ -264,6 +274,49 @@ fn read_body(
         .chain(policy.ignore.iter().map(String::as_str));
     check_fields(&body, covering, "body")?;
     Ok(Some(body))
+}
+
+/// A form body (the policy [reads a form](Policy::reads_form)): empty, or a form by its
+/// `Content-Type`, strictly read, every field a `form` term or within an `ignore`d name.
+/// The fields by name, for the terms.
+fn read_form(policy: &Policy, request: &HttpRequest<'_>) -> Result<Option<Value>, Refusal> {
+    if request.body.is_empty() {
+        if policy.needs_body() {
+            return Err(Refusal::body(
+                "this action's terms come from a form request body (application/x-www-form-urlencoded), and the request has none",
+            ));
+        }
+        return Ok(None);
+    }
+    if !is_urlencoded_form_content_type(request.headers) {
+        return Err(Refusal::body(
+            "a request to this action sends its body as a form, with `Content-Type: application/x-www-form-urlencoded` in UTF-8 (no charset, or charset=utf-8): other types and charsets are read differently by different frameworks",
+        )
+        .naming("header", "content-type"));
+    }
+    let read = form::parse_strict(request.body)?;
+    let ignored: Vec<FormName> = policy
+        .ignore
+        .iter()
+        .filter_map(|name| FormName::parse(name).ok())
+        .collect();
+    for (name, _) in &read.fields {
+        let is_term = policy
+            .terms
+            .iter()
+            .any(|(_, source)| matches!(source, TermSource::Form(term) if term == name.as_str()));
+        if !is_term && !ignored.iter().any(|group| name.is_within(group)) {
+            return Err(Refusal::new(
+                400,
+                "unexpected_field",
+                format!(
+                    "the form field `{name}` is not a term of this action, so it is not in the summary the user approves: leave it out (or the company lists it in the policy's `ignore`)"
+                ),
+            )
+            .naming("field", name.as_str()));
+        }
+    }
+    Ok(Some(read.to_object()))
 }
 
 #[cfg(test)]
@@ -365,6 +418,112 @@ mod tests {
         format!(
             "[[operation]]\nname = \"note\"\nmethod = \"POST\"\npath = \"/orders/{{order}}/notes\"\nid_prefix = \"not\"\nexpires_in = \"15m\"\nsame_action = [\"order\"]\nsummary = \"Note {{text}} on {{order}}.\"\nignore = [\"$.attachment\", \"$.parts[*].kind\"]\n[operation.terms]\norder = {{ path = \"order\" }}\n{terms}\n"
         )
+    }
+
+    /// A form policy's request: `content_type`, `body`, to `POST /orders/o1/notes`.
+    fn read_form_request(
+        policy_text: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> Result<PolicyReading, Refusal> {
+        let file = std::path::Path::new("t.toml");
+        let policies = PolicySet::new(crate::config::parse_policy_file(file, policy_text).unwrap());
+        let target = check_target(b"/orders/o1/notes").unwrap();
+        let Ok(RouteMatch::Policy(policy, captures)) =
+            match_route(&policies, None, "POST", &target.path, true)
+        else {
+            panic!("the route matches");
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::CONTENT_TYPE, content_type.parse().unwrap());
+        let request = HttpRequest {
+            method: "POST",
+            target: &target,
+            headers: &headers,
+            body,
+        };
+        read_policy_request(&policy, &captures, &request)
+    }
+
+    fn form_policy() -> String {
+        "[[operation]]\nname = \"note\"\nmethod = \"POST\"\npath = \"/orders/{order}/notes\"\nid_prefix = \"not\"\nexpires_in = \"15m\"\nsame_action = [\"order\"]\nsummary = \"Note {text} ({tags}) to {to} on {order}.\"\nignore = [\"metadata\", \"Callback\"]\n[operation.terms]\norder = { path = \"order\" }\ntext = { form = \"Body\" }\nto = { form = \"customer[to]\" }\ntags = { form = \"tags[]\" }\n".to_owned()
+    }
+
+    const FORM: &str = "application/x-www-form-urlencoded";
+
+    /// Form terms by field name; `ignore` names fields and groups; anything else, and any
+    /// other body type or charset, is refused naming what to change.
+    #[test]
+    fn form_bodies_read_by_field_name() {
+        let policy = form_policy();
+        let body = b"Body=Hi+there&customer%5Bto%5D=%2B1555&tags[]=a&tags[]=b&metadata[x][y]=1&Callback=https%3A%2F%2Fx";
+        let reading = read_form_request(&policy, FORM, body).unwrap();
+        assert_eq!(reading.terms["text"], "Hi there");
+        assert_eq!(reading.terms["to"], "+1555");
+        assert_eq!(reading.terms["tags"], serde_json::json!(["a", "b"]));
+        assert_eq!(reading.terms["order"], "o1");
+        // The revision covers the bytes: `%20` for `+` reads the same and is another revision.
+        let spaced = b"Body=Hi%20there&customer%5Bto%5D=%2B1555&tags[]=a&tags[]=b";
+        let other = read_form_request(&policy, FORM, spaced).unwrap();
+        assert_eq!(other.terms, reading.terms);
+        assert_ne!(other.fingerprint, reading.fingerprint);
+        assert!(
+            read_form_request(
+                &policy,
+                "application/x-www-form-urlencoded; charset=UTF-8",
+                spaced
+            )
+            .is_ok()
+        );
+
+        let refused =
+            read_form_request(&policy, FORM, b"Body=x&customer[to]=y&tags[]=a&fee=0").unwrap_err();
+        assert_eq!((refused.status, refused.error), (400, "unexpected_field"));
+        assert_eq!(refused.names, Some(("field", "fee".into())));
+        let refused = read_form_request(
+            &policy,
+            FORM,
+            b"Body=x&customer[to]=y&tags[]=a&customer[fee]=0",
+        )
+        .unwrap_err();
+        assert_eq!(refused.names, Some(("field", "customer[fee]".into())));
+        let refused = read_form_request(&policy, FORM, b"Body=x&tags[]=a").unwrap_err();
+        assert_eq!(
+            (refused.error, refused.names),
+            ("missing_term", Some(("term", "to".into())))
+        );
+        let refused =
+            read_form_request(&policy, FORM, b"Body=x&Body=y&customer[to]=y&tags[]=a").unwrap_err();
+        assert_eq!(
+            (refused.error, refused.names),
+            ("invalid_body", Some(("field", "Body".into())))
+        );
+        let refused = read_form_request(&policy, FORM, b"").unwrap_err();
+        assert_eq!(refused.error, "invalid_body");
+        for content_type in [
+            "application/x-www-form-urlencoded; charset=latin1",
+            "application/x-www-form-urlencoded; charset=iso-8859-1",
+            "multipart/form-data; boundary=x",
+            "application/json",
+            "text/plain",
+        ] {
+            let refused =
+                read_form_request(&policy, content_type, b"Body=x&customer[to]=y&tags[]=a")
+                    .unwrap_err();
+            assert_eq!(
+                (refused.status, refused.error, refused.names),
+                (400, "invalid_body", Some(("header", "content-type".into()))),
+                "{content_type}"
+            );
+        }
+        // A JSON policy still takes JSON only.
+        let json = policy_with_text();
+        let refused = read_form_request(&json, FORM, b"text=hi").unwrap_err();
+        assert_eq!(refused.names, Some(("header", "content-type".into())));
+    }
+
+    fn policy_with_text() -> String {
+        policy("text = { body = \"$.text\" }")
     }
 
     #[test]

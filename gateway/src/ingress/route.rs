@@ -48,6 +48,18 @@ pub fn match_route(
                 policy.name
             )));
         }
+        // `/Calls/CA1%2Ejson` for `/Calls/{Sid}.json`: a framework that routes before decoding
+        // would not read it as this route.
+        if let Some(segment) = policy
+            .route
+            .as_ref()
+            .and_then(|route| route.path.escaped_affix(path))
+        {
+            return Err(Refusal::path(format!(
+                "path segment `{segment}` of the action `{}` spells the literal part around its capture with `%` escapes, and some frameworks match routes before decoding: write the literal part plainly",
+                policy.name
+            )));
+        }
         return Ok(RouteMatch::Policy(policy, captures));
     }
     // HEAD runs the GET handler in Flask, Express, Rails and most others.
@@ -70,6 +82,21 @@ pub fn match_route(
         if is_mcp || policies.find_route(method, stripped).is_some() {
             return Err(Refusal::path(format!(
                 "`{path}` is an action's path with a format suffix, which some frameworks strip: send it without the suffix"
+            )));
+        }
+    }
+    // `/Calls/CA1` or `/Calls/CA1.xml` for `/Calls/{Sid}.json`: frameworks that read a
+    // format suffix run the same handler without it, or with another.
+    for candidate in std::iter::once(path).chain(without_format_suffix(path)) {
+        if let Some(policy) = policies.find_route_without_suffix(method, candidate) {
+            return Err(Refusal::path(format!(
+                "`{path}` is the path of the action `{}` without its format suffix, or with another, and some frameworks run the same handler for both: send the action's own path (`{}`)",
+                policy.name,
+                policy
+                    .route
+                    .as_ref()
+                    .map(|route| route.path.to_string())
+                    .unwrap_or_default()
             )));
         }
     }
@@ -153,6 +180,87 @@ code = { path = "code" }
         ));
         assert!(matches!(
             route("PUT", "/orders/o1/exchanges", false),
+            Ok(RouteMatch::None)
+        ));
+    }
+
+    /// `/Calls/{Sid}.json`: the declared suffix is the route's own; the path without it, or
+    /// with another format, is the same handler to frameworks that read format suffixes; the
+    /// literal part must be written plainly.
+    #[test]
+    fn captures_with_a_suffix_keep_the_format_rules() {
+        let toml = r#"
+[[operation]]
+name = "update_call"
+method = "POST"
+path = "/Accounts/{AccountSid}/Calls/{Sid}.json"
+id_prefix = "cal"
+expires_in = "15m"
+same_action = ["sid"]
+summary = "Update call {sid}."
+[operation.terms]
+sid = { path = "Sid" }
+
+[[operation]]
+name = "create_call"
+method = "POST"
+path = "/Accounts/{AccountSid}/Calls.json"
+id_prefix = "cal"
+expires_in = "15m"
+same_action = ["account"]
+summary = "Call from {account}."
+[operation.terms]
+account = { path = "AccountSid" }
+
+[[operation]]
+name = "versioned"
+method = "POST"
+path = "/api/v{version}"
+id_prefix = "ver"
+expires_in = "15m"
+same_action = ["version"]
+summary = "Version {version}."
+[operation.terms]
+version = { path = "version" }
+"#;
+        let policies =
+            PolicySet::new(parse_policy_file(std::path::Path::new("p.toml"), toml).unwrap());
+        let route = |method: &str, path: &str| match_route(&policies, None, method, path, false);
+        let Ok(RouteMatch::Policy(policy, captures)) =
+            route("POST", "/Accounts/AC1/Calls/CA1.json")
+        else {
+            panic!("the route matches");
+        };
+        assert_eq!(policy.name, "update_call");
+        assert_eq!(captures[1], ("Sid".into(), "CA1".into()));
+        assert!(matches!(
+            route("POST", "/Accounts/AC1/Calls.json"),
+            Ok(RouteMatch::Policy(..))
+        ));
+        assert!(matches!(
+            route("POST", "/api/v2"),
+            Ok(RouteMatch::Policy(..))
+        ));
+        for path in [
+            "/Accounts/AC1/Calls/CA1",
+            "/Accounts/AC1/Calls/CA1/",
+            "/Accounts/AC1/Calls/CA1.xml",
+            "/Accounts/AC1/Calls/CA1.json.xml",
+            "/Accounts/AC1/Calls/CA1%2Ejson",
+            "/Accounts/AC1/Calls",
+            "/Accounts/AC1/Calls.xml",
+            "/api/v2.json",
+        ] {
+            let refused = route("POST", path).unwrap_err();
+            assert_eq!(
+                (refused.status, refused.error),
+                (400, "invalid_path"),
+                "{path}"
+            );
+        }
+        // Another method is another route.
+        assert!(matches!(
+            route("GET", "/Accounts/AC1/Calls/CA1"),
             Ok(RouteMatch::None)
         ));
     }

@@ -19,6 +19,9 @@
 //! decodes it the same way, and [`super::route`] matches the decoded path.
 
 use super::Refusal;
+// Query parameters (and form fields) that some frameworks read as the request's real method:
+// a POST would run another method's handler.
+use crate::policy::METHOD_OVERRIDE_NAMES;
 
 /// A Personal Agent request's target, checked: origin-form, as received (this exact text is
 /// what the gateway forwards and what a revision covers).
@@ -39,15 +42,6 @@ impl Target {
         }
     }
 }
-
-/// Query parameters that some frameworks read as the request's real method (Laravel, Symfony,
-/// Rails, Express's method-override): a POST would run another method's handler.
-const METHOD_OVERRIDE_PARAMETERS: [&str; 4] = [
-    "_method",
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
-];
 
 /// Check a Personal Agent request's raw target (as on the request line).
 /// Printable ASCII that is neither unreserved, a sub-delimiter, `:`, `@`, `/`, `?` nor `%`
@@ -146,7 +140,7 @@ fn check_query_overrides(query: &str) -> Result<(), Refusal> {
         let key = pair.split_once('=').map_or(pair, |(key, _)| key);
         let decoded = decode_strict(&key.replace('+', " ")).unwrap_or_else(|| key.into());
         let key = String::from_utf8_lossy(&decoded).to_ascii_lowercase();
-        if METHOD_OVERRIDE_PARAMETERS.contains(&key.trim()) {
+        if METHOD_OVERRIDE_NAMES.contains(&key.trim()) {
             return Err(Refusal::new(
                 400,
                 "invalid_query",

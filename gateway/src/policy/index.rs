@@ -127,21 +127,19 @@ mod tests {
             Just("{id}"),
             Just("{item}"),
             Just("x"),
+            Just("{id}.json"),
+            Just("v{id}"),
         ];
         proptest::collection::vec(segment, 0..4).prop_map(|segments| {
-            // A capture name appears once per template.
-            let mut seen = Vec::new();
+            // A capture name appears once per template; its literals stay.
             let parts: Vec<String> = segments
                 .into_iter()
                 .enumerate()
-                .map(|(i, s)| {
-                    if s.starts_with('{') {
-                        let name = format!("c{i}");
-                        seen.push(name.clone());
-                        format!("{{{name}}}")
-                    } else {
-                        s.to_owned()
+                .map(|(i, s)| match (s.find('{'), s.find('}')) {
+                    (Some(open), Some(close)) => {
+                        format!("{}{{c{i}}}{}", &s[..open], &s[close + 1..])
                     }
+                    _ => s.to_owned(),
                 })
                 .collect();
             format!("/{}", parts.join("/"))
@@ -160,6 +158,13 @@ mod tests {
             Just(""),
             Just("%zz"),
             Just("é"),
+            Just("o1.json"),
+            Just("O1.JSON"),
+            Just("o1%2Ejson"),
+            Just(".json"),
+            Just("V2"),
+            Just("v"),
+            Just("\u{212a}.json"),
         ];
         proptest::collection::vec(segment, 0..5).prop_map(|s| format!("/{}", s.join("/")))
     }

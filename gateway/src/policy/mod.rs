@@ -2,6 +2,7 @@
 //! Pure code: no pingora, no store.
 
 mod fingerprint;
+mod form_name;
 mod index;
 mod jsonpath;
 mod live;
@@ -13,6 +14,7 @@ mod summary;
 mod terms;
 
 pub(crate) use fingerprint::request_fingerprint;
+pub(crate) use form_name::{FormKey, FormName, MAX_LIST, METHOD_OVERRIDE_NAMES};
 pub(crate) use jsonpath::query as query_json_path;
 pub(crate) use live::LivePolicies;
 pub use lookup::LookupTemplate;
@@ -76,9 +78,20 @@ pub struct Route {
 }
 
 impl Policy {
-    /// Whether any term is read from the JSON body.
+    /// Whether any term is read from the body (JSON, or a form).
     pub(crate) fn needs_body(&self) -> bool {
         self.terms.iter().any(|(_, source)| source.needs_body())
+    }
+
+    /// Whether the route's body is a form: a term is a `form` field, or `ignore` lists form
+    /// field names (JSONPaths start with `$`). `check` refuses a policy that mixes them.
+    pub fn reads_form(&self) -> bool {
+        self.tool.is_none()
+            && (self
+                .terms
+                .iter()
+                .any(|(_, source)| matches!(source, TermSource::Form(_)))
+                || self.ignore.iter().any(|entry| !entry.starts_with('$')))
     }
 
     /// What a request to this policy may carry besides its path, for `check`: every other body
@@ -102,6 +115,14 @@ impl Policy {
                 "arguments",
                 of(|s| match s {
                     TermSource::Argument(p) => Some(p.as_str()),
+                    _ => None,
+                }),
+            )
+        } else if self.reads_form() {
+            (
+                "form",
+                of(|s| match s {
+                    TermSource::Form(name) => Some(name.as_str()),
                     _ => None,
                 }),
             )
@@ -160,6 +181,8 @@ pub struct PolicySet {
     routes: RouteIndex,
     /// Their tools by name (the first in file order).
     tools: HashMap<String, usize>,
+    /// The format suffixes routes end in (`.json` of `/Calls/{Sid}.json`), each once.
+    format_suffixes: Vec<String>,
 }
 
 impl PolicySet {
@@ -184,11 +207,24 @@ impl PolicySet {
                 tools.entry(tool.clone()).or_insert(i);
             }
         }
+        let mut format_suffixes: Vec<String> = Vec::new();
+        for policy in &policies {
+            let suffix = policy
+                .route
+                .as_ref()
+                .and_then(|route| route.path.format_suffix());
+            if let Some(suffix) = suffix
+                && !format_suffixes.iter().any(|s| s == suffix)
+            {
+                format_suffixes.push(suffix.to_owned());
+            }
+        }
         PolicySet {
             precedence,
             routes,
             tools,
             policies,
+            format_suffixes,
         }
     }
 
@@ -199,6 +235,22 @@ impl PolicySet {
     /// The HTTP policy for this method and path (without query), with its captures.
     pub fn find_route(&self, method: &str, path: &str) -> Option<(Arc<Policy>, Captures)> {
         self.matched(self.routes.find(method, path)?, path)
+    }
+
+    /// The HTTP policy of `method` whose route ends in a format suffix (`/Calls/{Sid}.json`)
+    /// and is this path with that suffix added (`/Calls/CA1`): frameworks that read format
+    /// suffixes run its handler for the path without one. Costs a lookup per distinct suffix.
+    pub(crate) fn find_route_without_suffix(
+        &self,
+        method: &str,
+        path: &str,
+    ) -> Option<Arc<Policy>> {
+        let path = path.trim_end_matches('/');
+        self.format_suffixes.iter().find_map(|suffix| {
+            let (policy, _) = self.find_route(method, &format!("{path}{suffix}"))?;
+            let declared = policy.route.as_ref()?.path.format_suffix();
+            (declared == Some(suffix.as_str())).then_some(policy)
+        })
     }
 
     /// The HTTP policy whose path this is, whatever its method (the first by precedence).

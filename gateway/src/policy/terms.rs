@@ -14,6 +14,9 @@ pub enum TermSource {
     Path(String),
     /// A JSONPath into the JSON request body.
     Body(String),
+    /// A field of a form request body (`application/x-www-form-urlencoded`), by its name
+    /// (`To`, `customer[name]`, `items[]`).
+    Form(String),
     /// A query-string parameter.
     Query(String),
     /// A request header (name in lower case).
@@ -33,6 +36,7 @@ impl TermSource {
         match self {
             TermSource::Path(name) => format!("path capture `{name}`"),
             TermSource::Body(path) => format!("body `{path}`"),
+            TermSource::Form(name) => format!("form field `{name}`"),
             TermSource::Query(name) => format!("query parameter `{name}`"),
             TermSource::Header(name) => format!("header `{name}`"),
             TermSource::Value(_) => "constant value".to_owned(),
@@ -42,7 +46,7 @@ impl TermSource {
     }
 
     pub(crate) fn needs_body(&self) -> bool {
-        matches!(self, TermSource::Body(_))
+        matches!(self, TermSource::Body(_) | TermSource::Form(_))
     }
 }
 
@@ -58,6 +62,8 @@ pub(crate) struct RequestParts<'a> {
     pub headers: &'a http::HeaderMap,
     /// The body parsed as JSON, when a term needs it (`None` if no term does).
     pub body: Option<&'a Value>,
+    /// A form body's fields by name (a string, or a list for `name[]`), for `form` terms.
+    pub form: Option<&'a Value>,
     /// MCP tool arguments, for `argument` terms.
     pub arguments: Option<&'a Value>,
 }
@@ -118,6 +124,7 @@ fn extract_terms(
                 .find(|(n, _)| n == capture)
                 .map(|(_, v)| Value::from(v.as_str())),
             TermSource::Body(path) => request.body.and_then(|body| query_json(body, path)),
+            TermSource::Form(name) => request.form.and_then(|form| form.get(name)).cloned(),
             TermSource::Argument(path) => request.arguments.and_then(|args| query_json(args, path)),
             TermSource::Query(param) => query_param(request.query, param).map(Value::from),
             TermSource::Header(header) => match request.headers.get(header.as_str()) {
@@ -228,6 +235,7 @@ mod tests {
             query,
             headers,
             body,
+            form: None,
             arguments: None,
         }
     }
@@ -262,6 +270,28 @@ mod tests {
         assert_eq!(got["store"], "north");
         assert_eq!(got["reason"], "too small!");
         assert_eq!(got["currency"], "USD");
+    }
+
+    #[test]
+    fn form_terms_by_field_name() {
+        let captures = vec![];
+        let headers = http::HeaderMap::new();
+        let form = json!({"To": "+1555", "tags[]": ["a", "b"]});
+        let terms = vec![
+            ("to".to_owned(), TermSource::Form("To".into())),
+            ("tags".to_owned(), TermSource::Form("tags[]".into())),
+        ];
+        let mut request = parts(&captures, &headers, None, None);
+        request.form = Some(&form);
+        let got = extract(&terms, &request).unwrap();
+        assert_eq!(got["to"], "+1555");
+        assert_eq!(got["tags"], json!(["a", "b"]));
+        let missing = vec![("to".to_owned(), TermSource::Form("to".into()))];
+        let err = extract(&missing, &request).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "term `to` is missing from the request (it comes from form field `to`)"
+        );
     }
 
     #[test]
