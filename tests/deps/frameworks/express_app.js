@@ -37,6 +37,29 @@ app.post("/accounts/:account/transfers", (req, res) => {
     channel: req.get("X-Channel") === undefined ? null : req.get("X-Channel"),
   });
 });
+// A form API: `express.urlencoded({ extended: true })` (qs) reads `Customer[name]` as
+// `Customer.name` and `Tags[]` as an array.
+const field = (body, name) => (body[name] === undefined ? null : body[name]);
+app.post("/2010-04-01/Accounts/:account/Calls.json", (req, res) => {
+  const body = req.body || {};
+  execute(res, "create_call", {
+    account: req.params.account,
+    to: field(body, "To"),
+    sender: field(body, "From"),
+    customer: body.Customer && body.Customer.name !== undefined ? body.Customer.name : null,
+    tags: field(body, "Tags"),
+    fields: body,
+  });
+});
+app.post("/2010-04-01/Accounts/:account/Calls/:sid.json", (req, res) => {
+  const body = req.body || {};
+  execute(res, "update_call", {
+    account: req.params.account,
+    sid: req.params.sid,
+    status: field(body, "Status"),
+    fields: body,
+  });
+});
 app.delete("/accounts/:account", (req, res) => execute(res, "close", { account: req.params.account }));
 app.get("/confirm/:code", (req, res) => execute(res, "confirm", { code: req.params.code }));
 app.post("/mcp", express.text({ type: "*/*" }), (req, res) =>

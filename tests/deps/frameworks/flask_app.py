@@ -1,4 +1,5 @@
 """The lenient API on Flask (Werkzeug's threaded server). See README.md."""
+import io
 import json
 import sys
 import threading
@@ -21,6 +22,11 @@ class MethodOverride:
         if environ["REQUEST_METHOD"] == "POST":
             from werkzeug.wrappers import Request
 
+            # Read the body once and give the app a fresh copy: reading the form here would
+            # otherwise leave the app waiting for a body already consumed.
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length) if length > 0 else b""
+            environ["wsgi.input"] = io.BytesIO(body)
             req = Request(environ, shallow=False)
             override = (
                 environ.get("HTTP_X_HTTP_METHOD_OVERRIDE")
@@ -29,6 +35,7 @@ class MethodOverride:
             )
             if override:
                 environ["REQUEST_METHOD"] = override.upper()
+            environ["wsgi.input"] = io.BytesIO(body)
         return self.wsgi(environ, start_response)
 
 
@@ -51,6 +58,36 @@ def transfer(account):
         to=data.get("to"),
         currency=request.args.get("currency"),
         channel=request.headers.get("X-Channel"),
+    )
+
+
+def form_fields():
+    """Every field as Werkzeug's `request.form` reads it (a flat multi-dict: `a[b]` is a name)."""
+    return {name: request.form.getlist(name) for name in request.form.keys()}
+
+
+@app.post("/2010-04-01/Accounts/<account>/Calls.json")
+def create_call(account):
+    form = request.form
+    return execute(
+        "create_call",
+        account=account,
+        to=form.get("To"),
+        sender=form.get("From"),
+        customer=form.get("Customer[name]"),
+        tags=form.getlist("Tags[]"),
+        fields=form_fields(),
+    )
+
+
+@app.post("/2010-04-01/Accounts/<account>/Calls/<sid>.json")
+def update_call(account, sid):
+    return execute(
+        "update_call",
+        account=account,
+        sid=sid,
+        status=request.form.get("Status"),
+        fields=form_fields(),
     )
 
 
