@@ -73,11 +73,18 @@ async fn held_bodies_are_bounded(store: Store) {
         "{store:?}: RSS {rss_before} KiB before, {rss_held} KiB with {HELD} bodies of 1 MiB held: {per_body:.3} MiB per held MiB ({marginal:.3} for the last {})",
         HELD - HELD / 2
     );
-    // Measured 1.13 to 1.18 (debug and release builds, both stores): the body, pingora's 64 KiB body
-    // buffer and the request's state (RELIABILITY.md, "What one client can hold").
+    // What one more held body costs (the last 16): measured 1.13 to 1.18 (debug and release
+    // builds, both stores): the body, pingora's 64 KiB body buffer and the request's state
+    // (RELIABILITY.md, "What one client can hold"). The average over all 32 also carries what
+    // the first approved forwards allocate once (about 2 MiB since the MCP streaming work of
+    // issue 27: 1.20 to 1.22), so it gets its own, looser bound.
     assert!(
-        per_body <= 1.2,
-        "a held 1 MiB body costs {per_body:.3} MiB of RSS"
+        marginal <= 1.2,
+        "one more held 1 MiB body costs {marginal:.3} MiB of RSS"
+    );
+    assert!(
+        per_body <= 1.25,
+        "a held 1 MiB body costs {per_body:.3} MiB of RSS on average"
     );
 
     let busy = stack.gateway.send(&extra).await;
