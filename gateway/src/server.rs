@@ -299,6 +299,9 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let mut http = pingora::proxy::http_proxy(&server.configuration, gateway);
     let mut options = pingora::apps::HttpServerOptions::default();
     options.h2c = config.server.h2c;
+    // CONNECT reaches the gateway's first hook, which refuses it with its JSON error: pingora's
+    // own refusal of it over HTTP/2 had an empty body (proxy/service.rs).
+    options.allow_connect_method_proxying = true;
     // An idle HTTP/2 connection has the deadline an idle HTTP/1.1 one has (see h2.rs).
     options.h2_idle_timeout = Some(config.server.header_read_timeout);
     http.server_options = Some(options);

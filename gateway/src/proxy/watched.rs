@@ -112,10 +112,7 @@ fn refusal_of(head: &[u8]) -> Option<Vec<u8>> {
     let (reason, body) = match status {
         405 => (
             "Method Not Allowed",
-            ErrorBody::new(
-                "method_not_allowed",
-                "this gateway does not proxy CONNECT; nothing was forwarded",
-            ),
+            ErrorBody::new("method_not_allowed", super::service::CONNECT_REFUSED),
         ),
         _ => (
             "Bad Request",
