@@ -203,6 +203,8 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         config.server.header_read_timeout,
         Arc::clone(&metrics),
     );
+    // `max_upstream_connections`: one count for the proxy and the conversations service.
+    let upstream_slots = UpstreamSlots::new(caps.max_upstream_connections, Arc::clone(&metrics));
     let mut routes = Vec::new();
     let mut reloaded_routes = Vec::new();
     for route in &config.routes {
@@ -236,6 +238,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
                 route_policies.clone(),
                 Arc::clone(&metrics),
                 Arc::clone(&held),
+                Arc::clone(&upstream_slots),
             );
             let mut service = Service::new(
                 "poppy-gateway conversations".to_owned(),
@@ -292,7 +295,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             proxy_headers: config.proxy_headers.clone(),
             access_log,
         }),
-        upstream_slots: UpstreamSlots::new(caps.max_upstream_connections, Arc::clone(&metrics)),
+        upstream_slots,
     };
     // The connection cap, TLS handshake and header deadline sit around pingora's HTTP app (see
     // proxy/connections.rs).

@@ -38,11 +38,11 @@ use crate::metrics::Limit;
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::ErrorBody;
-use crate::proxy::{Executor, HeldBodies, Reservation};
+use crate::proxy::{Executor, HeldBodies, Reservation, UpstreamSlots};
 
 use describe::{Limits, describe};
 use messages::{Delivery, Messages};
-use seam::{Call, Seam};
+use seam::{Call, Seam, SeamParts};
 use wire::{Answer, Context, PerformRequest, ProposeRequest, parse};
 
 /// The service's OpenAPI description, served at `GET /openapi.json`.
@@ -78,13 +78,19 @@ impl ConversationsApp {
         policies: LivePolicies,
         metrics: Arc<Metrics>,
         held: Arc<HeldBodies>,
+        upstream_slots: Arc<UpstreamSlots>,
     ) -> ConversationsApp {
-        let seam = Seam::new(
+        let seam = Seam::new(SeamParts {
             executor,
-            config.session.clone(),
-            Arc::clone(&metrics),
-            config.server.max_body_bytes,
-        );
+            claims: config.session.clone(),
+            metrics: Arc::clone(&metrics),
+            max_body_bytes: config.server.max_body_bytes,
+            upstream_slots,
+            slot_wait: config
+                .default_route()
+                .map(|r| r.upstream.connect_timeout)
+                .unwrap_or_default(),
+        });
         // The service runs the default route (`load` refuses [conversations] without one).
         let timeouts = config.longest_execution();
         let messages = Messages {

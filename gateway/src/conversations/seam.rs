@@ -7,6 +7,7 @@
 //! core decides, and nothing here checks anything the front door checks.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -17,7 +18,9 @@ use crate::ingress::admit::{Admitted, ApprovalSource, Refused, body_size};
 use crate::metrics::Metrics;
 use crate::operation::Decision;
 use crate::protocol::{ErrorBody, SigningKey};
-use crate::proxy::{Arrival, Executor, Operated, RequestOutcome, admit_request, refused_outcome};
+use crate::proxy::{
+    Arrival, Executor, Operated, RequestOutcome, UpstreamSlots, admit_request, refused_outcome,
+};
 use crate::store::OperationStore;
 
 /// Where a message's approval travels, as its errors name it.
@@ -37,20 +40,40 @@ pub(crate) struct Seam {
     claims: SessionClaims,
     metrics: Arc<Metrics>,
     max_body_bytes: usize,
+    /// The proxy's `max_upstream_connections`, shared: a message's lookups and forward use the
+    /// upstream as a proxied request does.
+    upstream_slots: Arc<UpstreamSlots>,
+    /// How long to wait for a slot: the route's `connect_timeout`, as the proxy waits.
+    slot_wait: Duration,
+}
+
+/// What a [`Seam`] is made of.
+pub(crate) struct SeamParts {
+    pub(crate) executor: Arc<Executor>,
+    pub(crate) claims: SessionClaims,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) max_body_bytes: usize,
+    pub(crate) upstream_slots: Arc<UpstreamSlots>,
+    pub(crate) slot_wait: Duration,
 }
 
 impl Seam {
-    pub(crate) fn new(
-        executor: Arc<Executor>,
-        claims: SessionClaims,
-        metrics: Arc<Metrics>,
-        max_body_bytes: usize,
-    ) -> Seam {
+    pub(crate) fn new(parts: SeamParts) -> Seam {
+        let SeamParts {
+            executor,
+            claims,
+            metrics,
+            max_body_bytes,
+            upstream_slots,
+            slot_wait,
+        } = parts;
         Seam {
             executor,
             claims,
             metrics,
             max_body_bytes,
+            upstream_slots,
+            slot_wait,
         }
     }
 
@@ -115,6 +138,11 @@ impl Seam {
             .as_ref()
             .map(|a| a.operation_id.clone())
             .unwrap_or_default();
+        // Held until the answer is decided: the lookups and the forward are under the cap.
+        let _slot = match self.upstream_slots.take(self.slot_wait).await {
+            Ok(slot) => slot,
+            Err(busy) => return refused_answer(&Refused::Request(busy)),
+        };
         match self.executor.operate(admitted).await {
             Operated::Decided(executed) => {
                 executed.outcome.record(&self.metrics);
