@@ -162,7 +162,7 @@ fn explain_policy(
     request: &ExplainRequest,
     now: i64,
 ) -> Result<Explanation, (u16, ErrorBody)> {
-    let approver = approver(request, &config.session)
+    let approver = approver(request, &config.session.unverified())
         .map_err(|e| (e.status(), ErrorBody::new(e.code(), e.to_string())))?;
     let method =
         http::Method::from_bytes(request.method.to_ascii_uppercase().as_bytes()).map_err(|_| {
@@ -299,7 +299,7 @@ fn explain_tool(
         let detail = format!("member `{name}` appears twice");
         return rejected(400, body(&ErrorBody::new("invalid_params", detail)));
     }
-    let approver = match approver(request, &config.session) {
+    let approver = match approver(request, &config.session.unverified()) {
         Ok(approver) => approver,
         Err(e) => {
             return rejected(e.status(), body(&ErrorBody::new(e.code(), e.to_string())));

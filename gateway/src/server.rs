@@ -54,6 +54,8 @@ pub enum StartError {
     TlsSettings(Box<pingora::Error>),
     #[error("{0}")]
     AccessLog(#[from] crate::proxy::AccessLogError),
+    #[error("session: {0}")]
+    Session(String),
 }
 
 /// Secrets this repository ships in its examples (deploy/kubernetes/secret.yaml): published,
@@ -150,6 +152,9 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         refuse_placeholder("POPPY_GATEWAY_ADMIN_TOKEN", token.trim())?;
     }
     check_listen_addresses(&config)?;
+    // `[session]`'s verifier (its HTTP client, key caches, introspection cache), made once
+    // and shared by every route and the conversations service.
+    let session_claims = config.session.build().map_err(StartError::Session)?;
     let metrics = Arc::new(Metrics::new()?);
     let store = store::open_with(&config.store.url, &config.store.options())
         .map_err(|e| StartError::Store(e.to_string()))?;
@@ -234,11 +239,14 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             let app = crate::conversations::ConversationsApp::new(
                 settings,
                 &config,
-                Arc::clone(&executor),
-                route_policies.clone(),
-                Arc::clone(&metrics),
-                Arc::clone(&held),
-                Arc::clone(&upstream_slots),
+                crate::conversations::Shared {
+                    executor: Arc::clone(&executor),
+                    policies: route_policies.clone(),
+                    metrics: Arc::clone(&metrics),
+                    held: Arc::clone(&held),
+                    upstream_slots: Arc::clone(&upstream_slots),
+                    claims: session_claims.clone(),
+                },
             );
             let mut service = Service::new(
                 "poppy-gateway conversations".to_owned(),
@@ -265,7 +273,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             operations: Operations {
                 policies: route_policies,
                 executor,
-                session_claims: config.session.clone(),
+                session_claims: session_claims.clone(),
                 body_limits: BodyLimits {
                     max_body_bytes: config.server.max_body_bytes,
                     read_timeout: config.server.body_read_timeout,

@@ -33,7 +33,7 @@ use pingora::protocols::http::ServerSession;
 
 use crate::clock::now_millis;
 use crate::config::{Config, Conversations, ServiceToken};
-use crate::identity::RequestTarget;
+use crate::identity::{RequestTarget, SessionClaims, VerifyMode};
 use crate::metrics::Limit;
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
@@ -70,19 +70,37 @@ pub(crate) struct ConversationsApp {
     upstream_host: String,
 }
 
+/// What the service shares with the proxy's default route (server.rs makes each once).
+pub(crate) struct Shared {
+    pub(crate) executor: Arc<Executor>,
+    pub(crate) policies: LivePolicies,
+    pub(crate) metrics: Arc<Metrics>,
+    /// `max_held_body_bytes`: one budget for both listeners.
+    pub(crate) held: Arc<HeldBodies>,
+    /// `max_upstream_connections`: one count for both listeners.
+    pub(crate) upstream_slots: Arc<UpstreamSlots>,
+    /// `[session]`'s verifier.
+    pub(crate) claims: SessionClaims,
+}
+
 impl ConversationsApp {
     pub(crate) fn new(
         settings: &Conversations,
         config: &Config,
-        executor: Arc<Executor>,
-        policies: LivePolicies,
-        metrics: Arc<Metrics>,
-        held: Arc<HeldBodies>,
-        upstream_slots: Arc<UpstreamSlots>,
+        shared: Shared,
     ) -> ConversationsApp {
+        let Shared {
+            executor,
+            policies,
+            metrics,
+            held,
+            upstream_slots,
+            claims,
+        } = shared;
+        let verify_off = matches!(claims.verify, VerifyMode::Off);
         let seam = Seam::new(SeamParts {
             executor,
-            claims: config.session.clone(),
+            claims,
             metrics: Arc::clone(&metrics),
             max_body_bytes: config.server.max_body_bytes,
             upstream_slots,
@@ -104,7 +122,7 @@ impl ConversationsApp {
         ConversationsApp {
             token: settings.token.clone(),
             policies,
-            verify_off: config.session.verify.is_off(),
+            verify_off,
             seam,
             messages,
             max_body_bytes: config.server.max_body_bytes,

@@ -23,10 +23,6 @@ use crate::ingress::{self, Refusal, RouteMatch};
 use crate::metrics::Metrics;
 use crate::protocol::ErrorBody;
 
-/// The detail of every refusal of `CONNECT`, on HTTP/1.1 (watched.rs) and HTTP/2 alike.
-pub(super) const CONNECT_REFUSED: &str =
-    "this gateway does not proxy CONNECT; nothing was forwarded";
-
 /// What one request carries between pingora's phases.
 #[derive(Debug, Default)]
 pub(crate) struct RequestCtx {
@@ -124,9 +120,12 @@ impl ProxyHttp for GatewayProxy {
         // `allow_connect_method_proxying`) so that HTTP/2's refusal carries the JSON error
         // HTTP/1.1's does: the gateway never tunnels.
         if session.req_header().method == http::Method::CONNECT {
-            Reply::error(405, &ErrorBody::new("method_not_allowed", CONNECT_REFUSED))
-                .write(session)
-                .await?;
+            Reply::error(
+                405,
+                &ErrorBody::new("method_not_allowed", super::watched::CONNECT_REFUSED),
+            )
+            .write(session)
+            .await?;
             return Ok(true);
         }
         if let Picked::Route(route) = &ctx.route {
