@@ -1,13 +1,14 @@
 //! A soak: the traffic of agents as they are (a new Session JWT per request, verified against
-//! the agent's published keys, on Redis) at a steady rate, for as long as asked. It asserts
+//! the agent's published keys) at a steady rate, for as long as asked. It asserts
 //! what an operator relies on over hours: every request answered as it should be, every
 //! approved operation executed once, no ERROR line without a failure behind it; and it prints
 //! the gateway's resident set once a minute (RELIABILITY.md, "Memory over time").
 //!
-//! In the suite it runs for 20 seconds. For the hour-long figure:
+//! In the suite it runs for 15 seconds on each store. For the hour-long figure (release build):
 //!
-//!     POPPY_SOAK=60m POPPY_SOAK_RSS=/tmp/soak-rss.csv \
-//!         cargo test -p poppy-e2e --test soak -- --nocapture
+//!     cargo build --release -p poppy-gateway
+//!     POPPY_GATEWAY_BIN=target/release/poppy-gateway POPPY_SOAK=60m \
+//!         POPPY_SOAK_RSS=/tmp/soak-rss.csv cargo test -p poppy-e2e --test soak redis -- --nocapture
 //!
 //! `POPPY_SOAK_RATE` sets the requests per second (default 50).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -16,7 +17,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use poppy_e2e::test_agent::TestAgent;
-use poppy_e2e::{Request, Stack, Store};
+use poppy_e2e::{Request, Stack, Store, store_tests};
 
 /// Each cycle sends these ten requests: what a day of agent traffic on a fronted API is made
 /// of, mostly reads.
@@ -25,7 +26,7 @@ const CYCLE: usize = 10;
 fn soak_length() -> Duration {
     match std::env::var("POPPY_SOAK") {
         Ok(text) => parse_minutes_or_seconds(&text),
-        Err(_) => Duration::from_secs(20),
+        Err(_) => Duration::from_secs(15),
     }
 }
 
@@ -41,15 +42,16 @@ fn parse_minutes_or_seconds(text: &str) -> Duration {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_soak_answers_every_request_executes_each_approval_once_and_logs_no_error() {
+store_tests!(a_soak_answers_every_request_executes_each_approval_once_and_logs_no_error);
+
+async fn a_soak_answers_every_request_executes_each_approval_once_and_logs_no_error(store: Store) {
     let length = soak_length();
     let rate: u64 = std::env::var("POPPY_SOAK_RATE")
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(50);
     let agent = TestAgent::start();
-    let stack = Stack::start_with(Store::Redis, |b| agent.configure(b));
+    let stack = Stack::start_with(store, |b| agent.configure(b));
     let client = stack.gateway.client();
     let mut rss_out = std::env::var("POPPY_SOAK_RSS")
         .ok()
