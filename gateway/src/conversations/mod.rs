@@ -42,7 +42,7 @@ use crate::proxy::{Executor, HeldBodies, Reservation, UpstreamSlots};
 
 use describe::{Limits, describe};
 use messages::{Delivery, Messages};
-use seam::{Call, Seam, SeamParts};
+use seam::{Call, Seam};
 use wire::{Answer, Context, PerformRequest, ProposeRequest, parse};
 
 /// The service's OpenAPI description, served at `GET /openapi.json`.
@@ -98,7 +98,7 @@ impl ConversationsApp {
             claims,
         } = shared;
         let verify_off = matches!(claims.verify, VerifyMode::Off);
-        let seam = Seam::new(SeamParts {
+        let seam = Seam {
             executor,
             claims,
             metrics: Arc::clone(&metrics),
@@ -108,7 +108,7 @@ impl ConversationsApp {
                 .default_route()
                 .map(|r| r.upstream.connect_timeout)
                 .unwrap_or_default(),
-        });
+        };
         // The service runs the default route (`load` refuses [conversations] without one).
         let timeouts = config.longest_execution();
         let messages = Messages {

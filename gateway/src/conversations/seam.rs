@@ -35,48 +35,20 @@ pub(crate) enum Call {
     Perform,
 }
 
+/// The service's way into the front door and the executor (fields set by mod.rs).
 pub(crate) struct Seam {
-    executor: Arc<Executor>,
-    claims: SessionClaims,
-    metrics: Arc<Metrics>,
-    max_body_bytes: usize,
+    pub(super) executor: Arc<Executor>,
+    pub(super) claims: SessionClaims,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) max_body_bytes: usize,
     /// The proxy's `max_upstream_connections`, shared: a message's lookups and forward use the
     /// upstream as a proxied request does.
-    upstream_slots: Arc<UpstreamSlots>,
+    pub(super) upstream_slots: Arc<UpstreamSlots>,
     /// How long to wait for a slot: the route's `connect_timeout`, as the proxy waits.
-    slot_wait: Duration,
-}
-
-/// What a [`Seam`] is made of.
-pub(crate) struct SeamParts {
-    pub(crate) executor: Arc<Executor>,
-    pub(crate) claims: SessionClaims,
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) max_body_bytes: usize,
-    pub(crate) upstream_slots: Arc<UpstreamSlots>,
-    pub(crate) slot_wait: Duration,
+    pub(super) slot_wait: Duration,
 }
 
 impl Seam {
-    pub(crate) fn new(parts: SeamParts) -> Seam {
-        let SeamParts {
-            executor,
-            claims,
-            metrics,
-            max_body_bytes,
-            upstream_slots,
-            slot_wait,
-        } = parts;
-        Seam {
-            executor,
-            claims,
-            metrics,
-            max_body_bytes,
-            upstream_slots,
-            slot_wait,
-        }
-    }
-
     /// The executor's store, for the service's own records (conversation messages).
     pub(crate) fn store(&self) -> Arc<dyn OperationStore> {
         self.executor.store()
