@@ -358,7 +358,7 @@ fn check_lints_lookups() {
     assert_lint(
         &good.replace("/lookup/{order_id}", "/lookup/{info}"),
         &[16],
-        &["{info}", "comes from the lookup"],
+        &["{info}", "comes from a lookup"],
         "a url placeholder naming a lookup term",
     );
     assert_lint(
@@ -391,10 +391,10 @@ fn check_lints_lookups() {
     assert_lint(
         &good.replace(
             "url = \"/lookup/{order_id}\"",
-            "url = \"/lookup/{order_id}\"\nmethod = \"POST\"",
+            "url = \"/lookup/{order_id}\"\nheaders = [\"X-Tenant\"]",
         ),
         &[17],
-        &["method"],
+        &["headers"],
         "an unknown key in [operation.lookup]",
     );
 }
