@@ -35,8 +35,8 @@ pub struct ExplainRequest {
     pub body: Vec<u8>,
     /// Without an `Authorization` header: pretend a bearer token for a made-up account.
     pub signed_in: bool,
-    /// The upstream's answer to the policy's lookup, if the user gave one.
-    pub lookup_answer: Option<Vec<u8>>,
+    /// The upstream's answers the user gave, by lookup name (`""`: `[operation.lookup]`).
+    pub lookup_answers: std::collections::BTreeMap<String, Vec<u8>>,
     /// An MCP `tools/call` to explain instead of an HTTP request: the tool and its arguments.
     pub tool: Option<(String, Vec<u8>)>,
 }
@@ -200,8 +200,7 @@ fn explain_policy(
             )
         })?;
         let method = if each.quote { "POST" } else { "GET" };
-        match &request.lookup_answer {
-            // One answer stands for every lookup of the policy.
+        match request.lookup_answers.get(&each.name) {
             Some(answer) => extract_from_answer(&each.name, &policy.terms, answer, &mut terms)
                 .map_err(|e| {
                     (
@@ -551,7 +550,7 @@ pub fn render(explanation: &Explanation, request: &ExplainRequest) -> String {
                     "\nlookup: the gateway would {url} from the upstream (with the request's Authorization, Cookie and Poppy-Session)\n"
                 ));
                 if *lookup_placeholders {
-                    out.push_str("  explain does not call the upstream: lookup terms are shown as ⟨lookup …⟩; give --lookup-answer @answer.json to read them from an answer (one answer stands for every lookup)\n");
+                    out.push_str("  explain does not call the upstream: lookup terms are shown as ⟨lookup …⟩; give --lookup-answer @answer.json (or NAME=@answer.json for [operation.lookups.NAME]) to read them from an answer\n");
                 }
             }
             out.push_str("\nterms:\n");
