@@ -684,6 +684,41 @@ mod tests {
         );
     }
 
+    /// Cents as the decimal string a shop would send: `-7000` is `"-70.00"`.
+    fn cents(n: i64) -> String {
+        let sign = if n < 0 { "-" } else { "" };
+        format!(
+            "{sign}{}.{:02}",
+            n.unsigned_abs() / 100,
+            n.unsigned_abs() % 100
+        )
+    }
+
+    proptest::proptest! {
+        /// No text panics the parser, nor its value the evaluator; a value is a plain decimal.
+        #[test]
+        fn no_expression_panics(text in "[a-c0-9 .()+*/,-]{0,80}|(abs|max|min|[a-c])[(]{0,3}[-a-c0-9 .,()+*/]{0,40}", a in "-?[0-9]{1,30}(\\.[0-9]{1,30})?|x", b in -1_000_000i64..1_000_000) {
+            if let Ok(expression) = Expression::parse(&text) {
+                let values = terms(&[("a", json!(a)), ("b", json!(b)), ("c", json!("0.00"))]);
+                if let Ok(Value::String(out)) = expression.evaluate(&values) {
+                    proptest::prop_assert!(decimal(&out).is_some(), "{} = {}", text, out);
+                }
+            }
+        }
+
+        /// Differences, sums and products of amounts are exact: what integer cents give.
+        #[test]
+        fn amounts_are_exact(x in -10_000_000_000i64..10_000_000_000, y in -10_000_000_000i64..10_000_000_000, n in 0i64..1000) {
+            let values = terms(&[("x", json!(cents(x))), ("y", json!(cents(y))), ("n", json!(n))]);
+            let run = |text: &str| Expression::parse(text).unwrap().evaluate(&values).unwrap();
+            proptest::prop_assert_eq!(run("x - y"), json!(cents(x - y)));
+            proptest::prop_assert_eq!(run("x + y"), json!(cents(x + y)));
+            proptest::prop_assert_eq!(run("x * n"), json!(cents(x * n)));
+            proptest::prop_assert_eq!(run("max(x, y)"), json!(cents(x.max(y))));
+            proptest::prop_assert_eq!(run("abs(x - y)"), json!(cents((x - y).abs())));
+        }
+    }
+
     #[test]
     fn lists_the_terms_it_reads() {
         let e = Expression::parse("max(b, a) - a * 2 + abs(c)").unwrap();
