@@ -6,7 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use poppy_e2e::markdown::unescape;
-use poppy_e2e::{Request, Session, Stack, Store};
+use poppy_e2e::mcp_client::{approved, assert_performed, call, call_ok, held_operation, text_of};
+use poppy_e2e::{AnswerMode, McpStack, Request, Session, Stack, Store};
 use serde_json::json;
 
 /// The new price from the catalog, the price paid from the order's item (a named lookup), the
@@ -234,7 +235,48 @@ async fn a_quote_is_sent_the_request_body_and_never_forwarded_as_the_action(stor
     assert_eq!(action.body, body);
 }
 
+/// A tool whose summary states a value computed from its arguments.
+const TOOL: &str = r#"
+[[tool]]
+name = "lookup_tool"
+tool = "lookup_order"
+id_prefix = "lku"
+expires_in = "15m"
+same_action = ["order_id"]
+summary = "Look up order {order_id}; twice that is {double}."
+
+[tool.terms]
+order_id = { argument = "$.order_id" }
+double = { compute = "order_id * 2" }
+"#;
+
+async fn a_tool_call_gets_its_computed_terms(store: Store) {
+    let stack = McpStack::start_with(store, AnswerMode::Json, |b| b.policy("lookup.toml", TOOL));
+    let client = stack.agent(&Session::signed_out("ses_tool")).await;
+    let params = call("lookup_order", json!({"order_id": "12.50"}));
+    let operation = held_operation(&call_ok(&client, params.clone()).await, "a held call");
+    assert_eq!(operation.terms["double"], "25.00");
+    assert!(unescape(&operation.summary).ends_with("twice that is 25.00."));
+
+    let refused = call_ok(&client, call("lookup_order", json!({"order_id": "o1"}))).await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        text_of(&refused).contains("not a decimal number"),
+        "{refused}"
+    );
+    assert_eq!(
+        stack.server.executions_of("lookup_order"),
+        0,
+        "nothing executed"
+    );
+
+    let done = call_ok(&client, approved(params, &operation)).await;
+    assert_performed(&done, 1, "lookup_order", "the approved call");
+    assert_eq!(stack.server.executions_of("lookup_order"), 1);
+}
+
 poppy_e2e::store_tests!(
+    a_tool_call_gets_its_computed_terms,
     the_summary_states_the_computed_charge_and_a_changed_answer_is_never_approved,
     an_operand_that_is_no_number_forwards_nothing,
     a_quote_is_sent_the_request_body_and_never_forwarded_as_the_action,
