@@ -193,8 +193,14 @@ impl Executor {
             return Operated::Decided(executed);
         }
         let mut terms = admitted.terms;
-        if let Err((refusal, outcome)) =
-            lookup_terms(&self.parts.upstream, &policy, &admitted.headers, &mut terms).await
+        if let Err((refusal, outcome)) = lookup_terms(
+            &self.parts.upstream,
+            &policy,
+            &admitted.headers,
+            &admitted.forward.body,
+            &mut terms,
+        )
+        .await
         {
             return Operated::Refused(refusal, outcome);
         }
