@@ -195,3 +195,23 @@ fn report(outcomes: &[Outcome], skipped: &[Skipped]) {
         skipped.len()
     );
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_descriptions_read_with_numeric_keys_as_text() {
+        let doc = parse_description("openapi: 3.0.0\npaths:\n  /a:\n    post:\n      responses:\n        200:\n          description: ok\n").unwrap();
+        assert_eq!(
+            doc["paths"]["/a"]["post"]["responses"]["200"]["description"],
+            "ok"
+        );
+        assert_eq!(
+            parse_description("{\"openapi\": \"3.1.0\"}").unwrap()["openapi"],
+            "3.1.0"
+        );
+        assert!(parse_description("{ not: [ yaml").is_err());
+    }
+}

@@ -19,6 +19,9 @@ const ALL_METHODS: [&str; 8] = [
 
 /// `$ref` hops and schema nesting followed at most (a recursive schema stops here).
 const MAX_DEPTH: usize = 24;
+/// Schemas visited at most for one object: `allOf`s that refer back to themselves branch
+/// without end within [`MAX_DEPTH`].
+const MAX_SCHEMAS: usize = 2000;
 
 /// Headers a policy never binds or names as terms (docs/ingress.md), so never drafted.
 const UNBOUND_HEADERS: [&str; 7] = [
@@ -357,9 +360,15 @@ type Fields = (Vec<(String, Value, bool)>, bool);
 /// An object schema's fields: (name, resolved schema, required), with `allOf` merged and the
 /// fields of every `oneOf`/`anyOf` shape (optional unless the object requires them); `None`
 /// when the schema is not an object with properties.
-fn object_fields(doc: &Value, schema: &Value, depth: usize) -> Result<Option<Fields>, String> {
-    if depth > MAX_DEPTH {
-        return Err("the schema nests too deep (a recursive $ref?)".to_owned());
+fn object_fields(
+    doc: &Value,
+    schema: &Value,
+    depth: usize,
+    budget: &mut usize,
+) -> Result<Option<Fields>, String> {
+    *budget = budget.saturating_sub(1);
+    if depth > MAX_DEPTH || *budget == 0 {
+        return Err("the schema nests too deep or refers to itself (a recursive $ref)".to_owned());
     }
     let schema = resolve(doc, schema)?;
     let mut fields: Vec<(String, Value, bool)> = Vec::new();
@@ -402,7 +411,7 @@ fn object_fields(doc: &Value, schema: &Value, depth: usize) -> Result<Option<Fie
             .into_iter()
             .flatten()
         {
-            if let Some((inner, inner_open)) = object_fields(doc, part, depth + 1)? {
+            if let Some((inner, inner_open)) = object_fields(doc, part, depth + 1, budget)? {
                 any = true;
                 open |= inner_open;
                 for (name, value, req) in inner {
@@ -431,7 +440,7 @@ pub(crate) fn member_path(name: &str) -> String {
 
 /// Each top-level member a term (a nested object or array is one term: its whole value).
 fn json_terms(doc: &Value, schema: &Value, draft: &mut Draft) {
-    match object_fields(doc, schema, 0) {
+    match object_fields(doc, schema, 0, &mut MAX_SCHEMAS.clone()) {
         Err(reason) => draft.refuse(reason),
         Ok(Some((fields, open))) if !fields.is_empty() => {
             for (name, _, required) in fields {
@@ -487,7 +496,7 @@ fn kind(doc: &Value, schema: &Value) -> Kind {
 /// field twice differently), and so is an object spread into fields, so such a field is left
 /// out (optional) or the draft commented out (required).
 fn form_terms(doc: &Value, schema: &Value, encoding: &Value, draft: &mut Draft) {
-    let fields = match object_fields(doc, schema, 0) {
+    let fields = match object_fields(doc, schema, 0, &mut MAX_SCHEMAS.clone()) {
         Err(reason) => return draft.refuse(reason),
         Ok(Some((fields, _))) if !fields.is_empty() => fields,
         Ok(_) => return draft.refuse("a form body without declared fields".to_owned()),
@@ -555,7 +564,7 @@ fn form_leaves(
             "a list, sent as the same field repeated, which the gateway refuses (form readers read it differently)"
                 .to_owned(),
         ),
-        Kind::Object if deep => match object_fields(doc, schema, 0) {
+        Kind::Object if deep => match object_fields(doc, schema, 0, &mut MAX_SCHEMAS.clone()) {
             Ok(Some((fields, false))) if !fields.is_empty() => {
                 for (key, inner, _) in fields {
                     if let Some(reason) =

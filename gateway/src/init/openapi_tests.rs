@@ -222,3 +222,37 @@ fn a_server_path_prefixes_the_policy_paths_and_odd_capture_names_are_renamed() {
         "{text}"
     );
 }
+
+#[test]
+fn self_referring_all_ofs_stop_early() {
+    let d = doc(
+        "3.0.0",
+        json!({"/a": {"post": {"operationId": "a", "requestBody": {"content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/Twice"}}}}}}}),
+        json!({"schemas": {"Twice": {"allOf": [{"$ref": "#/components/schemas/Twice"},
+                                               {"$ref": "#/components/schemas/Twice"}]}}}),
+    );
+    let (_, outcomes, _) = draft_all(&d);
+    assert!(
+        outcomes[0]
+            .commented
+            .as_deref()
+            .unwrap()
+            .contains("recursive")
+    );
+}
+
+#[test]
+fn two_captures_in_one_segment_are_commented_out_with_the_loader_s_reason() {
+    let d = doc(
+        "3.0.0",
+        json!({"/files/{name}.{ext}": {"delete": {"operationId": "remove"}}}),
+        json!({}),
+    );
+    let (_, outcomes, _) = draft_all(&d);
+    let reason = outcomes[0].commented.clone().unwrap();
+    assert!(
+        reason.contains("the draft does not load") && reason.contains("capture"),
+        "{reason}"
+    );
+}
