@@ -1,17 +1,20 @@
 //! `poppy-gateway init`: drafts from two real OpenAPI descriptions (Twilio's, OpenAPI 3.0.1
 //! JSON with form bodies and `{Sid}.json` paths; Resend's, OpenAPI 3.1.2 YAML with JSON
 //! bodies; trimmed in tests/fixtures/openapi/) and from a running MCP server (the Python
-//! SDK's upstream.py), which `check` accepts. A drafted route holds a Personal Agent's
-//! request with a summary naming every term's value, and executes it once, as sent, when
-//! approved (both stores).
+//! SDK's upstream.py), which `check` accepts. A drafted route (form, JSON) or tool holds a
+//! Personal Agent's request with a summary naming every term's value, and executes it once,
+//! as sent, when approved (both stores).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use poppy_e2e::mcp_client::{self, MCP_PATH};
 use poppy_e2e::python_mcp::PythonMcpServer;
-use poppy_e2e::{GatewayBuilder, Request, Run, Session, Stack, Store, binaries, run_binary};
-use serde_json::{Map, Value};
+use poppy_e2e::{
+    GatewayBuilder, RedisServer, Request, Run, Session, Stack, Store, binaries, run_binary,
+};
+use serde_json::{Map, Value, json};
 
 const TWILIO: &str = "twilio_api_v2010.json";
 const RESEND: &str = "resend.yaml";
@@ -291,3 +294,43 @@ fn mcp_tools_are_drafted_but_the_read_only_one() {
         refused.describe()
     );
 }
+
+/// A drafted `[[tool]]` in front of the Python SDK's server: the call is held with every
+/// argument's value in the summary, and executes once when approved.
+async fn a_drafted_tool_holds_and_executes_once(store: Store) {
+    let server = PythonMcpServer::start(true);
+    let run = gateway_cli(&["init", "--mcp", &format!("{}{MCP_PATH}", server.url())]);
+    run.assert_code(0, "init --mcp");
+    let redis = (store == Store::Redis).then(RedisServer::start);
+    let mut builder = GatewayBuilder::new(&server.url())
+        .policy("tools.toml", &run.stdout)
+        .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\""));
+    if let Some(redis) = &redis {
+        builder = builder.store_url(&redis.url());
+    }
+    let gateway = builder.start();
+    let session = Session::signed_in("ses_init_tool", "acct_1");
+    let client = mcp_client::connect(&gateway.base_url(), &session, true).await;
+    let arguments = json!({"order_id": "ord1q", "item_id": "itm2q", "replacement_sku": "sku3q"});
+    let call = || mcp_client::call("exchange_item", arguments.clone());
+    let held = mcp_client::call_ok(&client, call()).await;
+    let operation = mcp_client::held_operation(&held, "a drafted tool");
+    for value in ["ord1q", "itm2q", "sku3q"] {
+        assert!(operation.summary.contains(value), "{}", operation.summary);
+    }
+    assert_eq!(server.count("exchange_item").await, 0, "held");
+    let done = mcp_client::call_ok(&client, mcp_client::approved(call(), &operation)).await;
+    assert_eq!(done["structuredContent"]["execution"], 1, "{done}");
+    assert_eq!(
+        done["structuredContent"]["replacement_sku"], "sku3q",
+        "{done}"
+    );
+    let again = mcp_client::call_ok(&client, mcp_client::approved(call(), &operation)).await;
+    assert_eq!(
+        again["structuredContent"], done["structuredContent"],
+        "a replay"
+    );
+    assert_eq!(server.count("exchange_item").await, 1, "executed once");
+}
+
+poppy_e2e::store_tests!(a_drafted_tool_holds_and_executes_once);
