@@ -323,7 +323,11 @@ fn summary(draft: &Draft) -> String {
 /// Markdown that could make a link, image or HTML (the summary rules forbid them).
 fn plain(text: &str) -> String {
     let line = one_line(text.lines().next().unwrap_or_default());
-    let kept: String = line
+    // No heading, list or rule from a leading `#`, `-`, `+`, `=` or number; then the first
+    // sentence, at most MAX_TITLE characters, cut at a word.
+    let line = line.trim_start_matches(|c: char| !c.is_alphabetic());
+    let sentence = line.split(". ").next().unwrap_or_default();
+    let kept: String = sentence
         .chars()
         .filter(|c| {
             !matches!(
@@ -331,10 +335,22 @@ fn plain(text: &str) -> String {
                 '[' | ']' | '<' | '>' | '`' | '!' | '*' | '|' | '\\' | '_'
             )
         })
-        .take(120)
         .collect();
-    kept.replace('{', "{{").replace('}', "}}")
+    let mut title = String::new();
+    for word in kept.split(' ') {
+        if title.chars().count() + word.chars().count() + 1 > MAX_TITLE {
+            break;
+        }
+        if !title.is_empty() {
+            title.push(' ');
+        }
+        title.push_str(word);
+    }
+    title.replace('{', "{{").replace('}', "}}")
 }
+
+/// The longest title a summary starts with.
+const MAX_TITLE: usize = 100;
 
 /// `emails/send` → "Emails send"; `UpdateCall` → "Update call".
 fn humanize(key: &str) -> String {
@@ -579,6 +595,17 @@ mod tests {
         assert_eq!(outcomes[0].commented, None, "{file}");
         assert!(file.contains("status = { form = \"Status\" }  # optional"));
         assert!(file.contains("# TODO: rewrite in plain language\nsummary = "));
+    }
+
+    #[test]
+    fn titles_are_one_plain_sentence_cut_at_a_word() {
+        assert_eq!(
+            plain("Delete a Call record. Once deleted, it is gone"),
+            "Delete a Call record"
+        );
+        assert_eq!(plain("# 1. Send *now*\nmore"), "Send now");
+        let long = "word ".repeat(40);
+        assert!(plain(&long).len() <= MAX_TITLE && plain(&long).ends_with("word"));
     }
 
     #[test]

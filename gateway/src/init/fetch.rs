@@ -189,3 +189,116 @@ impl Session {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// Reads one HTTP/1.1 request (head and Content-Length body): its headers and body.
+    async fn read_request(stream: &mut tokio::net::TcpStream) -> (String, Value) {
+        let mut data = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the client closed early");
+            data.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&data).to_string();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let head = text[..end].to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                if data.len() >= end + 4 + length {
+                    let body = serde_json::from_slice(&data[end + 4..end + 4 + length])
+                        .unwrap_or(Value::Null);
+                    return (head, body);
+                }
+            }
+        }
+    }
+
+    /// An MCP server answering `initialize` as an event stream, then two pages of tools as
+    /// JSON, and checking that every request after `initialize` carries its session.
+    async fn serve(listener: TcpListener) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let (head, body) = read_request(&mut stream).await;
+            let method = body["method"].as_str().unwrap_or("").to_owned();
+            if method != "initialize" {
+                assert!(head.contains("mcp-session-id: s1"), "{head}");
+                assert!(head.contains("mcp-protocol-version: 2025-03-26"), "{head}");
+            }
+            let id = body["id"].clone();
+            let (content_type, payload) = match (method.as_str(), body["params"]["cursor"].as_str())
+            {
+                ("initialize", _) => (
+                    "text/event-stream",
+                    format!(
+                        "event: message\ndata: {}\n\n",
+                        json!({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": "2025-03-26"}})
+                    ),
+                ),
+                ("notifications/initialized", _) => ("application/json", String::new()),
+                ("tools/list", None) => (
+                    "application/json",
+                    json!({"jsonrpc": "2.0", "id": id,
+                    "result": {"tools": [{"name": "a"}], "nextCursor": "p2"}})
+                    .to_string(),
+                ),
+                ("tools/list", Some("p2")) => (
+                    "application/json",
+                    json!({"jsonrpc": "2.0", "id": id,
+                    "result": {"tools": [{"name": "b"}]}})
+                    .to_string(),
+                ),
+                other => panic!("unexpected {other:?}"),
+            };
+            let status = if payload.is_empty() {
+                "202 Accepted"
+            } else {
+                "200 OK"
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\nmcp-session-id: s1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{payload}",
+                payload.len()
+            );
+            stream.write_all(response.as_bytes()).await.unwrap();
+            seen.push(method.clone());
+            if method == "tools/list" && body["params"]["cursor"] == "p2" {
+                return seen;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn tools_are_listed_across_pages_in_one_session() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let server = tokio::spawn(serve(listener));
+        let tools = list_tools(&url, &["X-Test: 1".to_owned()]).await.unwrap();
+        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(
+            server.await.unwrap(),
+            [
+                "initialize",
+                "notifications/initialized",
+                "tools/list",
+                "tools/list"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bad_header_line_is_refused() {
+        let error = list_tools("http://127.0.0.1:9/mcp", &["no colon".to_owned()])
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("not `Name: value`"), "{error}");
+    }
+}
