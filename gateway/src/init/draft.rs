@@ -134,26 +134,27 @@ pub(crate) struct Outcome {
 /// comment (where the drafts come from).
 pub(crate) fn render(header: &str, mut drafts: Vec<Draft>) -> (String, Vec<Outcome>) {
     let names = assign_names(&drafts);
+    // Each draft alone first (`overrides` are checked across policies), then the overlaps
+    // among those left live.
+    for (draft, (name, prefix)) in drafts.iter_mut().zip(&names) {
+        if draft.unexpressible.is_none() {
+            if let Err(problem) = loads(&live_block(draft, name, prefix)) {
+                draft.refuse(format!("the draft does not load: {problem}"));
+            }
+        }
+    }
     settle_overlaps(&mut drafts, &names);
     let mut text = String::new();
     for line in header.lines() {
-        let _ = writeln!(text, "# {line}");
+        let _ = writeln!(text, "# {}", one_line(line));
     }
     let _ = writeln!(text, "#\n{OPTIONAL_NOTE}");
     let mut outcomes = Vec::new();
-    for (draft, (name, prefix)) in drafts.iter_mut().zip(&names) {
-        let mut block = if draft.unexpressible.is_none() {
-            let block = live_block(draft, name, prefix);
-            if let Err(problem) = loads(&block) {
-                draft.refuse(format!("the draft does not load: {problem}"));
-            }
-            block
-        } else {
-            String::new()
+    for (draft, (name, prefix)) in drafts.iter().zip(&names) {
+        let block = match &draft.unexpressible {
+            None => live_block(draft, name, prefix),
+            Some(reason) => commented_block(draft, name, prefix, reason),
         };
-        if let Some(reason) = &draft.unexpressible {
-            block = commented_block(draft, name, prefix, reason);
-        }
         text.push('\n');
         text.push_str(&block);
         outcomes.push(Outcome {
@@ -210,11 +211,17 @@ fn origin_line(draft: &Draft) -> String {
     } else {
         format!(": {}", one_line(&draft.title))
     };
-    format!("{}{key}{title}", draft.describe())
+    one_line(&format!("{}{key}{title}", draft.describe()))
 }
 
+/// Text fit for a TOML comment: one line, control characters shown as `?`.
 fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 /// The table of a draft, with its terms.
@@ -526,6 +533,16 @@ fn settle_overlaps(drafts: &mut [Draft], names: &[(String, String)]) {
                 )),
             }
         }
+    }
+    // A draft commented out after another came to override it is overridden by none.
+    let commented: Vec<String> = drafts
+        .iter()
+        .zip(names)
+        .filter(|(d, _)| d.unexpressible.is_some())
+        .map(|(_, (name, _))| name.clone())
+        .collect();
+    for draft in drafts.iter_mut() {
+        draft.overrides.retain(|name| !commented.contains(name));
     }
 }
 
