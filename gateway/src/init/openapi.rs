@@ -236,6 +236,7 @@ fn draft(doc: &Value, base: &str, path: &str, method: &str, item: &Value, op: &V
         path: policy_path,
     };
     for (name, at, required) in &params {
+        let unbound = UNBOUND_HEADERS.contains(&name.to_ascii_lowercase().as_str());
         match (at.as_str(), required) {
             ("path", _) => {}
             ("query", true) => {
@@ -244,9 +245,18 @@ fn draft(doc: &Value, base: &str, path: &str, method: &str, item: &Value, op: &V
             ("query", false) => draft.notes.push(format!(
                 "query parameter `{name}` (optional) is not a term: a request that sends it is refused (400 unexpected_parameter); add it as a term if agents send it"
             )),
-            ("header", true) if !UNBOUND_HEADERS.contains(&name.to_ascii_lowercase().as_str()) => {
+            ("header", _) if unbound => draft.notes.push(format!(
+                "header `{name}` is not a term: the gateway never binds it (credentials, content negotiation, idempotency keys)"
+            )),
+            ("header", true) => {
                 draft.add_term(name, Source::Header(name.clone()), false);
             }
+            ("header", false) => draft.notes.push(format!(
+                "header `{name}` (optional) is not a term: the approval is bound to it all the same (a new value gets a new revision); make it a term to show it in the summary"
+            )),
+            ("cookie", _) => draft.notes.push(format!(
+                "cookie `{name}` is not a term: cookies are credentials, never bound"
+            )),
             _ => {}
         }
     }

@@ -257,6 +257,34 @@ fn two_captures_in_one_segment_are_commented_out_with_the_loader_s_reason() {
     );
 }
 
+#[test]
+fn parameters_are_terms_when_required_and_notes_otherwise() {
+    let d = doc(
+        "3.0.0",
+        json!({"/orders/{id}": {"delete": {"operationId": "cancel", "parameters": [
+            {"name": "id", "in": "path", "required": true},
+            {"name": "reason", "in": "query", "required": true},
+            {"name": "notify", "in": "query"},
+            {"name": "X-Store", "in": "header", "required": true},
+            {"name": "X-Trace", "in": "header"},
+            {"name": "Idempotency-Key", "in": "header", "required": true},
+            {"name": "session", "in": "cookie"}]}}}),
+        json!({}),
+    );
+    let (text, outcomes, _) = draft_all(&d);
+    assert_eq!(outcomes[0].commented, None, "{text}");
+    for line in [
+        "reason = { query = \"reason\" }",
+        "x_store = { header = \"X-Store\" }",
+        "# query parameter `notify` (optional) is not a term",
+        "# header `X-Trace` (optional) is not a term: the approval is bound to it all the same",
+        "# header `Idempotency-Key` is not a term: the gateway never binds it",
+        "# cookie `session` is not a term",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+}
+
 mod arbitrary {
     use proptest::prelude::*;
 
