@@ -257,7 +257,8 @@ poppy_e2e::store_tests!(
 );
 
 /// `init --mcp` against the Python SDK's server, answering JSON and then event streams:
-/// a `[[tool]]` for each tool but the read-only one, which `check` accepts with `[mcp]`.
+/// a `[[tool]]` for each tool but the read-only one, which `check` accepts with `[mcp]`;
+/// the same with FastMCP's.
 #[test]
 fn mcp_tools_are_drafted_but_the_read_only_one() {
     for json in [true, false] {
@@ -286,6 +287,17 @@ fn mcp_tools_are_drafted_but_the_read_only_one() {
         );
         check(&run.stdout, "[mcp]\npath = \"/mcp\"\n").assert_code(0, "check of the tool drafts");
     }
+    // FastMCP's server: titled tools, output schemas, event streams.
+    let fastmcp = PythonMcpServer::start_fastmcp();
+    let run = gateway_cli(&["init", "--mcp", &format!("{}/mcp", fastmcp.url())]);
+    run.assert_code(0, "init --mcp of FastMCP");
+    assert!(
+        run.stderr
+            .contains("drafted    tool exchange_item  exchange_item  (3 terms)"),
+        "{}",
+        run.stderr
+    );
+    check(&run.stdout, "[mcp]\npath = \"/mcp\"\n").assert_code(0, "check of FastMCP's drafts");
     let refused = gateway_cli(&["init", "--mcp", "http://127.0.0.1:9/mcp"]);
     refused.assert_code(2, "no MCP server there");
     assert!(
