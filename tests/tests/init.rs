@@ -146,6 +146,31 @@ fn the_drafts_of_two_real_descriptions_pass_check() {
     }
 }
 
+/// The trimmed fixtures are still valid descriptions (every `$ref` kept): checked by
+/// `openapi-spec-validator` (tests/deps/python/openapi).
+#[test]
+fn the_fixtures_are_valid_openapi() {
+    let script = "import sys\n\
+        from openapi_spec_validator import validate\n\
+        from openapi_spec_validator.readers import read_from_filename\n\
+        spec, _ = read_from_filename(sys.argv[1])\n\
+        validate(spec)\n\
+        print(spec['openapi'])\n";
+    for (name, version) in [(TWILIO, "3.0.1"), (RESEND, "3.1.2")] {
+        let python = poppy_e2e::thirdparty::python("openapi");
+        let path = fixture(name);
+        let run = run_binary(
+            &python,
+            &["-c", script, &path],
+            "",
+            &[],
+            Duration::from_secs(60),
+        );
+        run.assert_code(0, &format!("openapi-spec-validator on {name}"));
+        assert_eq!(run.stdout.trim(), version);
+    }
+}
+
 #[test]
 fn selection_by_glob_and_output_to_a_file() {
     let dir = tempfile::tempdir().unwrap();
