@@ -12,11 +12,23 @@ use std::time::{Duration, Instant};
 /// and an operation asked again afterwards is counted a second time (the rate reads low,
 /// never high).
 const CAPACITY: usize = 100_000;
+/// The least size at which expired entries are swept out.
+const FIRST_SWEEP: usize = 1024;
 
 #[derive(Debug, Default)]
 pub(crate) struct AskedOnce {
+    seen: Mutex<Seen>,
+}
+
+#[derive(Debug, Default)]
+struct Seen {
     /// operation_id → when it may be forgotten (its approval window has closed).
-    seen: Mutex<HashMap<String, Instant>>,
+    until: HashMap<String, Instant>,
+    /// Expired entries are swept out when the set reaches this size, which is then twice what
+    /// is left: the set holds at most about twice the operations asked within their windows,
+    /// and each entry is swept in amortised constant time. (Without it, the set grew until
+    /// [`CAPACITY`]: the resident set of an hour's soak rose by 37 KiB a minute.)
+    sweep_at: usize,
 }
 
 impl AskedOnce {
@@ -28,17 +40,25 @@ impl AskedOnce {
             // A panic elsewhere while holding the lock: the set is still a valid map.
             Err(poisoned) => poisoned.into_inner(),
         };
-        if seen.get(operation_id).is_some_and(|until| *until > now) {
+        let Seen { until, sweep_at } = &mut *seen;
+        if until.get(operation_id).is_some_and(|until| *until > now) {
             return false;
         }
-        if seen.len() >= CAPACITY {
-            seen.retain(|_, until| *until > now);
-            if seen.len() >= CAPACITY {
-                seen.clear();
+        if until.len() >= (*sweep_at).max(FIRST_SWEEP) {
+            until.retain(|_, until| *until > now);
+            if until.len() >= CAPACITY {
+                until.clear();
             }
+            *sweep_at = until.len() * 2;
         }
-        seen.insert(operation_id.to_owned(), now + expires_in);
+        until.insert(operation_id.to_owned(), now + expires_in);
         true
+    }
+
+    /// How many operations the set holds.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.seen.lock().map_or(0, |seen| seen.until.len())
     }
 }
 
@@ -57,5 +77,30 @@ mod tests {
         // Expired: its approval window closed, so a new ask is a new decision to make.
         assert!(asked.first("exc_c", long));
         assert!(!asked.first("exc_c", long));
+    }
+
+    #[test]
+    fn expired_operations_are_swept_out() {
+        let asked = AskedOnce::default();
+        // A steady stream of operations whose windows close at once: the set stays small.
+        for i in 0..100_000 {
+            assert!(asked.first(&format!("exc_{i}"), Duration::ZERO));
+        }
+        assert!(asked.len() <= FIRST_SWEEP, "{} held", asked.len());
+        // Live ones are kept (each still counts once), and bound the set to twice their number.
+        for i in 0..5000 {
+            assert!(asked.first(&format!("live_{i}"), Duration::from_secs(900)));
+        }
+        for i in 0..5000 {
+            assert!(!asked.first(&format!("live_{i}"), Duration::from_secs(900)));
+        }
+        for i in 0..50_000 {
+            asked.first(&format!("gone_{i}"), Duration::ZERO);
+        }
+        assert!(
+            asked.len() <= 2 * 5000 + FIRST_SWEEP,
+            "{} held",
+            asked.len()
+        );
     }
 }
