@@ -36,6 +36,8 @@ pub(crate) struct GatewayFile {
     pub access_log: Option<AccessLogFile>,
     /// `[conversations]`: the operations service for Company Agents.
     pub conversations: Option<Spanned<super::conversations::ConversationsFile>>,
+    /// `[approval_page]`: the Company's own approval page.
+    pub approval_page: Option<Spanned<super::approval_page::ApprovalPageFile>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -5,6 +5,7 @@ pub mod approval;
 mod body;
 mod extensions;
 mod operation_id;
+pub(crate) mod page_link;
 mod revision;
 mod signing;
 
