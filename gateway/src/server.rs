@@ -286,6 +286,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
                     held: Arc::clone(&held),
                 },
                 metrics: Arc::clone(&metrics),
+                page_url: config.approval_page.as_ref().map(|p| p.public_url.clone()),
             },
             upstream,
             passthrough: route.upstream.passthrough.clone(),

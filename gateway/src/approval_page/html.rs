@@ -117,7 +117,6 @@ mod tests {
                 summary: summary.into(),
                 terms,
                 expires_at: 1_900_000_000,
-                scope: "account:x".into(),
             },
         }
     }

@@ -163,7 +163,6 @@ mod tests {
             summary: summary.into(),
             terms,
             expires_at: 1_900_000_000,
-            scope: "account:x".into(),
         };
         let link = mint(app.keys.current(), &id, "1900000000-abc", &details).expect("minted");
         let (path, query) = link.split_once('?').expect("a query");

@@ -236,6 +236,9 @@ pub(crate) struct OperationFile {
     /// Policies of the same route whose requests this more specific one holds where both
     /// match (policies/README.md, "Overlapping routes").
     pub overrides: Option<Spanned<Vec<String>>>,
+    /// How the User approves: `"poppy"` (default) or `"either"` (also on the approval page,
+    /// for requests without the extension).
+    pub approval: Option<Spanned<String>>,
 }
 
 /// One term: exactly one of these keys.

@@ -1,9 +1,9 @@
 //! The approval page's link for one revision: `/approve/{operation_id}?r={revision}&d={details}&m={mac}`.
 //!
 //! Operations are minted statelessly (protocol/revision.rs): nothing is stored before an
-//! approval. The link carries what the page shows (policy, summary, terms, expiry, who may
-//! approve) as base64url JSON, MACed with the gateway's signing keys under a domain of its own,
-//! so the page shows only what the gateway minted and nothing unapproved is stored. The MAC
+//! approval. The link carries what the page shows (policy, summary, terms, expiry) as
+//! base64url JSON, MACed with the gateway's signing keys under a domain of its own, so the
+//! page shows only what the gateway minted and nothing unapproved is stored. The MAC
 //! binds the operation ID and the revision too: details can't be moved to another operation.
 
 use base64::Engine as _;
@@ -29,8 +29,6 @@ pub(crate) struct Details {
     pub(crate) terms: Map<String, Value>,
     /// Unix seconds, the revision's own `expires_at`.
     pub(crate) expires_at: i64,
-    /// The approver scope the revision is bound to (who may approve).
-    pub(crate) scope: String,
 }
 
 /// One link, as read from a request.
@@ -56,7 +54,6 @@ pub(crate) enum LinkError {
 }
 
 /// The path and query of the link for `details` (to append to the page's public URL).
-#[cfg_attr(not(test), allow(dead_code))] // The 403 for requests without the extension comes next.
 pub(crate) fn mint(
     key: &SigningKey,
     operation_id: &OperationId,
@@ -158,7 +155,6 @@ mod tests {
             summary: "Exchange **A1**.".into(),
             terms,
             expires_at: 1_900_000_000,
-            scope: "account:issuer|user-1".into(),
         }
     }
 
