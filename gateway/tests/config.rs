@@ -942,5 +942,15 @@ fn the_approval_page_is_checked_where_it_is_written() {
         );
     }
     let policy = POLICY.replacen("expires_in", "approval = \"either\"\nexpires_in", 1);
-    assert!(Files::new(GATEWAY, &policy).load_with(config::load).is_ok());
+    let files = Files::new(&with(good), &policy);
+    std::fs::write(files.dir().join("page.secret"), "s3cret-value\n").unwrap();
+    assert!(files.load_with(config::load).is_ok());
+    // Without the page, a policy can't offer it.
+    let errors = Files::new(GATEWAY, &policy).errors_with(config::load);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("approval = \"either\", which needs [approval_page]")),
+        "{errors:#?}"
+    );
 }

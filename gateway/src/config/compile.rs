@@ -125,6 +125,21 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
                 .into(),
         ));
     }
+    // A policy that offers the page needs the page: otherwise its agents without the
+    // extension would get `extension_required` while the policy says otherwise.
+    if approval_page.is_none() {
+        for policy in routes.iter().flat_map(|r| r.policies.iter()) {
+            if policy.approval.allows_page() {
+                errors.push(ConfigError::whole_file(
+                    path,
+                    format!(
+                        "policy `{}` ({}) has approval = \"either\", which needs [approval_page] in this file",
+                        policy.name, policy.source
+                    ),
+                ));
+            }
+        }
+    }
     if !errors.is_empty() {
         return Err(env.relocate(path, ConfigErrors(errors)));
     }
