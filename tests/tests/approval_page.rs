@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use poppy_e2e::browser::Browser;
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::ports::free_port;
 use poppy_e2e::{Request, Session, Stack, Store, store_tests, wait};
@@ -185,6 +186,69 @@ async fn the_page_shows_the_operation_under_a_strict_csp(store: Store) {
     stack.assert_executions(0, "showing the page performs nothing");
 }
 
+/// A real browser (headless Chromium, phone-sized) renders the page: the summary's strong
+/// emphasis and the terms, no link, image or script element, the page's own stylesheet
+/// applied under its CSP; a screenshot goes to the test output folder.
+async fn a_browser_renders_the_page(store: Store) {
+    let (stack, page) = start(store);
+    let answer = stack
+        .gateway
+        .send(&exchange_without_extension(
+            "<img src=x onerror=alert(1)>\u{202E}",
+        ))
+        .await;
+    let url = approval_url(&answer, &page, "for the browser");
+    get(&url).await;
+    let browser = Browser::start(412, 915).await;
+    browser.goto(&url).await;
+    let seen = browser
+        .script(
+            "return {
+                title: document.title,
+                company: document.querySelector('.company').textContent,
+                strong: Array.from(document.querySelectorAll('.summary strong')).map(e => e.textContent),
+                terms: Array.from(document.querySelectorAll('dt')).map(e => e.textContent),
+                item: document.querySelector('dd').textContent,
+                links: document.querySelectorAll('main a, main img, script, iframe').length,
+                background: getComputedStyle(document.body).backgroundColor,
+                width: document.documentElement.scrollWidth,
+                viewport: window.innerWidth,
+            };",
+        )
+        .await;
+    assert_eq!(seen["company"], "Example Shop", "{seen}");
+    assert_eq!(
+        seen["strong"][0], "<img src=x onerror=alert(1)>",
+        "the request's item, as text (the template drops bidi characters): {seen}"
+    );
+    assert_eq!(
+        seen["item"], "<img src=x onerror=alert(1)><U+202E>",
+        "{seen}"
+    );
+    assert_eq!(
+        seen["terms"],
+        serde_json::json!(["item_id", "order_id", "replacement_sku"])
+    );
+    assert_eq!(seen["links"], 0, "{seen}");
+    assert_eq!(
+        seen["background"], "rgb(246, 246, 244)",
+        "the stylesheet applies under the CSP: {seen}"
+    );
+    assert!(
+        seen["width"].as_u64() <= seen["viewport"].as_u64(),
+        "no sideways scrolling on a phone: {seen}"
+    );
+    let png = browser.screenshot().await;
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let folder = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("approval_page");
+    std::fs::create_dir_all(&folder).unwrap();
+    let file = folder.join(format!("page-{store:?}.png").to_lowercase());
+    std::fs::write(&file, &png).unwrap();
+    println!("screenshot: {}", file.display());
+    browser.close().await;
+    stack.assert_executions(0, "a page viewed in a browser performs nothing");
+}
+
 /// A policy that keeps the default (`"poppy"`) refuses as before, page or not.
 async fn a_poppy_only_policy_still_needs_the_extension(store: Store) {
     let (stack, _page) = start(store);
@@ -204,5 +268,6 @@ async fn a_poppy_only_policy_still_needs_the_extension(store: Store) {
 store_tests!(
     without_the_extension_the_page_link_and_no_forward,
     the_page_shows_the_operation_under_a_strict_csp,
+    a_browser_renders_the_page,
     a_poppy_only_policy_still_needs_the_extension,
 );

@@ -71,9 +71,7 @@ pub(crate) fn operation_page(view: &View<'_>) -> String {
             escape(&expires)
         ));
         // Sign-in (and with it the Approve and Decline forms) is the next part of issue 29.
-        body.push_str("<p class=\"notice\" role=\"status\">Approving on this page is not available yet: sign-in with ");
-        body.push_str(&company);
-        body.push_str(" comes next.</p>\n");
+        body.push_str("<p class=\"notice\" role=\"status\">Approving on this page is not available yet: nothing will be done.</p>\n");
     }
     body.push_str(&format!(
         "<footer><p>Operation <code>{}</code></p></footer>\n</main>\n",
