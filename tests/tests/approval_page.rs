@@ -11,7 +11,10 @@ use std::time::Duration;
 use poppy_e2e::browser::Browser;
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::ports::free_port;
-use poppy_e2e::{Request, Session, Stack, Store, store_tests, wait};
+use poppy_e2e::{
+    GatewayBuilder, Request, Session, Stack, Store, TEST_KEYS, binaries, run_binary, store_tests,
+    wait,
+};
 use serde_json::Value;
 
 const SECRET_ENV: &str = "POPPY_E2E_PAGE_CLIENT_SECRET";
@@ -247,6 +250,46 @@ async fn a_browser_renders_the_page(store: Store) {
     println!("screenshot: {}", file.display());
     browser.close().await;
     stack.assert_executions(0, "a page viewed in a browser performs nothing");
+}
+
+/// `check` names the page (never its secret) and the policies that offer it.
+#[test]
+fn check_prints_the_page_and_its_policies() {
+    let port = free_port();
+    let written = GatewayBuilder::new("http://127.0.0.1:1")
+        .policy(DEFAULT_FILE, &policies())
+        .extra_config(&format!(
+            "[approval_page]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"https://approve.shop.example\"\ncompany_name = \"Example Shop\"\nissuer = \"https://id.shop.example\"\nclient_id = \"poppy-page\"\nclient_secret_env = \"{SECRET_ENV}\"\n"
+        ))
+        .write();
+    let run = run_binary(
+        &binaries::gateway(),
+        &["check", "--config", written.config.to_str().unwrap()],
+        "",
+        &[
+            (SECRET_ENV, "page-client-secret-for-tests"),
+            ("POPPY_GATEWAY_KEYS", TEST_KEYS),
+        ],
+        Duration::from_secs(30),
+    );
+    let out = run.stdout.clone();
+    assert_eq!(run.code, Some(0), "{}", run.describe());
+    assert!(
+        out.contains(&format!(
+            "approval page 127.0.0.1:{port} at https://approve.shop.example for Example Shop"
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("secret from environment variable {SECRET_ENV}")),
+        "{out}"
+    );
+    assert!(!out.contains("page-client-secret-for-tests"), "{out}");
+    assert_eq!(
+        out.matches("approval either").count(),
+        1,
+        "only exchange offers it: {out}"
+    );
 }
 
 /// A policy that keeps the default (`"poppy"`) refuses as before, page or not.
