@@ -6,6 +6,7 @@ mod body;
 mod extensions;
 mod operation_id;
 pub(crate) mod page_link;
+pub(crate) mod page_session;
 mod revision;
 mod signing;
 
