@@ -8,7 +8,8 @@
 #     scripts/prereqs.sh test     build, plus what the end-to-end tests run: redis-server and
 #                                 redis-cli, prometheus (the dashboard test), python3-venv, node
 #                                 and npm, docker-compose (validates docker/compose.yaml; no
-#                                 engine needed); then the tests' Python and npm packages
+#                                 engine needed), chromium and chromium-driver (the approval
+#                                 page test); then the tests' Python and npm packages
 #                                 (tests/deps/install.sh: one pinned environment per folder of
 #                                 tests/deps/python/, the MCP SDKs and FastMCP among them)
 #
@@ -46,6 +47,10 @@ if [[ $what == test ]]; then
     need prometheus prometheus
     need node nodejs
     need npm npm
+    # tests/tests/approval_page.rs: a real browser renders the approval page (headless
+    # Chromium; its WebDriver for the sign-in flow to come).
+    need chromium chromium
+    need chromedriver chromium-driver
     python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
     docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 ||
         missing+=(docker-compose)

@@ -6,6 +6,7 @@
 #![warn(unreachable_pub)]
 
 mod admin;
+mod approval_page;
 mod clock;
 pub mod config;
 mod conversations;

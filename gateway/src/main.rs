@@ -165,6 +165,17 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
                     conversations.listen, conversations.token_source
                 );
             }
+            if let Some(page) = &config.approval_page {
+                println!(
+                    "approval page {} at {} for {} (OpenID {} client {}, secret from {}; shows operations, approves nothing yet)",
+                    page.listen,
+                    page.public_url,
+                    page.company_name,
+                    page.issuer,
+                    page.client_id,
+                    page.client_secret_source
+                );
+            }
             if let Some(receipts) = &config.receipts {
                 let target = match &receipts.target {
                     receipts::ReceiptTarget::File { path, .. } => path.display().to_string(),
@@ -229,6 +240,11 @@ fn print_policies(policies: &poppy_gateway::policy::PolicySet) {
                 println!(
                     "          overrides {} where both match",
                     policy.overrides.join(", ")
+                );
+            }
+            if policy.approval == poppy_gateway::policy::ApprovalVia::Either {
+                println!(
+                    "          approval either: without the extension, the approval page's link"
                 );
             }
         }

@@ -122,6 +122,12 @@ fn check_listen_addresses(config: &Config) -> Result<(), StartError> {
                 .conversations
                 .as_ref()
                 .map(|c| ("conversations.listen", &c.listen)),
+        )
+        .chain(
+            config
+                .approval_page
+                .as_ref()
+                .map(|p| ("approval_page.listen", &p.listen)),
         );
     for (key, address) in addresses {
         std::net::TcpListener::bind(address.as_str()).map_err(|error| StartError::Listen {
@@ -280,6 +286,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
                     held: Arc::clone(&held),
                 },
                 metrics: Arc::clone(&metrics),
+                page_url: config.approval_page.as_ref().map(|p| p.public_url.clone()),
             },
             upstream,
             passthrough: route.upstream.passthrough.clone(),
@@ -294,6 +301,24 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         && let Some(reopener) = logger.reopener(settings)
     {
         server.add_service(background_service("access log reopen", reopener));
+    }
+    // `[approval_page]`: the Company's approval page, on its own listener, with the proxy's
+    // connection cap and header deadline around it.
+    if let Some(settings) = &config.approval_page {
+        let app = crate::approval_page::ApprovalPageApp::new(settings, keys.clone());
+        let mut service = Service::new(
+            "poppy-gateway approval page".to_owned(),
+            LimitedApp {
+                inner: Arc::new(Requests {
+                    inner: Arc::new(HeadRead(app)),
+                }),
+                connections: Arc::clone(&connections),
+                tls: None,
+                h2c: false,
+            },
+        );
+        service.add_tcp(&settings.listen);
+        server.add_service(service);
     }
     let gateway = GatewayProxy {
         routes: Routes::new(routes),
@@ -388,6 +413,10 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             .conversations
             .as_ref()
             .map_or("off", |c| c.listen.as_str()),
+        approval_page = config
+            .approval_page
+            .as_ref()
+            .map_or("off", |p| p.listen.as_str()),
         routes = %config
             .routes
             .iter()
@@ -446,6 +475,23 @@ pub fn redact(url: &str) -> String {
             format!("{}://***@{}", &url[..scheme], &url[at + 1..])
         }
         _ => url.to_owned(),
+    }
+}
+
+/// A service of its own listener (the approval page) under the proxy's header deadline: the
+/// deadline ends once a request's head has arrived (proxy/connections.rs).
+struct HeadRead<A>(A);
+
+#[async_trait::async_trait]
+impl<A: pingora::apps::http_app::ServeHttp + Send + Sync> pingora::apps::http_app::ServeHttp
+    for HeadRead<A>
+{
+    async fn response(
+        &self,
+        session: &mut pingora::protocols::http::ServerSession,
+    ) -> http::Response<Vec<u8>> {
+        crate::proxy::head_read();
+        self.0.response(session).await
     }
 }
 

@@ -834,3 +834,123 @@ fn receipts_keys_and_replicas_are_checked_where_they_are_written() {
         );
     }
 }
+
+/// `[approval_page]`: off without the table; its listen address, URLs, Company name and
+/// client secret source (never the secret itself) are checked where they are written; a
+/// policy's `approval` key takes `"poppy"` (the default) or `"either"`.
+#[test]
+fn the_approval_page_is_checked_where_it_is_written() {
+    let with = |lines: &str| format!("{GATEWAY}\n[approval_page]\n{lines}");
+    let good = "listen = \"127.0.0.1:8091\"\npublic_url = \"https://approve.shop.example/\"\ncompany_name = \"Shop\"\nissuer = \"https://id.shop.example\"\nclient_id = \"page\"\nclient_secret_file = \"page.secret\"\n";
+    assert!(
+        Files::new(GATEWAY, POLICY)
+            .load_with(config::load)
+            .unwrap()
+            .approval_page
+            .is_none()
+    );
+    let files = Files::new(&with(good), POLICY);
+    std::fs::write(files.dir().join("page.secret"), "s3cret-value\n").unwrap();
+    let page = files
+        .load_with(config::load)
+        .unwrap()
+        .approval_page
+        .unwrap();
+    assert_eq!(page.public_url, "https://approve.shop.example");
+    assert_eq!(page.company_name, "Shop");
+    assert!(!format!("{page:?}").contains("s3cret-value"));
+
+    // Lines: 9 is [approval_page], 10 listen, 11 public_url, 12 company_name, 13 issuer,
+    // 15 the secret's source.
+    let cases: [(&str, &str, usize, &str); 5] = [
+        (
+            "listen = \"127.0.0.1:8091\"",
+            "listen = \"127.0.0.1:8080\"",
+            10,
+            "another listener's address",
+        ),
+        (
+            "https://approve.shop.example/",
+            "http://approve.shop.example",
+            11,
+            "must be https://",
+        ),
+        (
+            "company_name = \"Shop\"",
+            "company_name = \" \"",
+            12,
+            "company_name: must not be empty",
+        ),
+        (
+            "https://id.shop.example",
+            "https://id.shop.example/?x=1",
+            13,
+            "no query",
+        ),
+        (
+            "client_secret_file = \"page.secret\"",
+            "client_secret_file = \"page.secret\"\nclient_secret_env = \"X\"",
+            9,
+            "exactly one of client_secret_env",
+        ),
+    ];
+    for (from, to, line, message) in cases {
+        let files = Files::new(&with(&good.replace(from, to)), POLICY);
+        std::fs::write(files.dir().join("page.secret"), "s3cret-value\n").unwrap();
+        assert_error_at(
+            &files.errors_with(config::load),
+            &files.gateway(),
+            line,
+            &[message],
+        );
+    }
+    let files = Files::new(
+        &with(&good.replace("company_name = \"Shop\"\n", "")),
+        POLICY,
+    );
+    std::fs::write(files.dir().join("page.secret"), "s3cret-value\n").unwrap();
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        9,
+        &["set company_name"],
+    );
+    let files = Files::new(&with(good), POLICY);
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.gateway(),
+        15,
+        &["client_secret_file", "cannot be read"],
+    );
+
+    // Line 7 of the policy is the key.
+    for (value, message) in [
+        ("company_page", "not supported yet"),
+        ("page", "is not one of"),
+    ] {
+        let policy = POLICY.replacen(
+            "expires_in",
+            &format!("approval = \"{value}\"\nexpires_in"),
+            1,
+        );
+        let files = Files::new(GATEWAY, &policy);
+        assert_error_at(
+            &files.errors_with(config::load),
+            &files.policy(),
+            6,
+            &[message],
+        );
+    }
+    let policy = POLICY.replacen("expires_in", "approval = \"either\"\nexpires_in", 1);
+    let files = Files::new(&with(good), &policy);
+    std::fs::write(files.dir().join("page.secret"), "s3cret-value\n").unwrap();
+    assert!(files.load_with(config::load).is_ok());
+    // Without the page, a policy can't offer it.
+    let errors = Files::new(GATEWAY, &policy).errors_with(config::load);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("approval = \"either\", which needs [approval_page]")),
+        "{errors:#?}"
+    );
+}

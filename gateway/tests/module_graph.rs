@@ -27,7 +27,7 @@ const PURE: [&str; 6] = [
 /// The modules that do I/O or hold the process's state: a decision module (below) names none
 /// of them, so the core owns its vocabulary (records, claims, outcomes) and the I/O around it
 /// uses that, not the other way round.
-const IO_MODULES: [&str; 15] = [
+const IO_MODULES: [&str; 16] = [
     "health",
     "quiet_log",
     "proxy",
@@ -36,6 +36,7 @@ const IO_MODULES: [&str; 15] = [
     "receipts",
     "server",
     "conversations",
+    "approval_page",
     "admin",
     "reload",
     "hangup",

@@ -9,6 +9,7 @@ pub mod agent;
 pub mod answer;
 pub mod auth_server;
 pub mod binaries;
+pub mod browser;
 pub mod company;
 pub mod config_files;
 pub mod conversations;

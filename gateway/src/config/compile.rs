@@ -39,6 +39,8 @@ pub struct Config {
     pub access_log: Option<AccessLog>,
     /// `[conversations]`: the operations service for Company Agents (off without the table).
     pub conversations: Option<super::Conversations>,
+    /// `[approval_page]`: the Company's own approval page (off without the table).
+    pub approval_page: Option<super::ApprovalPage>,
 }
 
 impl Config {
@@ -96,6 +98,13 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         .conversations
         .as_ref()
         .and_then(|table| super::conversations::compile(table, folder, &taken, &at, &mut errors));
+    let taken: Vec<&str> = taken
+        .into_iter()
+        .chain(conversations.as_ref().map(|c| c.listen.as_str()))
+        .collect();
+    let approval_page = file.approval_page.as_ref().and_then(|table| {
+        super::approval_page::compile(table, folder, &taken, well_known.as_ref(), &at, &mut errors)
+    });
 
     let routes = compile_routes(
         &file,
@@ -115,6 +124,21 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             "conversations: needs [upstream] (the service runs the default route's policies)"
                 .into(),
         ));
+    }
+    // A policy that offers the page needs the page: otherwise its agents without the
+    // extension would get `extension_required` while the policy says otherwise.
+    if approval_page.is_none() {
+        for policy in routes.iter().flat_map(|r| r.policies.iter()) {
+            if policy.approval.allows_page() {
+                errors.push(ConfigError::whole_file(
+                    path,
+                    format!(
+                        "policy `{}` ({}) has approval = \"either\", which needs [approval_page] in this file",
+                        policy.name, policy.source
+                    ),
+                ));
+            }
+        }
     }
     if !errors.is_empty() {
         return Err(env.relocate(path, ConfigErrors(errors)));
@@ -143,6 +167,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         proxy_headers,
         access_log,
         conversations,
+        approval_page,
     })
 }
 

@@ -36,6 +36,8 @@ pub(crate) struct GatewayFile {
     pub access_log: Option<AccessLogFile>,
     /// `[conversations]`: the operations service for Company Agents.
     pub conversations: Option<Spanned<super::conversations::ConversationsFile>>,
+    /// `[approval_page]`: the Company's own approval page.
+    pub approval_page: Option<Spanned<super::approval_page::ApprovalPageFile>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -237,6 +239,9 @@ pub(crate) struct OperationFile {
     /// Policies of the same route whose requests this more specific one holds where both
     /// match (policies/README.md, "Overlapping routes").
     pub overrides: Option<Spanned<Vec<String>>>,
+    /// How the User approves: `"poppy"` (default) or `"either"` (also on the approval page,
+    /// for requests without the extension).
+    pub approval: Option<Spanned<String>>,
 }
 
 /// One term: exactly one of these keys.

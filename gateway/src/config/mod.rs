@@ -4,6 +4,7 @@
 //! returning every problem with its file, line and column.
 
 mod action;
+mod approval_page;
 mod compile;
 mod conversations;
 mod duration;
@@ -23,6 +24,7 @@ mod tool_policy;
 pub use crate::identity::{SessionSettings, VerifySettings};
 
 pub(crate) use crate::identity::SessionClaims;
+pub use approval_page::ApprovalPage;
 pub use compile::{Config, load};
 pub(crate) use conversations::{Conversations, ServiceToken};
 pub(crate) use edge::{AccessLog, LogFormat, LogTarget, Passthrough, ProxyHeaders};

@@ -8,7 +8,7 @@ use super::action::{ActionKeys, Table, compile_action};
 use super::error::{ConfigError, ConfigErrors, from_toml};
 use super::file::{OperationFile, PolicyFile};
 use super::tool_policy::compile_tool;
-use crate::policy::{PathTemplate, Policy, Route};
+use crate::policy::{ApprovalVia, PathTemplate, Policy, Route};
 
 /// Load one policy file.
 pub(crate) fn load_policy_file(path: &Path) -> Result<Vec<Policy>, ConfigErrors> {
@@ -139,6 +139,28 @@ fn compile_operation(
             ));
         }
     }
+    let approval = match op
+        .approval
+        .as_ref()
+        .map(|a| (a.get_ref().as_str(), a.span()))
+    {
+        None | Some(("poppy", _)) => ApprovalVia::Poppy,
+        Some(("either", _)) => ApprovalVia::Either,
+        Some(("company_page", span)) => {
+            errors.push(at(
+                span,
+                "approval: \"company_page\" (only on the approval page) is not supported yet; use \"either\" (Poppy agents approve as before, requests without the extension get the page's link)".into(),
+            ));
+            ApprovalVia::Poppy
+        }
+        Some((other, span)) => {
+            errors.push(at(
+                span,
+                format!("approval: `{other}` is not one of \"poppy\" (the default) and \"either\""),
+            ));
+            ApprovalVia::Poppy
+        }
+    };
     let lookups = super::lookup::compile_lookups(
         op.lookup.as_ref(),
         &op.lookups,
@@ -169,6 +191,7 @@ fn compile_operation(
         ignore_query,
         ignore_headers,
         overrides,
+        approval,
         source: action.source,
     })
 }

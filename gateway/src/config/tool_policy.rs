@@ -77,6 +77,8 @@ pub(super) fn compile_tool(
         ignore_query: Vec::new(),
         ignore_headers: Vec::new(),
         overrides: Vec::new(),
+        // MCP tools get no approval page yet (issue 29's later part).
+        approval: crate::policy::ApprovalVia::Poppy,
         source: action.source,
     })
 }

@@ -85,6 +85,7 @@ impl Seam {
                 value: approval,
                 place: APPROVAL_PLACE,
             },
+            page: false,
         };
         let body = async move { body_size(body.len(), max_body_bytes).map(|()| body) };
         match admit_request(&self.claims, arrival, body).await {

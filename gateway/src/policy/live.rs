@@ -62,6 +62,7 @@ mod tests {
             ignore: Vec::new(),
             ignore_query: Vec::new(),
             ignore_headers: Vec::new(),
+            approval: Default::default(),
             overrides: Vec::new(),
         }
     }

@@ -71,6 +71,25 @@ pub struct Policy {
     /// Policies of the same route this more specific one wins over where both match
     /// (`overrides`); any other two that can match one request are refused.
     pub overrides: Vec<String>,
+    /// How the User may approve this action (`approval` in the policy file).
+    pub approval: ApprovalVia,
+}
+
+/// How the User may approve an action.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ApprovalVia {
+    /// Only through a Personal Agent with the operations extension (the default).
+    #[default]
+    Poppy,
+    /// Also on the Company's approval page, for a request without the extension.
+    Either,
+}
+
+impl ApprovalVia {
+    /// Whether a request without the extension gets the approval page's link.
+    pub(crate) fn allows_page(self) -> bool {
+        matches!(self, ApprovalVia::Either)
+    }
 }
 
 /// The method and path an HTTP policy applies to.

@@ -195,6 +195,7 @@ mod tests {
             ignore: Vec::new(),
             ignore_query: Vec::new(),
             ignore_headers: Vec::new(),
+            approval: Default::default(),
             overrides: overrides.iter().map(|s| (*s).to_owned()).collect(),
         }
     }

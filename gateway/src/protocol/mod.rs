@@ -5,6 +5,8 @@ pub mod approval;
 mod body;
 mod extensions;
 mod operation_id;
+pub(crate) mod page_link;
+pub(crate) mod page_session;
 mod revision;
 mod signing;
 

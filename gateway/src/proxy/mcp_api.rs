@@ -184,6 +184,7 @@ async fn held_call(
             value: call.approval.as_ref(),
             place: APPROVAL_PLACE,
         },
+        page: false,
     };
     let (tap, taps) = tokio::sync::mpsc::unbounded_channel();
     let reading = Reading {

@@ -28,6 +28,10 @@ pub(crate) struct Arrival<'a> {
     pub(crate) signed_for: RequestTarget<'a>,
     pub(crate) action: Action,
     pub(crate) approval: ApprovalSource<'a>,
+    /// The request declares no operations extension, and its policy lets the User approve on
+    /// the Company's page (the HTTP API checked both): the operation is minted as for any
+    /// request, with no approval read, and the interface answers with the page's link.
+    pub(crate) page: bool,
 }
 
 /// What a request for an operation came to.
@@ -80,18 +84,21 @@ pub(crate) async fn admit_request(
     arrival: Arrival<'_>,
     body: impl Future<Output = Result<Bytes, Refusal>>,
 ) -> Result<admit::Admitted, Refused> {
-    admit::extension(&arrival.headers)?;
+    let approval = if arrival.page {
+        // An agent without the extension sends no approval; one it did send is not read.
+        ApprovalSource::Json {
+            value: None,
+            place: "Poppy-Approval",
+        }
+    } else {
+        admit::extension(&arrival.headers)?;
+        arrival.approval
+    };
     let approver = approver(claims, &arrival.headers, &arrival.signed_for)
         .await
         .map_err(Refused::Approver)?;
     let body = body.await?;
-    admit::admit(
-        arrival.action,
-        arrival.headers,
-        body,
-        arrival.approval,
-        approver,
-    )
+    admit::admit(arrival.action, arrival.headers, body, approval, approver)
 }
 
 /// Who may approve, from the request's `Poppy-Session` and `Authorization`. `signed_for`:

@@ -1,0 +1,239 @@
+//! `[approval_page]`: the Company's own approval page (`crate::approval_page`), off unless the
+//! table is there. Like `[conversations]`' token, the OpenID client secret comes from an
+//! environment variable or a file, never from gateway.toml itself.
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::error::ConfigError;
+
+/// `[approval_page]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ApprovalPageFile {
+    /// Where the page listens (its own listener, apart from the proxy's).
+    pub listen: Spanned<String>,
+    /// The page's address as the User's browser reaches it (the links are made with it).
+    pub public_url: Spanned<String>,
+    /// The name the page shows; poppy.json's `name` (`[well_known] file`) when not set.
+    pub company_name: Option<Spanned<String>>,
+    /// The Company's OpenID provider (its discovery document is `{issuer}/.well-known/openid-configuration`).
+    pub issuer: Spanned<String>,
+    /// The page's client at that provider.
+    pub client_id: Spanned<String>,
+    /// The name of the environment variable that holds the client secret.
+    pub client_secret_env: Option<Spanned<String>>,
+    /// A file (relative to gateway.toml's folder) that holds the client secret.
+    pub client_secret_file: Option<Spanned<String>>,
+}
+
+/// `[approval_page]`, validated.
+#[derive(Debug, Clone)]
+pub struct ApprovalPage {
+    pub listen: String,
+    /// Without a trailing `/`.
+    pub public_url: String,
+    pub company_name: String,
+    /// Without a trailing `/`.
+    pub issuer: String,
+    pub client_id: String,
+    pub client_secret: ClientSecret,
+    /// Where the secret comes from, for `check` (never the secret).
+    pub client_secret_source: String,
+}
+
+/// The OpenID client secret: sent to the provider's token endpoint, so kept as it is, but
+/// never printed.
+#[derive(Clone)]
+pub struct ClientSecret(Arc<str>);
+
+impl std::fmt::Debug for ClientSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientSecret(..)")
+    }
+}
+
+impl ClientSecret {
+    /// The secret, for the token request only.
+    #[allow(dead_code)] // Used by the sign-in, the next part of issue 29.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Validate `[approval_page]`; `None` after pushing its errors. `taken`: the other listen
+/// addresses of this config; `well_known`: poppy.json, for the Company's name.
+pub(super) fn compile(
+    table: &Spanned<ApprovalPageFile>,
+    folder: &Path,
+    taken: &[&str],
+    well_known: Option<&serde_json::Value>,
+    at: &dyn Fn(Range<usize>, String) -> ConfigError,
+    errors: &mut Vec<ConfigError>,
+) -> Option<ApprovalPage> {
+    let before = errors.len();
+    let file = table.get_ref();
+    let listen = file.listen.get_ref();
+    if listen.parse::<std::net::SocketAddr>().is_err() {
+        errors.push(at(
+            file.listen.span(),
+            format!("approval_page.listen: `{listen}` is not an address like 127.0.0.1:8091"),
+        ));
+    } else if taken.contains(&listen.as_str()) {
+        errors.push(at(
+            file.listen.span(),
+            format!("approval_page.listen: `{listen}` is already another listener's address (server, admin or conversations)"),
+        ));
+    }
+    let public_url = web_origin("approval_page.public_url", &file.public_url, at, errors);
+    let issuer = web_origin("approval_page.issuer", &file.issuer, at, errors);
+    let client_id = file.client_id.get_ref().trim();
+    if client_id.is_empty() {
+        errors.push(at(
+            file.client_id.span(),
+            "approval_page.client_id: the page's client ID at the OpenID provider must not be empty".into(),
+        ));
+    }
+    let company_name = match &file.company_name {
+        Some(name) if name.get_ref().trim().is_empty() => {
+            errors.push(at(
+                name.span(),
+                "approval_page.company_name: must not be empty".into(),
+            ));
+            None
+        }
+        Some(name) => Some(name.get_ref().trim().to_owned()),
+        None => match well_known
+            .and_then(|doc| doc.get("name"))
+            .and_then(|n| n.as_str())
+        {
+            Some(name) if !name.trim().is_empty() => Some(name.trim().to_owned()),
+            _ => {
+                errors.push(at(
+                    table.span(),
+                    "approval_page: set company_name (the name the page shows), or a poppy.json with `name` in [well_known] file".into(),
+                ));
+                None
+            }
+        },
+    };
+    let secret = match (&file.client_secret_env, &file.client_secret_file) {
+        (Some(name), None) => from_env(name, at, errors),
+        (None, Some(path)) => from_file(path, folder, at, errors),
+        _ => {
+            errors.push(at(
+                table.span(),
+                "approval_page: set exactly one of client_secret_env (an environment variable's name) and client_secret_file (a file holding the OpenID client secret); the secret itself never goes in gateway.toml".into(),
+            ));
+            None
+        }
+    };
+    let (secret, client_secret_source) = secret?;
+    (errors.len() == before).then(|| ApprovalPage {
+        listen: listen.clone(),
+        public_url: public_url.unwrap_or_default(),
+        company_name: company_name.unwrap_or_default(),
+        issuer: issuer.unwrap_or_default(),
+        client_id: client_id.to_owned(),
+        client_secret: ClientSecret(secret.into()),
+        client_secret_source,
+    })
+}
+
+/// An `https://` URL (or `http://` to a loopback host, for tests and local demos) without
+/// query or fragment, returned without its trailing `/`.
+fn web_origin(
+    key: &str,
+    value: &Spanned<String>,
+    at: &dyn Fn(Range<usize>, String) -> ConfigError,
+    errors: &mut Vec<ConfigError>,
+) -> Option<String> {
+    let text = value.get_ref().trim();
+    let uri = text.parse::<http::Uri>().ok();
+    let problem = match uri.as_ref() {
+        None => Some("is not a URL"),
+        Some(uri) => {
+            let host = uri.host().unwrap_or_default();
+            let loopback = matches!(host, "localhost" | "127.0.0.1" | "[::1]" | "::1");
+            match uri.scheme_str() {
+                _ if host.is_empty() => Some("has no host"),
+                _ if uri.query().is_some() || text.contains('#') => {
+                    Some("must have no query or fragment")
+                }
+                Some("https") => None,
+                Some("http") if loopback => None,
+                Some("http") => Some("must be https:// (http:// only to localhost)"),
+                _ => Some("must be an https:// URL"),
+            }
+        }
+    };
+    match problem {
+        None => Some(text.trim_end_matches('/').to_owned()),
+        Some(problem) => {
+            errors.push(at(value.span(), format!("{key}: `{text}` {problem}")));
+            None
+        }
+    }
+}
+
+fn from_env(
+    name: &Spanned<String>,
+    at: &dyn Fn(Range<usize>, String) -> ConfigError,
+    errors: &mut Vec<ConfigError>,
+) -> Option<(String, String)> {
+    let var = name.get_ref();
+    match std::env::var(var) {
+        Ok(value) if !value.trim().is_empty() => Some((
+            value.trim().to_owned(),
+            format!("environment variable {var}"),
+        )),
+        _ => {
+            errors.push(at(
+                name.span(),
+                format!("approval_page.client_secret_env: the environment variable `{var}` is not set (or empty, or not UTF-8); it must hold the OpenID client secret"),
+            ));
+            None
+        }
+    }
+}
+
+fn from_file(
+    file: &Spanned<String>,
+    folder: &Path,
+    at: &dyn Fn(Range<usize>, String) -> ConfigError,
+    errors: &mut Vec<ConfigError>,
+) -> Option<(String, String)> {
+    let path = folder.join(file.get_ref());
+    let problem = match std::fs::read_to_string(&path) {
+        // A file's trailing newline is not part of the secret.
+        Ok(text) if !text.trim().is_empty() => {
+            return Some((text.trim().to_owned(), format!("file {}", path.display())));
+        }
+        Ok(_) => "is empty".to_owned(),
+        Err(e) => format!("cannot be read: {e}"),
+    };
+    errors.push(at(
+        file.span(),
+        format!(
+            "approval_page.client_secret_file: {} {problem}",
+            path.display()
+        ),
+    ));
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_print() {
+        let secret = ClientSecret("s3cret".into());
+        assert_eq!(format!("{secret:?}"), "ClientSecret(..)");
+        assert_eq!(secret.expose(), "s3cret");
+    }
+}
