@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::forwarded::ProxyContext;
 use super::lookup::lookup_terms;
 use super::outcome::RequestOutcome;
 use super::rounds::{ROUND_TTL, Round, Rounds};
@@ -61,6 +62,7 @@ pub(crate) trait AnswerReader: Send + Sync {
         upstream: &UpstreamClient,
         forward: &ForwardRequest,
         response: RecordedResponse,
+        proxy: &ProxyContext,
     ) -> Read;
 }
 
@@ -88,28 +90,33 @@ impl AnswerReader for FinalAnswers {
         _: &UpstreamClient,
         _: &ForwardRequest,
         response: RecordedResponse,
+        _: &ProxyContext,
     ) -> Read {
         Read::Final(response)
     }
 }
 
 /// How one request's answer is read: its interface's reader, and the token it carries back
-/// when it is the follow-up of an interim answer.
+/// when it is the follow-up of an interim answer; and what the requests sent upstream for it
+/// carry (its proxy headers).
 pub(crate) struct Reading<'a> {
     pub(crate) reader: &'a dyn AnswerReader,
     /// `Some`: the request is a follow-up, carrying this (`None` inside: nothing).
     pub(crate) follow_up: Option<Option<String>>,
     /// Where an approved forward's event stream also goes as it arrives.
     pub(crate) tap: Option<Tap>,
+    /// The request's proxy headers, for its forward and lookup (`forwarded.rs`).
+    pub(crate) proxy: ProxyContext,
 }
 
 impl Reading<'_> {
     /// Every answer final, no follow-up: the HTTP API and the conversations service.
-    pub(crate) fn plain() -> Reading<'static> {
+    pub(crate) fn plain(proxy: ProxyContext) -> Reading<'static> {
         Reading {
             reader: &FinalAnswers,
             follow_up: None,
             tap: None,
+            proxy,
         }
     }
 }
@@ -178,8 +185,11 @@ impl Executor {
     /// A request the front door let in, carried through: its record first when its policy
     /// has a lookup (check 2 comes before the lookup: a performed operation is replayed even
     /// while the upstream's records can't be read), then the lookup, then [`Self::run`].
+    /// The conversations service's: its forwards carry no proxy headers (its client is a
+    /// Company Agent, not the Personal Agent the upstream serves).
     pub(crate) async fn operate(&self, admitted: Admitted) -> Operated {
-        self.operate_with(admitted, &Reading::plain()).await
+        self.operate_with(admitted, &Reading::plain(ProxyContext::default()))
+            .await
     }
 
     /// [`Self::operate`], its answer read by `reading`.
@@ -193,8 +203,14 @@ impl Executor {
             return Operated::Decided(executed);
         }
         let mut terms = admitted.terms;
-        if let Err((refusal, outcome)) =
-            lookup_terms(&self.parts.upstream, &policy, &admitted.headers, &mut terms).await
+        if let Err((refusal, outcome)) = lookup_terms(
+            &self.parts.upstream,
+            &reading.proxy,
+            &policy,
+            &admitted.headers,
+            &mut terms,
+        )
+        .await
         {
             return Operated::Refused(refusal, outcome);
         }
@@ -216,7 +232,8 @@ impl Executor {
         request: OperationRequest,
         forward: &ForwardRequest,
     ) -> Executed {
-        self.run_with(request, forward, &Reading::plain()).await
+        self.run_with(request, forward, &Reading::plain(ProxyContext::default()))
+            .await
     }
 
     /// [`Self::run`], its answer read by `reading`.
@@ -396,10 +413,12 @@ impl Executor {
             .approval_delay(name, approved.expires_at, policy.expires_in);
         tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "approved; forwarding once");
         // With its operation ID in the configured header, for the upstream's logs.
-        let sent =
-            self.parts
-                .upstream
-                .send_approved(forward.clone(), id.as_str(), reading.tap.as_ref());
+        let sent = self.parts.upstream.send_approved(
+            forward.clone(),
+            id.as_str(),
+            &reading.proxy,
+            reading.tap.as_ref(),
+        );
         Ok(Ok(
             match self.parts.metrics.upstream_call(name, sent).await {
                 Ok(response) => {
@@ -468,10 +487,12 @@ impl Executor {
             return Decision::ShuttingDown;
         };
         tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "a follow-up of an interim answer; forwarding it under the same claim");
-        let sent =
-            self.parts
-                .upstream
-                .send_approved(forward.clone(), id.as_str(), reading.tap.as_ref());
+        let sent = self.parts.upstream.send_approved(
+            forward.clone(),
+            id.as_str(),
+            &reading.proxy,
+            reading.tap.as_ref(),
+        );
         match self.parts.metrics.upstream_call(name, sent).await {
             Ok(response) => {
                 self.read_answer(&id, name, round, guard, forward, response, reading)
@@ -503,7 +524,7 @@ impl Executor {
     ) -> Decision {
         match reading
             .reader
-            .read(&self.parts.upstream, forward, response)
+            .read(&self.parts.upstream, forward, response, &reading.proxy)
             .await
         {
             Read::Final(response) => {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use pingora::proxy::Session;
 
 use super::executor::Operated;
+use super::forwarded::ProxyContext;
 use super::limits::read_body;
 use super::operations::Operations;
 use super::reply::Reply;
@@ -24,6 +25,7 @@ pub(crate) async fn handle(
     policy: Arc<Policy>,
     captures: Captures,
     target: Target,
+    proxy: &ProxyContext,
 ) -> Step {
     let header = session.req_header();
     let method = header.method.clone();
@@ -44,7 +46,7 @@ pub(crate) async fn handle(
         approval: ApprovalSource::Header,
     };
     let body = read_body(session, &ops.body_limits, &ops.metrics);
-    match runner::run(&ops.session_claims, &ops.executor, arrival, body).await {
+    match runner::run(&ops.session_claims, &ops.executor, arrival, body, proxy).await {
         Ran::Operated(Operated::Decided(executed)) => {
             Step::Operation(Reply::decision(executed.decision), executed.outcome)
         }

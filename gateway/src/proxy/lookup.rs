@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 
+use super::forwarded::ProxyContext;
 use super::upstream::{ForwardError, UpstreamClient};
 use crate::ingress::{ForwardRequest, Refusal};
 use crate::metrics::Outcome;
@@ -50,6 +51,7 @@ impl LookupError {
 /// forwarded.
 pub(crate) async fn lookup_terms(
     upstream: &UpstreamClient,
+    proxy: &ProxyContext,
     policy: &Policy,
     headers: &http::HeaderMap,
     terms: &mut Terms,
@@ -61,21 +63,29 @@ pub(crate) async fn lookup_terms(
         let refusal = Refusal::new(400, "invalid_term", e.to_string()).naming("term", e.term());
         (refusal, Outcome::BadRequest)
     })?;
-    fetch(upstream, headers, path_and_query, &policy.terms, terms)
-        .await
-        .map_err(|e| {
-            e.log(&policy.name);
-            (
-                Refusal::new(502, "lookup_failed", e.to_string()),
-                Outcome::LookupFailed,
-            )
-        })
+    fetch(
+        upstream,
+        proxy,
+        headers,
+        path_and_query,
+        &policy.terms,
+        terms,
+    )
+    .await
+    .map_err(|e| {
+        e.log(&policy.name);
+        (
+            Refusal::new(502, "lookup_failed", e.to_string()),
+            Outcome::LookupFailed,
+        )
+    })
 }
 
 /// GET the lookup URL from the upstream (bounded by its timeouts) and read the `lookup` terms
 /// out of the answer.
 async fn fetch(
     upstream: &UpstreamClient,
+    proxy: &ProxyContext,
     headers: &http::HeaderMap,
     path: String,
     policy_terms: &[(String, TermSource)],
@@ -96,7 +106,7 @@ async fn fetch(
         headers: forwarded,
         body: Bytes::new(),
     };
-    let answer = match upstream.send(request).await {
+    let answer = match upstream.send(request, proxy).await {
         Ok(answer) => answer,
         Err(error) => return Err(LookupError::Failed { path, error }),
     };
