@@ -941,6 +941,69 @@ mod suite {
         }
         assert_eq!(taken, 1, "one delivery of a message handles it");
     }
+
+    /// Rounds of interim answers: taken once, only under their own key, only before they
+    /// expire, and put back by the follow-up that could not be sent.
+    pub async fn rounds_are_taken_once_under_their_key(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        let other = fresh_id();
+        let now = now_ms();
+        store
+            .put_round(&id, "k1", b"round one", now, now + 60_000)
+            .await
+            .unwrap();
+        assert_eq!(store.take_round(&id, "k2", now).await.unwrap(), None);
+        assert_eq!(store.take_round(&other, "k1", now).await.unwrap(), None);
+        assert_eq!(
+            store.take_round(&id, "k1", now).await.unwrap().as_deref(),
+            Some(&b"round one"[..])
+        );
+        assert_eq!(store.take_round(&id, "k1", now).await.unwrap(), None, "once");
+        store
+            .put_round(&id, "k1", b"round one", now, now + 60_000)
+            .await
+            .unwrap();
+        store
+            .put_round(&id, "k1", b"round two", now, now + 60_000)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.take_round(&id, "k1", now).await.unwrap().as_deref(),
+            Some(&b"round two"[..]),
+            "replaced"
+        );
+        // Expired: Redis drops it on its own clock, memory:// on the caller's.
+        store
+            .put_round(&id, "k3", b"short", now, now + 50)
+            .await
+            .unwrap();
+        eventually("the round expires", || {
+            let store = store.clone();
+            let id = id.clone();
+            async move { store.take_round(&id, "k3", now_ms()).await.unwrap().is_none() }
+        })
+        .await;
+    }
+
+    pub async fn concurrent_round_takes_have_one_winner(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        let now = now_ms();
+        store
+            .put_round(&id, "k", b"r", now, now + 60_000)
+            .await
+            .unwrap();
+        let takes: Vec<_> = (0..8)
+            .map(|_| {
+                let (store, id) = (store.clone(), id.clone());
+                tokio::spawn(async move { store.take_round(&id, "k", now).await.unwrap() })
+            })
+            .collect();
+        let mut taken = 0;
+        for take in takes {
+            taken += usize::from(take.await.unwrap().is_some());
+        }
+        assert_eq!(taken, 1, "one follow-up goes on with a round");
+    }
 }
 
 macro_rules! both_stores {
@@ -1003,6 +1066,8 @@ both_stores!(
     ping_answers,
     messages_are_taken_once_and_answered_once,
     concurrent_message_takes_have_one_winner,
+    rounds_are_taken_once_under_their_key,
+    concurrent_round_takes_have_one_winner,
 );
 
 type Call<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + 'a>>;

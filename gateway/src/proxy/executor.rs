@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::forwarded::ProxyContext;
 use super::lookup::lookup_terms;
 use super::outcome::RequestOutcome;
-use super::rounds::{ROUND_TTL, Round, Rounds};
+use super::rounds::{self, ROUND_TTL, Round};
 use super::upstream::{ForwardError, Tap, UpstreamClient};
 use crate::clock::Clock;
 use crate::config::Upstream;
@@ -131,8 +131,6 @@ pub(crate) struct Executor {
     claims_made: AtomicU64,
     /// Operations this process has already logged as unknown (each is logged once).
     unknown_logged: Mutex<HashSet<String>>,
-    /// Operations waiting for the follow-up of an interim answer.
-    rounds: Rounds,
 }
 
 /// A decision, and what to count and log of it.
@@ -163,7 +161,6 @@ impl Executor {
             instance: format!("{:08x}", rand::random::<u32>()),
             claims_made: AtomicU64::new(0),
             unknown_logged: Mutex::new(HashSet::new()),
-            rounds: Rounds::default(),
         }
     }
 
@@ -439,7 +436,6 @@ impl Executor {
                         revision: approved.revision.clone(),
                         fingerprint: prepared.request.fingerprint.clone(),
                         token: None,
-                        until: std::time::Instant::now() + ROUND_TTL,
                     };
                     self.read_answer(id, name, round, guard, forward, response, reading)
                         .await
@@ -476,14 +472,25 @@ impl Executor {
             .as_ref()
             .map_or("", |a| a.revision.as_str());
         let token = reading.follow_up.as_ref().and_then(Option::as_deref);
-        let Some(round) = self
-            .rounds
-            .take(&id, revision, &prepared.request.fingerprint, token)
-        else {
-            return self.answer(answer, name);
+        // Kept in the store: the round may have been put there by another gateway, or by
+        // this one before a restart (`proxy::rounds`).
+        let key = rounds::key(revision, &prepared.request.fingerprint, token);
+        let round = match self.parts.store.take_round(&id, &key, self.now()).await {
+            Ok(Some(kept)) => match Round::decode(&kept) {
+                Some(round) => round,
+                None => {
+                    tracing::warn!(policy = name, operation_id = %id, "an unreadable round in the store; the follow-up is not forwarded");
+                    return self.answer(answer, name);
+                }
+            },
+            Ok(None) => return self.answer(answer, name),
+            Err(e) => {
+                tracing::warn!(policy = name, operation_id = %id, error = %e, "store unavailable; the follow-up is not forwarded");
+                return Decision::StoreUnavailable;
+            }
         };
         let Some(guard) = self.parts.drain.start_forward() else {
-            self.rounds.restore(&id, round);
+            self.keep_round(&id, name, &round).await;
             return Decision::ShuttingDown;
         };
         tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "a follow-up of an interim answer; forwarding it under the same claim");
@@ -502,7 +509,7 @@ impl Executor {
                 // Nothing of this round was sent: the same follow-up may come again. The
                 // claim stays (earlier rounds reached the server).
                 tracing::warn!(policy = name, operation_id = %id, error = %e, "upstream unreachable; the follow-up was not sent");
-                self.rounds.restore(&id, round);
+                self.keep_round(&id, name, &round).await;
                 Decision::UpstreamUnavailable
             }
             Err(ForwardError::Unknown(e)) => self.unknown(id, name, &e),
@@ -542,16 +549,34 @@ impl Executor {
             Read::Unknown(why) => self.unknown(id.clone(), name, &why),
             Read::Interim { response, token } => {
                 round.token = token;
-                round.until = std::time::Instant::now() + ROUND_TTL;
-                if !self.rounds.put(id, round) {
+                if !self.keep_round(id, name, &round).await {
                     return self.unknown(
                         id.clone(),
                         name,
-                        "too many operations wait for a follow-up; this interim answer ends it",
+                        "the store could not keep the round for its follow-up; this interim answer ends it",
                     );
                 }
                 tracing::info!(policy = name, operation_id = %id, outcome = "interim", "an interim answer; the operation stays claimed for its follow-up");
                 Decision::Interim(response)
+            }
+        }
+    }
+
+    /// Keep `round` in the store for its follow-up, for [`ROUND_TTL`]; false if the store
+    /// could not (then no follow-up is ever forwarded: the operation ends unknown).
+    async fn keep_round(&self, id: &OperationId, name: &str, round: &Round) -> bool {
+        let now = self.now();
+        let until = now.saturating_add(i64::try_from(ROUND_TTL.as_millis()).unwrap_or(i64::MAX));
+        match self
+            .parts
+            .store
+            .put_round(id, &round.key(), &round.encode(), now, until)
+            .await
+        {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(policy = name, operation_id = %id, error = %e, "the round could not be kept for its follow-up");
+                false
             }
         }
     }

@@ -139,6 +139,26 @@ impl OperationStore for InstrumentedStore {
     }
 
     // Conversation messages: not timed (their label set is the flow's calls), passed on.
+    async fn put_round(
+        &self,
+        id: &OperationId,
+        key: &str,
+        round: &[u8],
+        now_ms: i64,
+        until_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.inner.put_round(id, key, round, now_ms, until_ms).await
+    }
+
+    async fn take_round(
+        &self,
+        id: &OperationId,
+        key: &str,
+        now_ms: i64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.take_round(id, key, now_ms).await
+    }
+
     async fn take_message(
         &self,
         key: &str,

@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
+use super::memory_rounds::MemoryRounds;
 use super::messages::{MemoryMessages, MessageSlot};
 use super::owner::{Finishable, Finisher};
 use super::{
@@ -34,6 +35,8 @@ pub struct MemoryStore {
     limits: MemoryLimits,
     /// Conversations: answers to Personal Agents' messages (see `messages.rs`).
     messages: MemoryMessages,
+    /// Rounds of interim answers waiting for their follow-up.
+    rounds: MemoryRounds,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -87,6 +90,7 @@ impl MemoryStore {
             inner: Mutex::default(),
             limits,
             messages: MemoryMessages::with_limits(limits),
+            rounds: MemoryRounds::default(),
         }
     }
 
@@ -475,6 +479,27 @@ impl OperationStore for MemoryStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    async fn put_round(
+        &self,
+        id: &OperationId,
+        key: &str,
+        round: &[u8],
+        now_ms: i64,
+        until_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.rounds
+            .put(format!("{id}:{key}"), round, now_ms, until_ms)
+    }
+
+    async fn take_round(
+        &self,
+        id: &OperationId,
+        key: &str,
+        now_ms: i64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.rounds.take(&format!("{id}:{key}"), now_ms)
     }
 
     async fn take_message(

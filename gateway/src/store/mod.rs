@@ -10,7 +10,10 @@
 //! - the action's **in-flight set**: the operations of this action claimed and not finished,
 //!   so that a new request (a mint) can see one whose outcome is unknown in the same round
 //!   trip as the generation ([`OperationStore::action_state`]);
-//! - an **index** of every in-flight operation, for operators ([`OperationStore::in_flight`]).
+//! - an **index** of every in-flight operation, for operators ([`OperationStore::in_flight`]);
+//! - the **rounds** of an approved call whose answer was interim, each taken once by its
+//!   follow-up ([`OperationStore::put_round`], [`OperationStore::take_round`]), expiring on
+//!   their own.
 //!
 //! An in-flight record never expires on its own: only `complete`, `release` and an operator's
 //! `resolve` end it, so an unknown outcome is never forgotten. A recorded answer is kept until
@@ -22,6 +25,7 @@
 mod check;
 mod instrumented;
 mod memory;
+mod memory_rounds;
 mod messages;
 mod owner;
 mod redis;
@@ -198,6 +202,35 @@ pub trait OperationStore: Send + Sync + 'static {
     /// so do the keys that could approve them).
     async fn durability(&self) -> Result<Option<Durability>, StoreError> {
         Ok(None)
+    }
+
+    // Rounds of an approved call whose answer was interim (an MCP `input_required` result,
+    // `crate::proxy` rounds): what its follow-up needs to go on under the same claim, on any
+    // gateway sharing the store. A store without them fails closed: the interim answer ends
+    // its operation as unknown.
+
+    /// Keep `round` under `key` (which names what the follow-up must match) for operation
+    /// `id` until `until_ms`, replacing any round under the same key.
+    async fn put_round(
+        &self,
+        _id: &OperationId,
+        _key: &str,
+        _round: &[u8],
+        _now_ms: i64,
+        _until_ms: i64,
+    ) -> Result<(), StoreError> {
+        Err(StoreError::Unavailable("this store keeps no rounds".into()))
+    }
+
+    /// Take the round under `key` of operation `id`, if one is kept and has not expired by
+    /// `now_ms`: read and removed in one atomic step, so only one follow-up ever gets it.
+    async fn take_round(
+        &self,
+        _id: &OperationId,
+        _key: &str,
+        _now_ms: i64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        Err(StoreError::Unavailable("this store keeps no rounds".into()))
     }
 
     // Conversations (`crate::conversations`, see `messages.rs`): the answer the operations

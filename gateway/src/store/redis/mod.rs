@@ -28,6 +28,7 @@ mod codec;
 mod durability;
 mod link;
 mod messages;
+mod rounds;
 mod script;
 mod url;
 
@@ -86,6 +87,8 @@ pub struct RedisStore {
     action: Lua,
     /// Conversation messages (`messages.rs`).
     messages: messages::Scripts,
+    /// Rounds of interim answers (`rounds.rs`).
+    rounds: rounds::Scripts,
 }
 
 impl fmt::Debug for RedisStore {
@@ -137,6 +140,7 @@ impl RedisStore {
             lookup: Lua::new(LOOKUP_LUA),
             action: Lua::new(ACTION_LUA),
             messages: messages::Scripts::new(),
+            rounds: rounds::Scripts::new(),
         })
     }
 
@@ -574,6 +578,27 @@ impl OperationStore for RedisStore {
 
     async fn durability(&self) -> Result<Option<Durability>, StoreError> {
         durability::read(&self.links).await.map(Some)
+    }
+
+    async fn put_round(
+        &self,
+        id: &OperationId,
+        key: &str,
+        round: &[u8],
+        now_ms: i64,
+        until_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.put_round_now(id, key, round, until_ms.saturating_sub(now_ms))
+            .await
+    }
+
+    async fn take_round(
+        &self,
+        id: &OperationId,
+        key: &str,
+        _now_ms: i64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.take_round_now(id, key).await
     }
 
     async fn take_message(
