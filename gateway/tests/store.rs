@@ -958,7 +958,11 @@ mod suite {
             store.take_round(&id, "k1", now).await.unwrap().as_deref(),
             Some(&b"round one"[..])
         );
-        assert_eq!(store.take_round(&id, "k1", now).await.unwrap(), None, "once");
+        assert_eq!(
+            store.take_round(&id, "k1", now).await.unwrap(),
+            None,
+            "once"
+        );
         store
             .put_round(&id, "k1", b"round one", now, now + 60_000)
             .await
@@ -980,7 +984,13 @@ mod suite {
         eventually("the round expires", || {
             let store = store.clone();
             let id = id.clone();
-            async move { store.take_round(&id, "k3", now_ms()).await.unwrap().is_none() }
+            async move {
+                store
+                    .take_round(&id, "k3", now_ms())
+                    .await
+                    .unwrap()
+                    .is_none()
+            }
         })
         .await;
     }

@@ -628,6 +628,112 @@ async fn a_stream_closed_early_is_resumed(store: Store) {
     assert_eq!(world.server.count(tool).await, 2, "once per approval");
 }
 
+/// The rounds of an approved call live in the store (Redis: `memory://`'s die with their
+/// process, as its records do): the follow-up of an `input_required` answer given by one
+/// gateway goes on through another sharing the store, and through the same gateway after a
+/// restart (killed between the rounds), under the approved claim; a replay during the
+/// rounds is "in progress" on either, and after them the final result; the same follow-up
+/// again is a replay. One execution per approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_goes_on_on_another_replica_and_after_a_restart() {
+    let redis = RedisServer::start();
+    let server = PythonMcpServer::start(true);
+    let gateway = || {
+        GatewayBuilder::new(&server.url())
+            .policy("tools.toml", POLICIES)
+            .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\""))
+            .store_url(&redis.url())
+            .start()
+    };
+    let mut a = gateway();
+    let b = gateway();
+    let tool = "confirm_exchange";
+
+    // Asked through A, answered through B.
+    let (state, yes, op) = {
+        let on_a = Raw::open(&a, "2026-07-28").await;
+        asked(&on_a, tool, "ord_m1").await
+    };
+    let on_b = Raw::open(&b, "2026-07-28").await;
+    let replay = on_b
+        .response(&on_b.call("r1", tool, "ord_m1", Some(&op), json!({})))
+        .await;
+    assert_eq!(
+        retry_error(&replay),
+        Some("operation_in_progress"),
+        "{replay}"
+    );
+    let follow_up = json!({"requestState": state, "inputResponses": yes});
+    let done = on_b
+        .response(&on_b.call("d1", tool, "ord_m1", Some(&op), follow_up.clone()))
+        .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(done["result"]["structuredContent"]["exchange_id"], "exg_c1");
+    {
+        let on_a = Raw::open(&a, "2026-07-28").await;
+        let replay = on_a
+            .response(&on_a.call("r2", tool, "ord_m1", Some(&op), json!({})))
+            .await;
+        assert_eq!(
+            replay["result"]["structuredContent"],
+            done["result"]["structuredContent"]
+        );
+        let again = on_a
+            .response(&on_a.call("d2", tool, "ord_m1", Some(&op), follow_up))
+            .await;
+        assert_eq!(
+            again["result"]["structuredContent"], done["result"]["structuredContent"],
+            "the same follow-up again is a replay"
+        );
+    }
+    assert_eq!(server.count(tool).await, 1, "performed once");
+
+    // Asked through A, which restarts before the answer.
+    let (state, yes, op) = {
+        let on_a = Raw::open(&a, "2026-07-28").await;
+        asked(&on_a, tool, "ord_m2").await
+    };
+    a.restart();
+    let on_a = Raw::open(&a, "2026-07-28").await;
+    let follow_up = json!({"requestState": state, "inputResponses": yes});
+    let done = on_a
+        .response(&on_a.call("d3", tool, "ord_m2", Some(&op), follow_up.clone()))
+        .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let again = on_b
+        .response(&on_b.call("d4", tool, "ord_m2", Some(&op), follow_up))
+        .await;
+    assert_eq!(
+        again["result"]["structuredContent"],
+        done["result"]["structuredContent"]
+    );
+    assert_eq!(server.count(tool).await, 2, "once per approval");
+}
+
+/// Hold `tool` for `order`, approve it: the server's `input_required` answer. Returns its
+/// `requestState`, the answer "yes" to its question, and the operation.
+async fn asked(raw: &Raw<'_>, tool: &str, order: &str) -> (String, Value, Value) {
+    let held = raw
+        .response(&raw.call("h", tool, order, None, json!({})))
+        .await;
+    let op = held["result"]["structuredContent"]["operation"].clone();
+    assert!(op["operation_id"].is_string(), "{held}");
+    let asked = raw
+        .response(&raw.call("a", tool, order, Some(&op), json!({})))
+        .await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_owned();
+    let key = asked["result"]["inputRequests"]
+        .as_object()
+        .and_then(|requests| requests.keys().next().cloned())
+        .expect("one input request");
+    let yes = json!({key: {"action": "accept", "content": {"confirm": true}}});
+    (state, yes, op)
+}
+
 store_tests!(
     a_question_during_an_approved_call_reaches_the_client,
     a_stream_closed_early_is_resumed,
