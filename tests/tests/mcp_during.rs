@@ -628,6 +628,61 @@ async fn a_stream_closed_early_is_resumed(store: Store) {
     assert_eq!(world.server.count(tool).await, 2, "once per approval");
 }
 
+/// A server that closes an approved call's stream after its priming event and refuses to
+/// resume it (405 to the GET with `Last-Event-ID`, as a server or proxy without resumption
+/// answers): the call's outcome is unknown, never failed and never sent again; every retry
+/// gets the unknown answer (in progress while the claim's lease runs). One execution.
+async fn a_stream_the_server_will_not_resume_is_an_unknown_outcome(store: Store) {
+    let redis = (store == Store::Redis).then(RedisServer::start);
+    let server = PythonMcpServer::start_script("mcp2", "upstream.py", &["--refuse-resume"]);
+    let mut builder = GatewayBuilder::new(&server.url())
+        .policy("tools.toml", POLICIES)
+        .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\""))
+        .upstream_timeout("3s");
+    if let Some(redis) = &redis {
+        builder = builder.store_url(&redis.url());
+    }
+    let gateway = builder.start();
+    let raw = Raw::open(&gateway, "2025-11-25").await;
+    let tool = "restream_exchange";
+    let held = raw
+        .response(&raw.call("h", tool, "ord_n1", None, json!({})))
+        .await;
+    let op = held["result"]["structuredContent"]["operation"].clone();
+    assert!(op["operation_id"].is_string(), "{held}");
+    let first = raw
+        .response(&raw.call("first", tool, "ord_n1", Some(&op), json!({})))
+        .await;
+    assert!(first.get("error").is_none(), "never a failure: {first}");
+    assert_eq!(
+        retry_error(&first),
+        Some("operation_outcome_unknown"),
+        "{first}"
+    );
+    assert!(
+        server.count("resume_refused").await >= 1,
+        "the gateway tried to resume"
+    );
+    let unknown = until_some(Duration::from_secs(20), || async {
+        let retry = raw
+            .response(&raw.call("retry", tool, "ord_n1", Some(&op), json!({})))
+            .await;
+        assert!(retry.get("error").is_none(), "never a failure: {retry}");
+        match retry_error(&retry) {
+            Some("operation_in_progress") => None,
+            Some("operation_outcome_unknown") => Some(retry),
+            _ => panic!("a retry: in progress or unknown, got {retry}"),
+        }
+    })
+    .await;
+    assert!(unknown.is_some(), "retries get the unknown answer");
+    let again = raw
+        .response(&raw.call("again", tool, "ord_n1", Some(&op), json!({})))
+        .await;
+    assert_eq!(retry_error(&again), Some("operation_outcome_unknown"));
+    assert_eq!(server.count(tool).await, 1, "never sent again");
+}
+
 /// The rounds of an approved call live in the store (Redis: `memory://`'s die with their
 /// process, as its records do): the follow-up of an `input_required` answer given by one
 /// gateway goes on through another sharing the store, and through the same gateway after a
@@ -735,6 +790,7 @@ async fn asked(raw: &Raw<'_>, tool: &str, order: &str) -> (String, Value, Value)
 }
 
 store_tests!(
+    a_stream_the_server_will_not_resume_is_an_unknown_outcome,
     a_question_during_an_approved_call_reaches_the_client,
     a_stream_closed_early_is_resumed,
     a_timed_out_approved_call_is_not_cancelled,
