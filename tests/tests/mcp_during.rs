@@ -68,6 +68,19 @@ item_id = { argument = "$.item_id" }
 replacement_sku = { argument = "$.replacement_sku" }
 
 [[tool]]
+name = "standalone_tool"
+tool = "standalone_confirm_exchange"
+id_prefix = "sgx"
+expires_in = "15m"
+same_action = ["order_id", "item_id"]
+summary = "Exchange item **{item_id}** on order {order_id} for {replacement_sku}, once confirmed."
+
+[tool.terms]
+order_id = { argument = "$.order_id" }
+item_id = { argument = "$.item_id" }
+replacement_sku = { argument = "$.replacement_sku" }
+
+[[tool]]
 name = "confirm_tool"
 tool = "confirm_exchange"
 id_prefix = "cfx"
@@ -683,6 +696,94 @@ async fn a_stream_the_server_will_not_resume_is_an_unknown_outcome(store: Store)
     assert_eq!(server.count(tool).await, 1, "never sent again");
 }
 
+/// A server that asks its question on the session's separate GET stream during an approved
+/// call (an `elicitation/create` not related to the call): the agent's GET stream is proxied
+/// as it is (not an operation), so the question reaches the agent as it comes; its answer,
+/// a JSON-RPC response POSTed to the endpoint, is forwarded to the same MCP session; the
+/// server finishes, and the call gets its result, recorded and replayed. One execution.
+async fn a_question_on_the_get_stream_reaches_the_agent(store: Store) {
+    let world = world(store, false, Some("20s"));
+    let raw = Raw::open(&world.gateway, "2025-11-25").await;
+    let tool = "standalone_confirm_exchange";
+    let held = raw
+        .response(&raw.call("h", tool, "ord_g1", None, json!({})))
+        .await;
+    let op = held["result"]["structuredContent"]["operation"].clone();
+    assert!(op["operation_id"].is_string(), "{held}");
+
+    // The agent's GET stream, through the gateway.
+    let mut stream = poppy_e2e::gateway::http_client(Duration::from_secs(30))
+        .get(format!("{}{MCP_PATH}", world.gateway.base_url()))
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", raw.mcp_session.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200, "the GET stream is open");
+
+    let first = {
+        let request = raw.request(&raw.call("first", tool, "ord_g1", Some(&op), json!({})));
+        let client = world.gateway.client();
+        tokio::spawn(async move { client.send(&request).await })
+    };
+    // Read the GET stream until the question (bounded by the client's timeout per chunk, and
+    // by the number of chunks).
+    let mut seen = String::new();
+    let question = loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(15), stream.chunk())
+            .await
+            .expect("the question within 15 s")
+            .unwrap()
+            .expect("the GET stream stays open");
+        seen.push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
+        let found = seen
+            .split("\n\n")
+            .filter_map(|event| {
+                let data: String = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim)
+                    .collect();
+                serde_json::from_str::<Value>(&data).ok()
+            })
+            .find(|message| message["method"] == "elicitation/create");
+        if let Some(found) = found {
+            break found;
+        }
+        assert!(seen.len() < 1 << 20, "no question in {seen}");
+    };
+    assert_eq!(
+        question["params"]["message"],
+        "Exchange an item of order ord_g1?"
+    );
+    let answered = raw
+        .send(&json!({"jsonrpc": "2.0", "id": question["id"],
+            "result": {"action": "accept", "content": {"confirm": true}}}))
+        .await;
+    answered.assert_status(202, "the answer to the server's question, forwarded");
+
+    let first = first.await.unwrap();
+    let response = rpc_response(&first);
+    assert_eq!(response["id"], "first", "{}", first.describe());
+    assert_eq!(
+        response["result"]["structuredContent"]["exchange_id"], "exg_g1",
+        "{response}"
+    );
+    let replay = raw
+        .response(&raw.call("again", tool, "ord_g1", Some(&op), json!({})))
+        .await;
+    assert_eq!(replay["result"], response["result"]);
+    assert_eq!(world.server.count(tool).await, 1, "performed once");
+    assert_eq!(
+        world
+            .server
+            .count("standalone_confirm_exchange:asked")
+            .await,
+        1
+    );
+}
+
 /// The rounds of an approved call live in the store (Redis: `memory://`'s die with their
 /// process, as its records do): the follow-up of an `input_required` answer given by one
 /// gateway goes on through another sharing the store, and through the same gateway after a
@@ -790,6 +891,7 @@ async fn asked(raw: &Raw<'_>, tool: &str, order: &str) -> (String, Value, Value)
 }
 
 store_tests!(
+    a_question_on_the_get_stream_reaches_the_agent,
     a_stream_the_server_will_not_resume_is_an_unknown_outcome,
     a_question_during_an_approved_call_reaches_the_client,
     a_stream_closed_early_is_resumed,

@@ -14,6 +14,10 @@ restream_exchange closes its SSE stream right after the priming event (SEP-1699:
 `close_sse_stream`), then waits at the gate; its result reaches a client that resumes the
 stream (GET with `Last-Event-ID`, from the in-memory event store). SSE mode only.
 
+standalone_confirm_exchange asks the user on the session's standalone GET stream (an
+`elicitation/create` not related to the call), then waits for the answer;
+`standalone_confirm_exchange:asked` counts the questions.
+
 With --refuse-resume, a GET that resumes a stream (`Last-Event-ID`) is answered 405 and
 counted as `resume_refused`, as by a server (or a proxy before it) that offers no resumption:
 restream_exchange then closes its stream and its result reaches nobody.
@@ -139,6 +143,29 @@ async def confirm_exchange(
     execution = counts["confirm_exchange"]
     return Exchange(
         exchange_id=f"exg_c{execution}" if answer.confirm else "declined",
+        order_id=order_id,
+        item_id=item_id,
+        replacement_sku=replacement_sku,
+        execution=execution,
+    )
+
+
+@server.tool()
+async def standalone_confirm_exchange(
+    order_id: str, item_id: str, replacement_sku: str, ctx: Context
+) -> Exchange:
+    """Exchange an item once the user confirmed it, asked on the GET stream (needs approval)."""
+    counts["standalone_confirm_exchange:asked"] += 1
+    answer = await ctx.session.elicit_form(
+        f"Exchange an item of order {order_id}?",
+        {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]},
+        related_request_id=None,
+    )
+    counts["standalone_confirm_exchange"] += 1
+    execution = counts["standalone_confirm_exchange"]
+    confirmed = answer.action == "accept" and (answer.content or {}).get("confirm") is True
+    return Exchange(
+        exchange_id=f"exg_g{execution}" if confirmed else "declined",
         order_id=order_id,
         item_id=item_id,
         replacement_sku=replacement_sku,
