@@ -14,8 +14,9 @@ use bytes::Bytes;
 use poppy_e2e::RedisServer;
 use poppy_gateway::protocol::{OperationId, ScopeKind, SigningKey};
 use poppy_gateway::store::{
-    self, Claim, ClaimOutcome, MemoryStore, MessageSlot, OperationStore, RecordState,
-    RecordedResponse, RedisStore, Resolution, ResolveOutcome, StoreError,
+    self, Claim, ClaimOutcome, KeptRound, MemoryStore, MessageSlot, OperationRecord,
+    OperationStore, RecordState, RecordedResponse, RedisStore, Resolution, ResolveOutcome,
+    StoreError,
 };
 use redis::Value;
 
@@ -942,16 +943,51 @@ mod suite {
         assert_eq!(taken, 1, "one delivery of a message handles it");
     }
 
-    /// Rounds of interim answers: taken once, only under their own key, only before they
-    /// expire, and put back by the follow-up that could not be sent.
+    /// Rounds of interim answers: kept only for a claim in flight under its owner, with the
+    /// claim's lease made longer (never shorter: the action's in-flight set and the lookup
+    /// say so); taken once, only under their own key, only before they expire.
     pub async fn rounds_are_taken_once_under_their_key(store: Arc<dyn OperationStore>) {
         let id = fresh_id();
         let other = fresh_id();
         let now = now_ms();
-        store
-            .put_round(&id, "k1", b"round one", now, now + 60_000)
-            .await
-            .unwrap();
+        let kept =
+            |key: &'static str, round: &'static [u8], owner: &'static str, until: i64| KeptRound {
+                key,
+                round,
+                owner,
+                until_ms: until,
+                lease_until_ms: until + 30_000,
+            };
+        assert!(
+            !store
+                .put_round(&id, &kept("k1", b"r", "o", now + 60_000), now)
+                .await
+                .unwrap(),
+            "no claim, no round"
+        );
+        let claim = claim_by("o");
+        store.claim(&id, &claim).await.unwrap();
+        assert!(
+            !store
+                .put_round(&id, &kept("k1", b"r", "p", now + 60_000), now)
+                .await
+                .unwrap(),
+            "another owner's claim"
+        );
+        assert_eq!(store.take_round(&id, "k1", now).await.unwrap(), None);
+        assert!(
+            store
+                .put_round(&id, &kept("k1", b"round one", "o", now + 60_000), now)
+                .await
+                .unwrap()
+        );
+        let leased = |record: Option<OperationRecord>| match record.map(|r| r.state) {
+            Some(RecordState::InFlight { lease_until_ms, .. }) => lease_until_ms,
+            other => panic!("in flight: {other:?}"),
+        };
+        assert_eq!(leased(store.lookup(&id).await.unwrap()), now + 90_000);
+        let state = store.action_state(id.action_tag()).await.unwrap();
+        assert_eq!(state.in_flight, vec![(id.clone(), now + 90_000)]);
         assert_eq!(store.take_round(&id, "k2", now).await.unwrap(), None);
         assert_eq!(store.take_round(&other, "k1", now).await.unwrap(), None);
         assert_eq!(
@@ -963,24 +999,25 @@ mod suite {
             None,
             "once"
         );
-        store
-            .put_round(&id, "k1", b"round one", now, now + 60_000)
-            .await
-            .unwrap();
-        store
-            .put_round(&id, "k1", b"round two", now, now + 60_000)
-            .await
-            .unwrap();
+        for round in [&b"round one"[..], b"round two"] {
+            let mut k = kept("k1", b"", "o", now + 60_000);
+            k.round = round;
+            assert!(store.put_round(&id, &k, now).await.unwrap());
+        }
         assert_eq!(
             store.take_round(&id, "k1", now).await.unwrap().as_deref(),
             Some(&b"round two"[..]),
             "replaced"
         );
-        // Expired: Redis drops it on its own clock, memory:// on the caller's.
-        store
-            .put_round(&id, "k3", b"short", now, now + 50)
-            .await
-            .unwrap();
+        // A shorter round never shortens the lease; it expires (Redis on its own clock,
+        // memory:// on the caller's).
+        assert!(
+            store
+                .put_round(&id, &kept("k3", b"short", "o", now + 50), now)
+                .await
+                .unwrap()
+        );
+        assert_eq!(leased(store.lookup(&id).await.unwrap()), now + 90_000);
         eventually("the round expires", || {
             let store = store.clone();
             let id = id.clone();
@@ -993,15 +1030,33 @@ mod suite {
             }
         })
         .await;
+        // Done: no more rounds.
+        assert!(
+            store
+                .complete(&id, "o", &response(), now + 60_000)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .put_round(&id, &kept("k4", b"r", "o", now + 60_000), now)
+                .await
+                .unwrap()
+        );
     }
 
     pub async fn concurrent_round_takes_have_one_winner(store: Arc<dyn OperationStore>) {
         let id = fresh_id();
         let now = now_ms();
-        store
-            .put_round(&id, "k", b"r", now, now + 60_000)
-            .await
-            .unwrap();
+        store.claim(&id, &claim_by("o")).await.unwrap();
+        let kept = KeptRound {
+            key: "k",
+            round: b"r",
+            owner: "o",
+            until_ms: now + 60_000,
+            lease_until_ms: now + 90_000,
+        };
+        assert!(store.put_round(&id, &kept, now).await.unwrap());
         let takes: Vec<_> = (0..8)
             .map(|_| {
                 let (store, id) = (store.clone(), id.clone());

@@ -37,6 +37,7 @@ use serde_json::{Value, json};
 const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
 const APPROVAL_KEY: &str = "personalagentprotocol.org/approval";
 const RETRY_KEY: &str = "personalagentprotocol.org/retry";
+const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
 
 /// The held tools: `exchange_item` (gated at the server) and `confirm_exchange` (asks the
 /// user first).
@@ -799,6 +800,8 @@ async fn a_follow_up_goes_on_on_another_replica_and_after_a_restart() {
             .policy("tools.toml", POLICIES)
             .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\""))
             .store_url(&redis.url())
+            .upstream_timeout("1s")
+            .env("POPPY_GATEWAY_ADMIN_TOKEN", ADMIN_TOKEN)
             .start()
     };
     let mut a = gateway();
@@ -810,6 +813,31 @@ async fn a_follow_up_goes_on_on_another_replica_and_after_a_restart() {
         let on_a = Raw::open(&a, "2026-07-28").await;
         asked(&on_a, tool, "ord_m1").await
     };
+    // While the round waits, its claim is leased for the round (15 minutes), not only for
+    // the forward (here 2 s + 1 s + 1 s): an operator cannot resolve it, a retry is "in
+    // progress" rather than unknown.
+    let resolve = poppy_e2e::gateway::http_client(Duration::from_secs(10))
+        .post(format!(
+            "{}/operations/{}/resolve",
+            a.admin_url(),
+            op["operation_id"].as_str().unwrap()
+        ))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"performed": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resolve.status(), 409);
+    let resolve: Value = resolve.json().await.unwrap();
+    assert_eq!(resolve["error"], "in_flight", "{resolve}");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert!(
+        resolve["lease_until_ms"].as_i64().unwrap() > now_ms + 14 * 60 * 1000,
+        "leased for the round: {resolve}"
+    );
     let on_b = Raw::open(&b, "2026-07-28").await;
     let replay = on_b
         .response(&on_b.call("r1", tool, "ord_m1", Some(&op), json!({})))

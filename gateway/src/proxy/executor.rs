@@ -26,7 +26,7 @@ use crate::policy::{LivePolicies, Policy};
 use crate::protocol::{ApprovalHeader, Keys, OperationId, SigningKey};
 use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{
-    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordedResponse, StoreError,
+    Claim, ClaimOutcome, KeptRound, OperationRecord, OperationStore, RecordedResponse, StoreError,
 };
 
 /// What the executor is built from.
@@ -562,18 +562,33 @@ impl Executor {
         }
     }
 
-    /// Keep `round` in the store for its follow-up, for [`ROUND_TTL`]; false if the store
-    /// could not (then no follow-up is ever forwarded: the operation ends unknown).
+    /// Keep `round` in the store for its follow-up, for [`ROUND_TTL`], with the claim leased
+    /// until then and its follow-up's forward (as long as the first forward's lease): a
+    /// retry meanwhile is "in progress", and "unknown" only once the round could not go on.
+    /// False if the store could not, or the claim is no longer this round's (then no
+    /// follow-up is ever forwarded: the operation ends unknown).
     async fn keep_round(&self, id: &OperationId, name: &str, round: &Round) -> bool {
         let now = self.now();
         let until = now.saturating_add(i64::try_from(ROUND_TTL.as_millis()).unwrap_or(i64::MAX));
-        match self
-            .parts
-            .store
-            .put_round(id, &round.key(), &round.encode(), now, until)
-            .await
-        {
-            Ok(()) => true,
+        let forward_lease = round
+            .claim
+            .lease_until_ms
+            .saturating_sub(round.claim.now_ms)
+            .max(0);
+        let (key, encoded) = (round.key(), round.encode());
+        let kept = KeptRound {
+            key: &key,
+            round: &encoded,
+            owner: &round.claim.owner,
+            until_ms: until,
+            lease_until_ms: until.saturating_add(forward_lease),
+        };
+        match self.parts.store.put_round(id, &kept, now).await {
+            Ok(true) => true,
+            Ok(false) => {
+                tracing::warn!(policy = name, operation_id = %id, "the claim is no longer in flight under its owner; the round is not kept");
+                false
+            }
             Err(e) => {
                 tracing::warn!(policy = name, operation_id = %id, error = %e, "the round could not be kept for its follow-up");
                 false

@@ -7,8 +7,8 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use super::{
-    ActionState, Claim, ClaimOutcome, Durability, InFlightOperation, MessageSlot, OperationRecord,
-    OperationStore, RecordedResponse, Resolution, ResolveOutcome, StoreError,
+    ActionState, Claim, ClaimOutcome, Durability, InFlightOperation, KeptRound, MessageSlot,
+    OperationRecord, OperationStore, RecordedResponse, Resolution, ResolveOutcome, StoreError,
 };
 use crate::metrics::{Metrics, StoreCall};
 use crate::protocol::OperationId;
@@ -142,12 +142,10 @@ impl OperationStore for InstrumentedStore {
     async fn put_round(
         &self,
         id: &OperationId,
-        key: &str,
-        round: &[u8],
+        kept: &KeptRound<'_>,
         now_ms: i64,
-        until_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.inner.put_round(id, key, round, now_ms, until_ms).await
+    ) -> Result<bool, StoreError> {
+        self.inner.put_round(id, kept, now_ms).await
     }
 
     async fn take_round(

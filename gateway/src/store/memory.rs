@@ -14,7 +14,7 @@ use super::memory_rounds::MemoryRounds;
 use super::messages::{MemoryMessages, MessageSlot};
 use super::owner::{Finishable, Finisher};
 use super::{
-    ActionState, Claim, ClaimOutcome, InFlightOperation, MemoryLimits, OperationRecord,
+    ActionState, Claim, ClaimOutcome, InFlightOperation, KeptRound, MemoryLimits, OperationRecord,
     OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome, StoreError,
 };
 use crate::protocol::OperationId;
@@ -484,13 +484,36 @@ impl OperationStore for MemoryStore {
     async fn put_round(
         &self,
         id: &OperationId,
-        key: &str,
-        round: &[u8],
+        kept: &KeptRound<'_>,
         now_ms: i64,
-        until_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.rounds
-            .put(format!("{id}:{key}"), round, now_ms, until_ms)
+    ) -> Result<bool, StoreError> {
+        {
+            let mut inner = self.lock();
+            let now = self::now_ms();
+            let Some(entry) = inner
+                .records
+                .get_mut(id.as_str())
+                .filter(|entry| entry.live(now))
+            else {
+                return Ok(false);
+            };
+            match &mut entry.value.state {
+                RecordState::InFlight {
+                    owner,
+                    lease_until_ms,
+                } if owner == kept.owner => {
+                    *lease_until_ms = (*lease_until_ms).max(kept.lease_until_ms);
+                }
+                _ => return Ok(false),
+            }
+        }
+        self.rounds.put(
+            format!("{id}:{}", kept.key),
+            kept.round,
+            now_ms,
+            kept.until_ms,
+        )?;
+        Ok(true)
     }
 
     async fn take_round(

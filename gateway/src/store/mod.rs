@@ -51,6 +51,21 @@ pub(crate) use redis::{CLUSTER_SCHEME, DEFAULT_NAMESPACE, MAX_WAIT_TIMEOUT, clus
 
 use crate::protocol::OperationId;
 
+/// A round of an interim answer, as [`OperationStore::put_round`] keeps it.
+#[derive(Debug, Clone, Copy)]
+pub struct KeptRound<'a> {
+    /// What its follow-up must present (a digest of what it is bound to).
+    pub key: &'a str,
+    /// What the follow-up needs to go on under the claim.
+    pub round: &'a [u8],
+    /// The claim's owner: the round is kept only while the record is in flight under it.
+    pub owner: &'a str,
+    /// Until when the round waits (wall-clock ms).
+    pub until_ms: i64,
+    /// The claim's new lease: the round's end and the follow-up's forward.
+    pub lease_until_ms: i64,
+}
+
 /// A store failure. The gateway fails closed on any of these: nothing is forwarded.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -209,16 +224,15 @@ pub trait OperationStore: Send + Sync + 'static {
     // gateway sharing the store. A store without them fails closed: the interim answer ends
     // its operation as unknown.
 
-    /// Keep `round` under `key` (which names what the follow-up must match) for operation
-    /// `id` until `until_ms`, replacing any round under the same key.
+    /// Keep a round for operation `id` (replacing any under the same key), and lease its
+    /// claim until `kept.lease_until_ms` (never shorter than it was), in one atomic step;
+    /// only while the record is in flight under `kept.owner` (false: nothing written).
     async fn put_round(
         &self,
         _id: &OperationId,
-        _key: &str,
-        _round: &[u8],
+        _kept: &KeptRound<'_>,
         _now_ms: i64,
-        _until_ms: i64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         Err(StoreError::Unavailable("this store keeps no rounds".into()))
     }
 

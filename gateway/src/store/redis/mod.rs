@@ -49,7 +49,7 @@ use self::script::{Lua, Ran};
 pub(crate) use self::url::{CLUSTER_SCHEME, cluster_seeds};
 use super::owner::Finisher;
 use super::{
-    ActionState, Claim, ClaimOutcome, InFlightOperation, MessageSlot, OperationRecord,
+    ActionState, Claim, ClaimOutcome, InFlightOperation, KeptRound, MessageSlot, OperationRecord,
     OperationStore, RecordState, RecordedResponse, ReplicaWait, Resolution, ResolveOutcome,
     StoreError, StoreOptions,
 };
@@ -583,13 +583,10 @@ impl OperationStore for RedisStore {
     async fn put_round(
         &self,
         id: &OperationId,
-        key: &str,
-        round: &[u8],
+        kept: &KeptRound<'_>,
         now_ms: i64,
-        until_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.put_round_now(id, key, round, until_ms.saturating_sub(now_ms))
-            .await
+    ) -> Result<bool, StoreError> {
+        self.put_round_now(id, kept, now_ms).await
     }
 
     async fn take_round(

@@ -1,6 +1,7 @@
 //! Rounds of interim answers on Redis (see `OperationStore::put_round`): one string per
 //! round, `<ns>:round:{<action tag>}:<operation id>:<key>` (the operation's slot), expiring on
-//! its own; taken once by a script that reads and deletes it in one step.
+//! its own, written with the claim's longer lease; taken once by a script that reads and
+//! deletes it in one step.
 
 use redis::Value;
 
@@ -8,7 +9,7 @@ use super::RedisStore;
 use super::codec::bytes_of;
 use super::script::{self, Lua};
 use crate::protocol::OperationId;
-use crate::store::StoreError;
+use crate::store::{KeptRound, StoreError};
 
 const PUT_LUA: &str = include_str!("../lua/round_put.lua");
 const TAKE_LUA: &str = include_str!("../lua/round_take.lua");
@@ -37,23 +38,46 @@ impl RedisStore {
         )
     }
 
-    /// `round_put.lua`. No replica wait (as for messages): a round lost in a failover only
-    /// leaves its operation unknown, never performs it twice.
+    /// `round_put.lua`, and on a cluster the index's lease (another slot) after it. No
+    /// replica wait (as for messages): a round lost in a failover only leaves its operation
+    /// unknown, never performs it twice.
     pub(super) async fn put_round_now(
         &self,
         id: &OperationId,
-        key: &str,
-        round: &[u8],
-        ttl_ms: i64,
-    ) -> Result<(), StoreError> {
+        kept: &KeptRound<'_>,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
         let call = self
             .rounds
             .put
             .call()
-            .key(self.round_key(id, key))
-            .arg(round)
-            .arg(ttl_ms.max(1));
-        script::run(&self.links, &call, None).await.map(drop)
+            .key(self.round_key(id, kept.key))
+            .key(self.record_key(id))
+            .key(self.busy_key(id.action_tag()))
+            .arg(kept.round)
+            .arg(kept.until_ms.saturating_sub(now_ms).max(1))
+            .arg(kept.owner)
+            .arg(kept.lease_until_ms)
+            .arg(id.as_str());
+        let call = self.with_index(call);
+        let ran = script::run(&self.links, &call, None).await?;
+        let kept_it = ran.value == Value::Int(1);
+        if kept_it && !self.scripts_index() {
+            let (key, member) = (&self.index_key(), id.as_str());
+            let lease = kept.lease_until_ms;
+            self.links
+                .run(|mut con| async move {
+                    redis::cmd("ZADD")
+                        .arg(key)
+                        .arg("XX")
+                        .arg(lease)
+                        .arg(member)
+                        .query_async::<Value>(&mut con)
+                        .await
+                })
+                .await?;
+        }
+        Ok(kept_it)
     }
 
     /// `round_take.lua`.
