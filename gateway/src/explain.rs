@@ -20,7 +20,7 @@ use crate::ingress::admit::{self, Action, ApprovalSource, Refused};
 use crate::ingress::{Refusal, RouteMatch, Target};
 use crate::mcp::{approval_required_result, duplicate_member, tool_error_result};
 use crate::operation::{self, Minted, OperationRequest, Prepared};
-use crate::policy::{Captures, Policy, TermSource, Terms, extract_from_answer};
+use crate::policy::{Captures, Policy, TermSource, Terms, compute_terms, extract_from_answer};
 use crate::protocol::{ErrorBody, Keys, Operation, SigningKey};
 use crate::store::ActionState;
 
@@ -35,8 +35,8 @@ pub struct ExplainRequest {
     pub body: Vec<u8>,
     /// Without an `Authorization` header: pretend a bearer token for a made-up account.
     pub signed_in: bool,
-    /// The upstream's answer to the policy's lookup, if the user gave one.
-    pub lookup_answer: Option<Vec<u8>>,
+    /// The upstream's answers the user gave, by lookup name (`""`: `[operation.lookup]`).
+    pub lookup_answers: std::collections::BTreeMap<String, Vec<u8>>,
     /// An MCP `tools/call` to explain instead of an HTTP request: the tool and its arguments.
     pub tool: Option<(String, Vec<u8>)>,
 }
@@ -162,7 +162,7 @@ fn explain_policy(
     request: &ExplainRequest,
     now: i64,
 ) -> Result<Explanation, (u16, ErrorBody)> {
-    let approver = approver(request, &config.session)
+    let approver = approver(request, &config.session.unverified())
         .map_err(|e| (e.status(), ErrorBody::new(e.code(), e.to_string())))?;
     let method =
         http::Method::from_bytes(request.method.to_ascii_uppercase().as_bytes()).map_err(|_| {
@@ -191,32 +191,66 @@ fn explain_policy(
 
     let mut lookup = None;
     let mut lookup_placeholders = false;
-    if let Some(template) = &policy.lookup {
-        let url = template.fill(&terms).map_err(|e| {
+    let mut asked = Vec::new();
+    for each in &policy.lookups {
+        let url = each.url.fill(&terms).map_err(|e| {
             (
                 400,
                 ErrorBody::new("invalid_term", e.to_string()).with("term", e.term()),
             )
         })?;
-        match &request.lookup_answer {
-            Some(answer) => {
-                extract_from_answer(&policy.terms, answer, &mut terms).map_err(|e| {
+        let method = if each.quote { "POST" } else { "GET" };
+        match request.lookup_answers.get(&each.name) {
+            Some(answer) => extract_from_answer(&each.name, &policy.terms, answer, &mut terms)
+                .map_err(|e| {
                     (
                         502,
-                        ErrorBody::new("lookup_failed", format!("GET {url} on the upstream: {e}")),
+                        ErrorBody::new(
+                            "lookup_failed",
+                            format!("{method} {url} on the upstream: {e}"),
+                        ),
                     )
-                })?
-            }
+                })?,
             None => {
                 lookup_placeholders = true;
                 for (name, source) in &policy.terms {
-                    if let TermSource::Lookup(path) = source {
+                    if let TermSource::Lookup { lookup, path } = source
+                        && *lookup == each.name
+                    {
                         terms.insert(name.clone(), Value::from(format!("⟨lookup {path}⟩")));
                     }
                 }
             }
         }
-        lookup = Some(url);
+        let body = if each.quote {
+            " (with the request's body)"
+        } else {
+            ""
+        };
+        asked.push(format!("{method} {url}{body}"));
+    }
+    if !asked.is_empty() {
+        lookup = Some(asked.join(", then "));
+    }
+    if lookup_placeholders {
+        for (name, source) in &policy.terms {
+            if let TermSource::Compute(expression) = source {
+                terms.insert(name.clone(), Value::from(format!("⟨compute {expression}⟩")));
+            }
+        }
+    } else {
+        compute_terms(&policy.terms, &mut terms).map_err(|failure| {
+            let status = if failure.from_lookup { 502 } else { 400 };
+            let code = if failure.from_lookup {
+                "lookup_failed"
+            } else {
+                "invalid_term"
+            };
+            (
+                status,
+                ErrorBody::new(code, failure.to_string()).with("term", failure.named_term()),
+            )
+        })?;
     }
 
     let summary = policy.summary.render(&terms);
@@ -299,7 +333,7 @@ fn explain_tool(
         let detail = format!("member `{name}` appears twice");
         return rejected(400, body(&ErrorBody::new("invalid_params", detail)));
     }
-    let approver = match approver(request, &config.session) {
+    let approver = match approver(request, &config.session.unverified()) {
         Ok(approver) => approver,
         Err(e) => {
             return rejected(e.status(), body(&ErrorBody::new(e.code(), e.to_string())));
@@ -324,7 +358,7 @@ fn explain_tool(
         },
         approver,
     );
-    let (approver, terms, fingerprint) = match admitted {
+    let (approver, mut terms, fingerprint) = match admitted {
         Ok(admitted) => (admitted.approver, admitted.terms, admitted.fingerprint),
         Err(Refused::Request(refusal)) => {
             let text = format!("Not done: {}. Nothing was performed.", refusal.detail);
@@ -332,6 +366,10 @@ fn explain_tool(
         }
         Err(refused) => return rejected(refused.status(), body(&refused.error_body())),
     };
+    if let Err(failure) = compute_terms(&policy.terms, &mut terms) {
+        let text = format!("Not done: {failure}. Nothing was performed.");
+        return rejected(200, tool_error_result(&text));
+    }
     let summary = policy.summary.render(&terms);
     let operation = mint(&policy, &approver, &terms, &fingerprint, now);
     Explanation::Operation {
@@ -509,10 +547,10 @@ pub fn render(explanation: &Explanation, request: &ExplainRequest) -> String {
             }
             if let Some(url) = lookup {
                 out.push_str(&format!(
-                    "\nlookup: the gateway would GET {url} from the upstream (with the request's Authorization, Cookie and Poppy-Session)\n"
+                    "\nlookup: the gateway would {url} from the upstream (with the request's Authorization, Cookie and Poppy-Session)\n"
                 ));
                 if *lookup_placeholders {
-                    out.push_str("  explain does not call the upstream: lookup terms are shown as ⟨lookup …⟩; give --lookup-answer @answer.json to read them from an answer\n");
+                    out.push_str("  explain does not call the upstream: lookup terms are shown as ⟨lookup …⟩; give --lookup-answer @answer.json (or NAME=@answer.json for [operation.lookups.NAME]) to read them from an answer\n");
                 }
             }
             out.push_str("\nterms:\n");

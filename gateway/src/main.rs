@@ -211,8 +211,14 @@ fn print_policies(policies: &poppy_gateway::policy::PolicySet) {
                 policy.expires_in,
                 policy.source
             );
-            if let Some(lookup) = &policy.lookup {
-                println!("          lookup GET {lookup}");
+            for lookup in &policy.lookups {
+                let method = if lookup.quote { "POST" } else { "GET" };
+                let name = if lookup.name.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", lookup.name)
+                };
+                println!("          lookup{name} {method} {}", lookup.url);
             }
             if !policy.overrides.is_empty() {
                 println!(

@@ -54,6 +54,8 @@ pub enum StartError {
     TlsSettings(Box<pingora::Error>),
     #[error("{0}")]
     AccessLog(#[from] crate::proxy::AccessLogError),
+    #[error("session: {0}")]
+    Session(String),
 }
 
 /// Secrets this repository ships in its examples (deploy/kubernetes/secret.yaml): published,
@@ -150,6 +152,9 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         refuse_placeholder("POPPY_GATEWAY_ADMIN_TOKEN", token.trim())?;
     }
     check_listen_addresses(&config)?;
+    // `[session]`'s verifier (its HTTP client, key caches, introspection cache), made once
+    // and shared by every route and the conversations service.
+    let session_claims = config.session.build().map_err(StartError::Session)?;
     let metrics = Arc::new(Metrics::new()?);
     let store = store::open_with(&config.store.url, &config.store.options())
         .map_err(|e| StartError::Store(e.to_string()))?;
@@ -203,6 +208,8 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         config.server.header_read_timeout,
         Arc::clone(&metrics),
     );
+    // `max_upstream_connections`: one count for the proxy and the conversations service.
+    let upstream_slots = UpstreamSlots::new(caps.max_upstream_connections, Arc::clone(&metrics));
     let mut routes = Vec::new();
     let mut reloaded_routes = Vec::new();
     for route in &config.routes {
@@ -232,10 +239,14 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             let app = crate::conversations::ConversationsApp::new(
                 settings,
                 &config,
-                Arc::clone(&executor),
-                route_policies.clone(),
-                Arc::clone(&metrics),
-                Arc::clone(&held),
+                crate::conversations::Shared {
+                    executor: Arc::clone(&executor),
+                    policies: route_policies.clone(),
+                    metrics: Arc::clone(&metrics),
+                    held: Arc::clone(&held),
+                    upstream_slots: Arc::clone(&upstream_slots),
+                    claims: session_claims.clone(),
+                },
             );
             let mut service = Service::new(
                 "poppy-gateway conversations".to_owned(),
@@ -262,7 +273,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             operations: Operations {
                 policies: route_policies,
                 executor,
-                session_claims: config.session.clone(),
+                session_claims: session_claims.clone(),
                 body_limits: BodyLimits {
                     max_body_bytes: config.server.max_body_bytes,
                     read_timeout: config.server.body_read_timeout,
@@ -292,13 +303,16 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             proxy_headers: config.proxy_headers.clone(),
             access_log,
         }),
-        upstream_slots: UpstreamSlots::new(caps.max_upstream_connections, Arc::clone(&metrics)),
+        upstream_slots,
     };
     // The connection cap, TLS handshake and header deadline sit around pingora's HTTP app (see
     // proxy/connections.rs).
     let mut http = pingora::proxy::http_proxy(&server.configuration, gateway);
     let mut options = pingora::apps::HttpServerOptions::default();
     options.h2c = config.server.h2c;
+    // CONNECT reaches the gateway's first hook, which refuses it with its JSON error: pingora's
+    // own refusal of it over HTTP/2 had an empty body (proxy/service.rs).
+    options.allow_connect_method_proxying = true;
     // An idle HTTP/2 connection has the deadline an idle HTTP/1.1 one has (see h2.rs).
     options.h2_idle_timeout = Some(config.server.header_read_timeout);
     http.server_options = Some(options);

@@ -450,7 +450,7 @@ fn required_verification_needs_trusted_agents() {
         .unwrap();
     assert!(matches!(
         config.session.verify,
-        config::VerifyMode::Required(_)
+        config::VerifySettings::Required(_)
     ));
     // Key material never shows in the config's debug output (reload compares it).
     let debug = format!("{:?}", config.session);
@@ -710,7 +710,7 @@ fn delegated_agents_need_origins() {
     .unwrap();
     assert!(matches!(
         config.session.verify,
-        config::VerifyMode::Required(_)
+        config::VerifySettings::Required(_)
     ));
 
     for (body, needle) in [

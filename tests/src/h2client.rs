@@ -85,7 +85,12 @@ impl H2Connection {
     async fn exchange(&self, request: &Request, frames: usize) -> Result<Answer, h2::Error> {
         let mut builder = http::Request::builder()
             .method(request.method.as_str())
-            .uri(format!("http://localhost{}", request.path));
+            .uri(if request.path.starts_with('/') {
+                format!("http://localhost{}", request.path)
+            } else {
+                // CONNECT's authority form: h2 sends `:authority` and no `:path`.
+                request.path.clone()
+            });
         for (name, value) in request.wire_headers() {
             builder = builder.header(name, value);
         }

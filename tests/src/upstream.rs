@@ -4,8 +4,10 @@
 //! numbered (1-based, in arrival order) *before* the response is produced, so a request held at
 //! the gate already counts. Responses are JSON `{"execution": N, "method": M, "path": P}`,
 //! status 201 for POST and 200 otherwise (or `CODE` for a path `/status/CODE`), with header
-//! `x-upstream: counting`.
+//! `x-upstream: counting`; a path given an answer with [`Upstream::answer_json`] is answered
+//! that JSON with 200 instead (a record or a quote a policy's lookup reads), and still counted.
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -62,6 +64,8 @@ struct Shared {
     /// `true` = open.
     gate: watch::Sender<bool>,
     delay: Mutex<Duration>,
+    /// Answers by path, for any method.
+    answers: Mutex<HashMap<String, Value>>,
     well_known_hits: AtomicUsize,
     /// Requests being answered now, and the most at once.
     in_flight: AtomicUsize,
@@ -131,6 +135,7 @@ impl Upstream {
             count: watch::Sender::new(0),
             gate: watch::Sender::new(true),
             delay: Mutex::new(Duration::ZERO),
+            answers: Mutex::new(HashMap::new()),
             well_known_hits: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             peak_in_flight: AtomicUsize::new(0),
@@ -245,6 +250,16 @@ impl Upstream {
             .unwrap_or_else(|poison| poison.into_inner()) = delay;
     }
 
+    /// From now on, answer every request to `path` (any method, any query) with `answer`
+    /// (status 200); the requests are still recorded and counted.
+    pub fn answer_json(&self, path: &str, answer: Value) {
+        self.shared
+            .answers
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .insert(path.to_owned(), answer);
+    }
+
     /// Wait until at least `n` executions have arrived; panics after `timeout`.
     pub async fn wait_for_count(&self, n: usize, timeout: Duration) {
         let mut count = self.shared.count.subscribe();
@@ -323,6 +338,19 @@ async fn handle(
         tokio::time::sleep(delay).await;
     }
 
+    let canned = shared
+        .answers
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+        .get(uri.path())
+        .cloned();
+    if let Some(answer) = canned {
+        let mut response = (StatusCode::OK, axum::Json(answer)).into_response();
+        response
+            .headers_mut()
+            .insert("x-upstream", HeaderValue::from_static("counting"));
+        return response;
+    }
     let status = uri
         .path()
         .strip_prefix("/status/")

@@ -66,8 +66,8 @@ async fn yes_exchanges_once_through_the_real_shop() {
         run.describe()
     );
     assert!(
-        run.stderr.contains("190.00 USD"),
-        "the summary shows the new item's price from the catalog:\n{}",
+        run.stderr.contains("190.00 USD") && run.stderr.contains("for 70.00 USD more"),
+        "the summary shows the new item's price from the catalog and the difference charged:\n{}",
         run.describe()
     );
     let answer: Value = serde_json::from_str(&run.stdout)

@@ -81,7 +81,7 @@ async fn the_example_agents_exchange_the_jacket_once_in_a_conversation() {
     run.assert_code(0, "approved in the conversation, performed");
     for shown in [
         "Stormline Outfitters asks for your approval. The action has NOT been performed.",
-        "Exchange item itm_5Tz on order ord_2Cv6 for Stormline Insulated Jacket (M) (stormline-insulated-m), which costs 190.00 USD.",
+        "Exchange item itm_5Tz (Stormline Jacket (M), paid 120.00 USD) on order ord_2Cv6 for Stormline Insulated Jacket (M) (stormline-insulated-m, 190.00 USD), for 70.00 USD more, charged to the card used for the order.",
         "Approve? [y/N]",
         "Stormline Outfitters: Done: exchange exg_1 on order ord_2Cv6",
     ] {

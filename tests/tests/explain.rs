@@ -231,9 +231,21 @@ fn a_lookup_is_shown_and_can_be_fed_an_answer() {
     let mut with_answer = args.to_vec();
     with_answer.extend(["--lookup-answer", &answer]);
     let run = explain(&config, &with_answer);
-    run.assert_code(0, "a lookup with an answer");
+    run.assert_code(0, "one lookup answered, the other not");
     assert!(
-        run.stdout.contains("which costs **190.00 USD**"),
+        run.stdout
+            .contains("for ⟨compute replacement_price - item_price⟩")
+            && run.stdout.contains("paid ⟨lookup $.price.amount⟩"),
+        "{}",
+        run.describe()
+    );
+    let item = r#"item={"item_id": "itm_4Qa", "name": "Stormline Jacket (M)", "price": {"amount": "120.00", "currency": "USD"}}"#;
+    with_answer.extend(["--lookup-answer", item]);
+    let run = explain(&config, &with_answer);
+    run.assert_code(0, "both lookups answered");
+    assert!(
+        run.stdout.contains("**for 70.00 USD more**")
+            && run.stdout.contains("GET /orders/ord_7Hk2/items/itm_4Qa"),
         "{}",
         run.describe()
     );

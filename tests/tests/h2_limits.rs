@@ -133,3 +133,25 @@ async fn a_body_in_many_data_frames_is_answered() {
             .assert_status(201, "passthrough");
     }
 }
+
+/// `CONNECT` over HTTP/2 gets the gateway's JSON `405`, as over HTTP/1.1 (pingora refused it
+/// with an empty body), and the connection goes on serving; nothing reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_over_http2_gets_the_json_405() {
+    let upstream = Upstream::start();
+    let gateway = GatewayBuilder::new(&upstream.url())
+        .server_option("h2c", "true")
+        .start();
+    let connection = H2Connection::open(gateway.listen_addr()).await;
+    connection
+        .send(&Request::plain("CONNECT", "shop.example:443"), 1)
+        .await
+        .answer("CONNECT over HTTP/2")
+        .assert_error(405, "method_not_allowed", "CONNECT is never tunnelled");
+    connection
+        .send(&Request::plain("GET", "/orders/o1"), 1)
+        .await
+        .answer("the next stream of the connection")
+        .assert_status(200, "passthrough after the refusal");
+    assert_eq!(upstream.count(), 1, "only the GET reached the upstream");
+}

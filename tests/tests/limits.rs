@@ -626,3 +626,33 @@ async fn upstream_connections_are_capped() {
         .assert_status(200, "an upstream connection came free");
     drop(busy);
 }
+
+/// The conversations service's calls use the upstream (a lookup, the approved forward) and
+/// count against the same `max_upstream_connections` as proxied requests: with the cap taken
+/// by a held request, a proposal waits `connect_timeout` and gets `503 gateway_busy` (nothing
+/// forwarded); once a connection is free it is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversation_calls_count_against_the_upstream_connection_cap() {
+    use poppy_e2e::conversations::{Service, Turn};
+    let stack = Stack::start_with(Store::Memory, |b| {
+        b.conversations()
+            .server_option("max_upstream_connections", "1")
+            .upstream_connect_timeout("1s")
+    });
+    let service = Service::of(&stack.gateway);
+    let busy = fill_with_held_requests(&stack, 1).await;
+    let turn = Turn::exchange(
+        "conv_cap",
+        &Session::signed_out("ses_conv_cap"),
+        "o1",
+        "i1",
+        "s1",
+    );
+    let refused = service.propose(&turn).await;
+    refused.assert_error(503, "gateway_busy", "a proposal over the cap");
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert_eq!(stack.upstream.count(), 1, "nothing more forwarded");
+    stack.upstream.release();
+    service.proposed(&turn).await;
+    drop(busy);
+}

@@ -1,4 +1,5 @@
-//! Terms from the upstream's own records (`[operation.lookup]`): the summary shows them, the
+//! Terms from the upstream's own records (`[operation.lookup]`, the demo's two lookups and its
+//! computed charge): the summary shows them, the
 //! approval round trip runs the same lookup, and a failed lookup is `502 lookup_failed` with
 //! nothing forwarded.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -64,9 +65,14 @@ async fn the_summary_shows_the_catalog_price_and_the_approval_round_trip_works()
     let operation = gateway.send(&request).await.operation();
     assert_eq!(
         unescape(&operation.summary),
-        "Exchange item **itm_4Qa** on order ord_7Hk2 for Stormline Insulated Jacket (M) (stormline-insulated-m), which costs **190.00 USD**."
+        "Exchange item **itm_4Qa** (Stormline Jacket (M), paid 120.00 USD) on order ord_7Hk2 for Stormline Insulated Jacket (M) (stormline-insulated-m, 190.00 USD), **for 70.00 USD more**, charged to the card used for the order."
     );
     assert_eq!(operation.terms["replacement_price"], "190.00");
+    assert_eq!(operation.terms["item_price"], "120.00");
+    assert_eq!(
+        operation.terms["difference"], "70.00",
+        "what the shop charges"
+    );
     assert_eq!(operation.terms["currency"], "USD");
     assert_eq!(
         get_json(&shop.url(), "/stats").await["exchanges"],
@@ -358,7 +364,7 @@ fn check_lints_lookups() {
     assert_lint(
         &good.replace("/lookup/{order_id}", "/lookup/{info}"),
         &[16],
-        &["{info}", "comes from the lookup"],
+        &["{info}", "comes from a lookup"],
         "a url placeholder naming a lookup term",
     );
     assert_lint(
@@ -391,10 +397,10 @@ fn check_lints_lookups() {
     assert_lint(
         &good.replace(
             "url = \"/lookup/{order_id}\"",
-            "url = \"/lookup/{order_id}\"\nmethod = \"POST\"",
+            "url = \"/lookup/{order_id}\"\nheaders = [\"X-Tenant\"]",
         ),
         &[17],
-        &["method"],
+        &["headers"],
         "an unknown key in [operation.lookup]",
     );
 }

@@ -168,7 +168,11 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
     expect(
         name,
         output,
-        &[r#""exchange_id": "exg_1""#, "Done: the API answered 201."],
+        &[
+            "for 70.00 USD more, charged to the card used for the order.",
+            r#""exchange_id": "exg_1""#,
+            "Done: the API answered 201.",
+        ],
     );
     let (name, output) = &outputs[1];
     expect(
@@ -177,6 +181,8 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
         &[
             r#""error": "approval_required""#,
             r#""replacement_sku": "socks-wool""#,
+            r#""difference": "6.00""#,
+            "**for 6.00 USD more**, charged to the card used for the order.",
             r#""exchange_id": "exg_2""#,
             "performed: 1\n",
             r#""version": "2""#,
@@ -207,8 +213,8 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
         output,
         &[
             "Stormline Outfitters asks for your approval. The action has NOT been performed.",
-            "Exchange item itm_5Tz on order ord_2Cv6",
-            "70.00 USD",
+            "Exchange item itm_5Tz (Stormline Jacket (M), paid 120.00 USD) on order ord_2Cv6",
+            "for 70.00 USD more, charged to the card used for the order.",
             r#""exchange_id": "exg_4""#,
             "Done: the API answered 201.",
         ],

@@ -31,6 +31,7 @@ pub fn router(shop: Shop, mcp_sse: bool) -> Router {
     let state: AppState = Arc::new(Mutex::new(shop));
     Router::new()
         .route("/orders/{order_id}", get(get_order))
+        .route("/orders/{order_id}/items/{item_id}", get(get_item))
         .route("/orders/{order_id}/exchanges", post(create_exchange))
         .route("/orders/{order_id}/cancel", post(cancel_order))
         .route("/catalog/{sku}", get(get_product))
@@ -100,6 +101,24 @@ async fn get_order(
     let shop = shop.lock().await;
     let order = shop.order(&order_id)?;
     Ok(Json(order).into_response())
+}
+
+/// What the customer paid for one item: the gateway's exchange policy reads it to state the
+/// price difference an exchange charges (new price minus this one, as `Shop::exchange` does).
+async fn get_item(
+    State(shop): State<AppState>,
+    Path((order_id, item_id)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let shop = shop.lock().await;
+    let item = shop.item(&order_id, &item_id)?;
+    let body = json!({
+        "order_id": order_id,
+        "item_id": item.item_id,
+        "sku": item.sku,
+        "name": item.name,
+        "price": Amount::from_cents(item.price_cents),
+    });
+    Ok(Json(body).into_response())
 }
 
 #[derive(Debug, Deserialize)]

@@ -161,6 +161,15 @@ impl Shop {
             .ok_or_else(|| ShopError::NotFound(format!("no order {order_id}")))
     }
 
+    /// One item of an order, as it is now (after any exchange, the new product and price).
+    pub fn item(&self, order_id: &str, item_id: &str) -> Result<&Item, ShopError> {
+        self.order(order_id)?
+            .items
+            .iter()
+            .find(|item| item.item_id == item_id)
+            .ok_or_else(|| ShopError::NotFound(format!("no item {item_id} on order {order_id}")))
+    }
+
     pub fn product(&self, sku: &str) -> Result<&Product, ShopError> {
         self.catalog
             .get(sku)

@@ -204,6 +204,22 @@ fn catalog_and_discovery_document() {
         )
     );
     assert_eq!(shop.get("/catalog/nothing").0, 404);
+    // What was paid for an item: the exchange charges the difference.
+    assert_eq!(
+        shop.get("/orders/ord_7Hk2/items/itm_4Qa"),
+        (
+            200,
+            json!({
+                "order_id": "ord_7Hk2",
+                "item_id": "itm_4Qa",
+                "sku": "stormline-m",
+                "name": "Stormline Jacket (M)",
+                "price": {"amount": "120.00", "currency": "USD"},
+            })
+        )
+    );
+    assert_eq!(shop.get("/orders/ord_7Hk2/items/itm_none").0, 404);
+    assert_eq!(shop.get("/orders/ord_none/items/itm_4Qa").0, 404);
     assert_eq!(
         shop.get("/.well-known/poppy.json"),
         (

@@ -10,7 +10,9 @@ use toml::Spanned;
 use super::duration::parse_duration;
 use super::error::ConfigError;
 use super::file::TermFile;
-use crate::policy::{FormName, PathTemplate, SummaryTemplate, TermSource, is_valid_json_path};
+use crate::policy::{
+    Expression, FormName, PathTemplate, SummaryTemplate, TermSource, is_valid_json_path,
+};
 
 /// The longest approval window a policy may ask for: records are kept that long.
 const MAX_EXPIRES_IN: Duration = Duration::from_secs(30 * 86_400);
@@ -135,6 +137,15 @@ pub(super) fn compile_action(
             format!("no [{table}.terms]: the terms are what the User approves"),
         ));
     }
+    for (term_name, problem) in compute_problems(&terms) {
+        let span = op
+            .terms
+            .iter()
+            .find(|(n, _)| n.get_ref() == &term_name)
+            .map(|(_, t)| t.span())
+            .unwrap_or_else(|| op.name.span());
+        errors.push(at(span, format!("terms.{term_name}: {problem}")));
+    }
 
     let summary = SummaryTemplate::parse(op.summary.get_ref())
         .map_err(|e| errors.push(at(op.summary.span(), format!("summary: {e}"))))
@@ -213,6 +224,60 @@ pub(super) fn compile_action(
     })
 }
 
+/// What is wrong with the computed terms: an expression that names no term, or computed
+/// terms that need each other (a cycle, which could never be evaluated).
+fn compute_problems(terms: &[(String, TermSource)]) -> Vec<(String, String)> {
+    let computed = |name: &str| {
+        terms.iter().find_map(|(n, s)| match s {
+            TermSource::Compute(expression) if n == name => Some(expression),
+            _ => None,
+        })
+    };
+    let mut problems = Vec::new();
+    for (name, source) in terms {
+        let TermSource::Compute(expression) = source else {
+            continue;
+        };
+        for operand in expression.terms() {
+            if !terms.iter().any(|(n, _)| n == operand) {
+                problems.push((
+                    name.clone(),
+                    format!("compute `{expression}` names `{operand}`, which is not a term"),
+                ));
+            }
+        }
+        // Depth-first from this term: reaching it again is a cycle.
+        let mut stack: Vec<(&str, Vec<&str>)> = vec![(name.as_str(), vec![name.as_str()])];
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some((current, path)) = stack.pop() {
+            let Some(expression) = computed(current) else {
+                continue;
+            };
+            for operand in expression.terms() {
+                if operand == name {
+                    let mut cycle = path.clone();
+                    cycle.push(operand);
+                    problems.push((
+                        name.clone(),
+                        format!(
+                            "computed terms need each other ({}): none could be computed",
+                            cycle.join(" → ")
+                        ),
+                    ));
+                    stack.clear();
+                    break;
+                }
+                if seen.insert(operand) {
+                    let mut next = path.clone();
+                    next.push(operand);
+                    stack.push((operand, next));
+                }
+            }
+        }
+    }
+    problems
+}
+
 /// What an operation's body is: JSON, or a form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BodyKind {
@@ -280,13 +345,13 @@ fn source_problem(
         (_, TermSource::Header(name)) => http::HeaderName::from_bytes(name.as_bytes())
             .is_err()
             .then(|| format!("`{name}` is not a header name")),
-        (Table::Tool, TermSource::Lookup(_)) => {
+        (Table::Tool, TermSource::Lookup { .. }) => {
             Some("`lookup` terms are for [[operation]] tables (tools have no lookups yet)".into())
         }
-        (_, TermSource::Lookup(path)) => is_valid_json_path(path)
+        (_, TermSource::Lookup { path, .. }) => is_valid_json_path(path)
             .err()
             .map(|e| format!("lookup `{path}` is not a JSONPath: {e}")),
-        (_, TermSource::Query(_) | TermSource::Value(_)) => None,
+        (_, TermSource::Query(_) | TermSource::Value(_) | TermSource::Compute(_)) => None,
     }
 }
 
@@ -311,8 +376,37 @@ fn term_source(term: &TermFile) -> Result<TermSource, String> {
         let json = serde_json::to_value(v).map_err(|e| format!("value cannot be JSON: {e}"))?;
         sources.push(TermSource::Value(json));
     }
-    if let Some(p) = &term.lookup {
-        sources.push(TermSource::Lookup(p.clone()));
+    match (&term.lookup, &term.at) {
+        (Some(path), None) if path.starts_with('$') => sources.push(TermSource::Lookup {
+            lookup: String::new(),
+            path: path.clone(),
+        }),
+        (Some(name), None) => {
+            return Err(format!(
+                "{{ lookup = \"{name}\" }} names a lookup: say where in its answer with at = \"$.…\" (a JSONPath alone reads [operation.lookup])"
+            ));
+        }
+        (Some(name), Some(path)) => {
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(format!(
+                    "lookup `{name}` with `at` names one of [operation.lookups.NAME] (A-Z a-z 0-9 _)"
+                ));
+            }
+            sources.push(TermSource::Lookup {
+                lookup: name.clone(),
+                path: path.clone(),
+            });
+        }
+        (None, Some(_)) => {
+            return Err(
+                "`at` goes with lookup = \"NAME\": the JSONPath into that lookup's answer".into(),
+            );
+        }
+        (None, None) => {}
+    }
+    if let Some(text) = &term.compute {
+        let expression = Expression::parse(text).map_err(|e| format!("compute `{text}`: {e}"))?;
+        sources.push(TermSource::Compute(expression));
     }
     if let Some(a) = &term.argument {
         sources.push(TermSource::Argument(a.clone()));
@@ -320,7 +414,7 @@ fn term_source(term: &TermFile) -> Result<TermSource, String> {
     match sources.len() {
         1 => Ok(sources.remove(0)),
         0 => Err(
-            "give exactly one source: path, body, form, query, header, value, lookup or argument"
+            "give exactly one source: path, body, form, query, header, value, lookup, compute or argument"
                 .into(),
         ),
         _ => Err("give exactly one source, not several".into()),

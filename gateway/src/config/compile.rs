@@ -11,7 +11,7 @@ use super::routes::{Loading, RouteConfig, compile_routes};
 use super::server::Server;
 use super::store::StoreSettings;
 
-use crate::identity::SessionClaims;
+use crate::identity::SessionSettings;
 use crate::policy::PolicySet;
 use crate::receipts::ReceiptSettings;
 
@@ -24,7 +24,7 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     pub admin_listen: Option<String>,
     pub store: StoreSettings,
-    pub session: SessionClaims,
+    pub session: SessionSettings,
     /// The fallback poppy.json document, read at load time.
     pub well_known: Option<serde_json::Value>,
     /// Every route's policies (metrics labels, the admin API, `explain`).

@@ -223,6 +223,9 @@ pub(crate) struct OperationFile {
     pub terms: BTreeMap<Spanned<String>, Spanned<TermFile>>,
     /// `[operation.lookup]`: an upstream record that `lookup` terms are read from.
     pub lookup: Option<Spanned<LookupFile>>,
+    /// `[operation.lookups.NAME]`: more of them, each read by `{ lookup = "NAME", at = "$…" }`.
+    #[serde(default)]
+    pub lookups: BTreeMap<Spanned<String>, Spanned<LookupFile>>,
     /// Body fields that are not terms and do not affect the action: JSONPaths, or for a form
     /// body, field names.
     pub ignore: Option<Spanned<Vec<String>>>,
@@ -247,8 +250,13 @@ pub(crate) struct TermFile {
     pub query: Option<String>,
     pub header: Option<String>,
     pub value: Option<toml::Value>,
-    /// A JSONPath into the answer of the operation's `[operation.lookup]`.
+    /// A JSONPath into the answer of the operation's `[operation.lookup]`; or, with `at`, the
+    /// name of one of its `[operation.lookups.NAME]`.
     pub lookup: Option<String>,
+    /// With `lookup = "NAME"`: the JSONPath into that lookup's answer.
+    pub at: Option<String>,
+    /// An expression over other terms (`policy::compute`).
+    pub compute: Option<String>,
     /// A JSONPath into an MCP tool call's `arguments` (`[[tool]]` only).
     pub argument: Option<String>,
 }
@@ -259,6 +267,8 @@ pub(crate) struct TermFile {
 pub(crate) struct LookupFile {
     /// A path on the upstream, with `{term}` placeholders filled from request terms.
     pub url: Spanned<String>,
+    /// `GET` (the default), or `POST`: a quote, sent the request's own body.
+    pub method: Option<Spanned<String>>,
 }
 
 /// `[mcp]` in gateway.toml.

@@ -20,7 +20,7 @@ mod session;
 mod store;
 mod tool_policy;
 
-pub use crate::identity::VerifyMode;
+pub use crate::identity::{SessionSettings, VerifySettings};
 
 pub(crate) use crate::identity::SessionClaims;
 pub use compile::{Config, load};

@@ -139,20 +139,25 @@ fn compile_operation(
             ));
         }
     }
-    let lookup =
-        super::lookup::compile_lookup(op.lookup.as_ref(), &op.terms).unwrap_or_else(|problems| {
-            for (span, problem) in problems {
-                errors.push(at(span, problem));
-            }
-            None
-        });
+    let lookups = super::lookup::compile_lookups(
+        op.lookup.as_ref(),
+        &op.lookups,
+        &op.terms,
+        template.as_ref(),
+    )
+    .unwrap_or_else(|problems| {
+        for (span, problem) in problems {
+            errors.push(at(span, problem));
+        }
+        Vec::new()
+    });
     if errors.len() > start {
         return None;
     }
     let action = action?;
     Some(Policy {
         name: action.name,
-        lookup,
+        lookups,
         route: template.map(|path| Route { method, path }),
         tool: None,
         id_prefix: action.id_prefix,

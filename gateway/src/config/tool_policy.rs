@@ -64,7 +64,7 @@ pub(super) fn compile_tool(
     }
     let action = action?;
     Some(Policy {
-        lookup: None,
+        lookups: Vec::new(),
         name: action.name,
         route: None,
         tool: Some(tool_name.clone()),

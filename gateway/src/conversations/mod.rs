@@ -33,12 +33,12 @@ use pingora::protocols::http::ServerSession;
 
 use crate::clock::now_millis;
 use crate::config::{Config, Conversations, ServiceToken};
-use crate::identity::RequestTarget;
+use crate::identity::{RequestTarget, SessionClaims, VerifyMode};
 use crate::metrics::Limit;
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::ErrorBody;
-use crate::proxy::{Executor, HeldBodies, Reservation};
+use crate::proxy::{Executor, HeldBodies, Reservation, UpstreamSlots};
 
 use describe::{Limits, describe};
 use messages::{Delivery, Messages};
@@ -70,21 +70,45 @@ pub(crate) struct ConversationsApp {
     upstream_host: String,
 }
 
+/// What the service shares with the proxy's default route (server.rs makes each once).
+pub(crate) struct Shared {
+    pub(crate) executor: Arc<Executor>,
+    pub(crate) policies: LivePolicies,
+    pub(crate) metrics: Arc<Metrics>,
+    /// `max_held_body_bytes`: one budget for both listeners.
+    pub(crate) held: Arc<HeldBodies>,
+    /// `max_upstream_connections`: one count for both listeners.
+    pub(crate) upstream_slots: Arc<UpstreamSlots>,
+    /// `[session]`'s verifier.
+    pub(crate) claims: SessionClaims,
+}
+
 impl ConversationsApp {
     pub(crate) fn new(
         settings: &Conversations,
         config: &Config,
-        executor: Arc<Executor>,
-        policies: LivePolicies,
-        metrics: Arc<Metrics>,
-        held: Arc<HeldBodies>,
+        shared: Shared,
     ) -> ConversationsApp {
-        let seam = Seam::new(
+        let Shared {
             executor,
-            config.session.clone(),
-            Arc::clone(&metrics),
-            config.server.max_body_bytes,
-        );
+            policies,
+            metrics,
+            held,
+            upstream_slots,
+            claims,
+        } = shared;
+        let verify_off = matches!(claims.verify, VerifyMode::Off);
+        let seam = Seam {
+            executor,
+            claims,
+            metrics: Arc::clone(&metrics),
+            max_body_bytes: config.server.max_body_bytes,
+            upstream_slots,
+            slot_wait: config
+                .default_route()
+                .map(|r| r.upstream.connect_timeout)
+                .unwrap_or_default(),
+        };
         // The service runs the default route (`load` refuses [conversations] without one).
         let timeouts = config.longest_execution();
         let messages = Messages {
@@ -98,7 +122,7 @@ impl ConversationsApp {
         ConversationsApp {
             token: settings.token.clone(),
             policies,
-            verify_off: config.session.verify.is_off(),
+            verify_off,
             seam,
             messages,
             max_body_bytes: config.server.max_body_bytes,

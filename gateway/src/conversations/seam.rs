@@ -7,6 +7,7 @@
 //! core decides, and nothing here checks anything the front door checks.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -17,7 +18,9 @@ use crate::ingress::admit::{Admitted, ApprovalSource, Refused, body_size};
 use crate::metrics::Metrics;
 use crate::operation::Decision;
 use crate::protocol::{ErrorBody, SigningKey};
-use crate::proxy::{Arrival, Executor, Operated, RequestOutcome, admit_request, refused_outcome};
+use crate::proxy::{
+    Arrival, Executor, Operated, RequestOutcome, UpstreamSlots, admit_request, refused_outcome,
+};
 use crate::store::OperationStore;
 
 /// Where a message's approval travels, as its errors name it.
@@ -32,28 +35,20 @@ pub(crate) enum Call {
     Perform,
 }
 
+/// The service's way into the front door and the executor (fields set by mod.rs).
 pub(crate) struct Seam {
-    executor: Arc<Executor>,
-    claims: SessionClaims,
-    metrics: Arc<Metrics>,
-    max_body_bytes: usize,
+    pub(super) executor: Arc<Executor>,
+    pub(super) claims: SessionClaims,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) max_body_bytes: usize,
+    /// The proxy's `max_upstream_connections`, shared: a message's lookups and forward use the
+    /// upstream as a proxied request does.
+    pub(super) upstream_slots: Arc<UpstreamSlots>,
+    /// How long to wait for a slot: the route's `connect_timeout`, as the proxy waits.
+    pub(super) slot_wait: Duration,
 }
 
 impl Seam {
-    pub(crate) fn new(
-        executor: Arc<Executor>,
-        claims: SessionClaims,
-        metrics: Arc<Metrics>,
-        max_body_bytes: usize,
-    ) -> Seam {
-        Seam {
-            executor,
-            claims,
-            metrics,
-            max_body_bytes,
-        }
-    }
-
     /// The executor's store, for the service's own records (conversation messages).
     pub(crate) fn store(&self) -> Arc<dyn OperationStore> {
         self.executor.store()
@@ -115,6 +110,11 @@ impl Seam {
             .as_ref()
             .map(|a| a.operation_id.clone())
             .unwrap_or_default();
+        // Held until the answer is decided: the lookups and the forward are under the cap.
+        let _slot = match self.upstream_slots.take(self.slot_wait).await {
+            Ok(slot) => slot,
+            Err(busy) => return refused_answer(&Refused::Request(busy)),
+        };
         match self.executor.operate(admitted).await {
             Operated::Decided(executed) => {
                 executed.outcome.record(&self.metrics);

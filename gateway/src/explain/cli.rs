@@ -29,10 +29,11 @@ pub struct ExplainArgs {
     /// Explain the request as signed in (with a made-up bearer token, unless --header gives one).
     #[arg(long)]
     pub signed_in: bool,
-    /// The upstream's answer to the policy's lookup (text or `@file`); without it, lookup terms
-    /// are shown as placeholders.
-    #[arg(long)]
-    pub lookup_answer: Option<String>,
+    /// The upstream's answer to the policy's `[operation.lookup]` (text or `@file`), or
+    /// `NAME=…` to one of its `[operation.lookups.NAME]` (repeat for several); the terms of a
+    /// lookup without one are shown as placeholders.
+    #[arg(long, value_name = "[NAME=]ANSWER")]
+    pub lookup_answer: Vec<String>,
     /// Explain an MCP `tools/call` of this tool instead of an HTTP request.
     #[arg(long)]
     pub tool: Option<String>,
@@ -119,11 +120,18 @@ fn request(args: &ExplainArgs) -> Result<ExplainRequest, ArgsError> {
         headers,
         body,
         signed_in: args.signed_in,
-        lookup_answer: args
+        lookup_answers: args
             .lookup_answer
-            .as_deref()
-            .map(text_or_file)
-            .transpose()?,
+            .iter()
+            .map(|arg| {
+                // `NAME=` names a lookup; JSON text and `@file` can't start that way.
+                let named = arg.split_once('=').filter(|(name, _)| {
+                    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                });
+                let (name, answer) = named.unwrap_or(("", arg));
+                Ok((name.to_owned(), text_or_file(answer)?))
+            })
+            .collect::<Result<_, ArgsError>>()?,
         tool: match &args.tool {
             Some(tool) => Some((tool.clone(), text_or_file(&args.arguments)?)),
             None => None,

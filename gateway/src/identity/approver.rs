@@ -21,28 +21,22 @@ use crate::protocol::{ScopeKind, SigningKey};
 /// Which claims identify the Session, the agent, the user and the account, and who verifies
 /// the credentials they come from (`[session]`).
 #[derive(Debug, Clone)]
-pub struct SessionClaims {
-    pub verify: VerifyMode,
-    pub session_claim: String,
-    pub agent_claim: String,
-    pub user_claim: String,
-    pub account_claim: String,
+pub(crate) struct SessionClaims {
+    pub(crate) verify: VerifyMode,
+    pub(crate) session_claim: String,
+    pub(crate) agent_claim: String,
+    pub(crate) user_claim: String,
+    pub(crate) account_claim: String,
 }
 
 /// `[session] verify`.
 #[derive(Debug, Clone)]
-pub enum VerifyMode {
+pub(crate) enum VerifyMode {
     /// The gateway verifies the Poppy-Session signature against trusted agents' keys.
     Required(Arc<SessionVerifier>),
     /// The upstream verifies; the gateway reads claims unverified, so a recorded answer is
     /// replayed only to the exact credentials that approved it.
     Off,
-}
-
-impl VerifyMode {
-    pub fn is_off(&self) -> bool {
-        matches!(self, VerifyMode::Off)
-    }
 }
 
 /// The approver scope of a request: operations are bound to it.

@@ -29,12 +29,7 @@ impl HttpClient {
     pub(crate) fn new(extra_roots_pem: Option<&[u8]>) -> Result<HttpClient, String> {
         let mut builder = reqwest::Client::builder().redirect(Policy::custom(redirect));
         if let Some(pem) = extra_roots_pem {
-            let roots = reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| format!("extra CA certificates: {}", chain(&e)))?;
-            if roots.is_empty() {
-                return Err("extra CA certificates: no certificate in the PEM bundle".into());
-            }
-            for root in roots {
+            for root in roots(pem)? {
                 builder = builder.add_root_certificate(root);
             }
         }
@@ -42,6 +37,11 @@ impl HttpClient {
             .build()
             .map_err(|e| format!("HTTP client: {}", chain(&e)))?;
         Ok(HttpClient { client })
+    }
+
+    /// Whether `pem` is a bundle of certificates [`HttpClient::new`] can add (`ca_file`, at load).
+    pub(crate) fn check_roots(pem: &[u8]) -> Result<(), String> {
+        roots(pem).map(drop)
     }
 
     pub(crate) async fn get(
@@ -160,6 +160,16 @@ fn chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// The certificates of a PEM bundle: at least one.
+fn roots(pem: &[u8]) -> Result<Vec<reqwest::Certificate>, String> {
+    let roots = reqwest::Certificate::from_pem_bundle(pem)
+        .map_err(|e| format!("extra CA certificates: {}", chain(&e)))?;
+    if roots.is_empty() {
+        return Err("extra CA certificates: no certificate in the PEM bundle".into());
+    }
+    Ok(roots)
 }
 
 #[cfg(test)]

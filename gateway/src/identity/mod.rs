@@ -15,6 +15,7 @@ pub(crate) mod format;
 pub(crate) mod http;
 pub(crate) mod jwks;
 pub(crate) mod metadata;
+mod settings;
 pub(crate) mod source;
 #[cfg(test)]
 pub(crate) mod testkeys;
@@ -28,23 +29,24 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value};
 
 pub(crate) use approver::SessionClaims;
+pub(crate) use approver::VerifyMode;
 pub(crate) use approver::{Approver, ApproverError};
 #[cfg(test)]
 pub(crate) use approver::{Credentials, Who};
-// `config` re-exports it for the config tests (gateway/tests/config.rs).
-#[allow(unreachable_pub)]
-pub use approver::VerifyMode;
 pub(crate) use format::RequestTarget;
 pub(crate) use http::HttpClient;
 pub(crate) use jwks::KeySet;
-pub(crate) use source::{KeySource, TrustedIssuer};
-pub(crate) use token::introspection::{Introspection, IntrospectionLimits, Introspector};
+pub(crate) use settings::{IssuerSettings, TokenSettings, VerifierSettings};
+#[allow(unreachable_pub)]
+pub use settings::{SessionSettings, VerifySettings};
+pub(crate) use source::{KeySource, KeysReadError, TrustedIssuer, read_file as read_jwks_file};
+pub(crate) use token::introspection::{Introspection, IntrospectionLimits};
 pub(crate) use token::{TokenError, TokenVerifier};
 pub(crate) use verify::{Expectations, VerifyError};
 
 /// The trusted agents of one deployment, by issuer (`iss`).
 #[derive(Debug)]
-pub struct SessionVerifier {
+pub(crate) struct SessionVerifier {
     agents: HashMap<String, Arc<TrustedIssuer>>,
     expect: Expectations,
     /// `[session.token]`: how bearer tokens are verified; `None` leaves them unverified (and
@@ -161,13 +163,17 @@ mod tests {
 
     fn verifier(source: KeySource) -> SessionVerifier {
         let http = Arc::new(HttpClient::new(None).unwrap());
-        let agent = TrustedIssuer::new(AGENT.into(), source, Duration::from_secs(3600), http);
+        let keys = match &source {
+            KeySource::File(path) => Some(Arc::new(source::read_file(path).unwrap())),
+            _ => None,
+        };
+        let agent = TrustedIssuer::new(AGENT.into(), source, Duration::from_secs(3600), keys, http);
         let expect = Expectations {
             audience: vec!["https://shop.example".into()],
             clock_skew_secs: 60,
             origins: vec![ORIGIN.into()],
         };
-        SessionVerifier::new(vec![agent.unwrap()], expect, None)
+        SessionVerifier::new(vec![agent], expect, None)
     }
 
     fn fixture(name: &str) -> KeySource {

@@ -63,29 +63,25 @@ impl std::fmt::Debug for TrustedIssuer {
 }
 
 impl TrustedIssuer {
-    /// Read a file source now (its errors are config errors); a URL or a metadata document is
-    /// fetched with `http` by [`TrustedIssuer::reload`] once a runtime runs.
+    /// `file_keys`: a `jwks_file`'s keys, read at load ([`read_file`]); a URL or a metadata
+    /// document is fetched with `http` by [`TrustedIssuer::reload`] once a runtime runs.
     pub(crate) fn new(
         issuer: String,
         source: KeySource,
         refresh: Duration,
+        file_keys: Option<Arc<KeySet>>,
         http: Arc<HttpClient>,
-    ) -> Result<Self, KeysReadError> {
-        let trusted = TrustedIssuer {
+    ) -> Self {
+        let loaded_at = file_keys.as_ref().map(|_| Arc::new(Instant::now()));
+        TrustedIssuer {
             issuer,
             source,
             refresh,
             http,
-            keys: ArcSwapOption::empty(),
-            loaded_at: ArcSwapOption::empty(),
+            keys: ArcSwapOption::new(file_keys),
+            loaded_at: ArcSwapOption::new(loaded_at),
             reloading: tokio::sync::Mutex::new(None),
-        };
-        if let KeySource::File(path) = &trusted.source {
-            let keys = read_file(path)?;
-            trusted.keys.store(Some(Arc::new(keys)));
-            trusted.loaded_at.store(Some(Arc::new(Instant::now())));
         }
-        Ok(trusted)
     }
 
     pub(crate) fn keys(&self) -> Option<Arc<KeySet>> {
@@ -158,7 +154,8 @@ pub(crate) enum KeysReadError {
     Metadata(MetadataError),
 }
 
-fn read_file(path: &PathBuf) -> Result<KeySet, KeysReadError> {
+/// A `jwks_file`'s keys: read at load, and again on an unknown `kid`.
+pub(crate) fn read_file(path: &PathBuf) -> Result<KeySet, KeysReadError> {
     let bytes = std::fs::read(path).map_err(|error| KeysReadError::Read {
         path: path.clone(),
         error,

@@ -11,6 +11,7 @@
 
 use serde_json::Value;
 
+use super::body::{is_response, media_type};
 use super::sse;
 
 /// The JSON-RPC error code of a cancelled request (MCP's `REQUEST_CANCELLED`).
@@ -65,20 +66,6 @@ pub(crate) fn read_call_answer(
         }
         _ => CallAnswer::Final,
     }
-}
-
-fn media_type(content_type: Option<&[u8]>) -> Option<String> {
-    content_type
-        .and_then(|ct| std::str::from_utf8(ct).ok())
-        .and_then(|ct| ct.split(';').next())
-        .map(|mt| mt.trim().to_ascii_lowercase())
-}
-
-fn is_response(message: &Value) -> bool {
-    message.as_object().is_some_and(|object| {
-        !object.contains_key("method")
-            && (object.contains_key("result") || object.contains_key("error"))
-    })
 }
 
 fn of_response(message: &Value) -> CallAnswer {

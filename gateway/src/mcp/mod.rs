@@ -4,6 +4,7 @@
 //! replayed to a retry. No pingora, no store: the adapter is `proxy::mcp_api`.
 
 mod answer;
+mod body;
 mod call_answer;
 mod fingerprint;
 mod headers;

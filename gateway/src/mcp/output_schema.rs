@@ -26,7 +26,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::sse::{self, EventChange};
+use super::body::{MessageChange, rewrite_messages};
 
 /// Top-level keywords that say how to read the schema or where its references point.
 const DOCUMENT_KEYWORDS: [&str; 5] = ["$schema", "$id", "$defs", "definitions", "$anchor"];
@@ -167,32 +167,13 @@ pub(crate) fn widen_tools_list_body(
     content_type: Option<&[u8]>,
     is_held: impl Fn(&str) -> bool,
 ) -> Option<Vec<u8>> {
-    let media_type = content_type
-        .and_then(|ct| std::str::from_utf8(ct).ok())
-        .and_then(|ct| ct.split(';').next())
-        .map(|mt| mt.trim().to_ascii_lowercase())?;
-    match media_type.as_str() {
-        "application/json" => {
-            let mut message: Value = serde_json::from_slice(body).ok()?;
-            widen_tools_list(&mut message, &is_held)
-                .then(|| serde_json::to_vec(&message).ok())
-                .flatten()
+    rewrite_messages(body, content_type, |message| {
+        if widen_tools_list(message, &is_held) {
+            MessageChange::Changed
+        } else {
+            MessageChange::Keep
         }
-        "text/event-stream" => {
-            let text = std::str::from_utf8(body).ok()?;
-            sse::rewrite_events(text, |data| {
-                let Ok(mut message) = serde_json::from_str::<Value>(data) else {
-                    return EventChange::Keep;
-                };
-                if !widen_tools_list(&mut message, &is_held) {
-                    return EventChange::Keep;
-                }
-                serde_json::to_string(&message).map_or(EventChange::Keep, EventChange::Replace)
-            })
-            .map(String::into_bytes)
-        }
-        _ => None,
-    }
+    })
 }
 
 /// Whether a JSON-RPC message is a `tools/list` request.

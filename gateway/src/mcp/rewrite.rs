@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::McpVersion;
-use super::sse::{self, EventChange};
+use super::body::{MessageChange, is_response, rewrite_messages};
 
 /// How a recorded answer is readdressed to the call it answers now.
 pub(crate) struct Readdress<'a> {
@@ -29,43 +29,21 @@ pub(crate) fn readdress_response(
     content_type: Option<&[u8]>,
     to: &Readdress<'_>,
 ) -> Option<Vec<u8>> {
-    let media_type = content_type
-        .and_then(|ct| std::str::from_utf8(ct).ok())
-        .and_then(|ct| ct.split(';').next())
-        .map(|mt| mt.trim().to_ascii_lowercase())?;
-    match media_type.as_str() {
-        "application/json" => {
-            let mut message: Value = serde_json::from_slice(body).ok()?;
-            if !readdress_message(&mut message, to) {
-                return None;
-            }
-            serde_json::to_vec(&message).ok()
+    rewrite_messages(body, content_type, |message| {
+        if !is_response(message) {
+            // A replay sends the response only (see [`Readdress::replay`]).
+            return if to.replay {
+                MessageChange::Drop
+            } else {
+                MessageChange::Keep
+            };
         }
-        "text/event-stream" => {
-            let text = std::str::from_utf8(body).ok()?;
-            sse::rewrite_events(text, |data| {
-                let Ok(mut message) = serde_json::from_str::<Value>(data) else {
-                    return EventChange::Keep;
-                };
-                if !is_response(&message) {
-                    return if to.replay {
-                        EventChange::Drop
-                    } else {
-                        EventChange::Keep
-                    };
-                }
-                if !readdress_message(&mut message, to) {
-                    return EventChange::Keep;
-                }
-                match serde_json::to_string(&message) {
-                    Ok(text) => EventChange::Replace(text),
-                    Err(_) => EventChange::Keep,
-                }
-            })
-            .map(String::into_bytes)
+        if readdress_message(message, to) {
+            MessageChange::Changed
+        } else {
+            MessageChange::Keep
         }
-        _ => None,
-    }
+    })
 }
 
 /// The body with the `id` of each JSON-RPC response in it set to `id` (nothing else changed).
@@ -85,13 +63,6 @@ pub(crate) fn rewrite_response_id(
             replay: false,
         },
     )
-}
-
-fn is_response(message: &Value) -> bool {
-    message.as_object().is_some_and(|object| {
-        !object.contains_key("method")
-            && (object.contains_key("result") || object.contains_key("error"))
-    })
 }
 
 /// Readdress a response; whether anything changed.

@@ -35,7 +35,8 @@ pub(crate) enum Outcome {
     StoreUnavailable,
     /// The gateway was shutting down and started no new forward.
     ShuttingDown,
-    /// The policy's `[operation.lookup]` failed: nothing was forwarded.
+    /// One of the policy's lookups failed, or a term computed from its answer has no value:
+    /// nothing was forwarded.
     LookupFailed,
 }
 

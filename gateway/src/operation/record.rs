@@ -57,6 +57,23 @@ pub struct Claim {
     pub lease_until_ms: i64,
 }
 
+impl Claim {
+    /// The record this claim creates: in flight, owned and leased as the claim says.
+    pub fn in_flight_record(&self) -> OperationRecord {
+        OperationRecord {
+            scope: self.scope.clone(),
+            policy: self.policy.clone(),
+            revision: self.revision.clone(),
+            created_at_ms: self.now_ms,
+            credentials: self.credentials.clone(),
+            state: RecordState::InFlight {
+                owner: self.owner.clone(),
+                lease_until_ms: self.lease_until_ms,
+            },
+        }
+    }
+}
+
 /// What a new request for an action (a mint) needs, read in one step.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ActionState {

@@ -191,7 +191,9 @@ pub(crate) fn record_before_lookup(
     policy: &Policy,
     approval: Option<&ApprovalHeader>,
 ) -> Option<OperationId> {
-    policy.lookup.as_ref()?;
+    if policy.lookups.is_empty() {
+        return None;
+    }
     OperationId::parse(&approval?.operation_id)
 }
 

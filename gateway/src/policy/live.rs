@@ -58,7 +58,7 @@ mod tests {
             summary: SummaryTemplate::parse("Do {id}.").unwrap(),
             terms: vec![("id".into(), TermSource::Path("id".into()))],
             source: "test".into(),
-            lookup: None,
+            lookups: Vec::new(),
             ignore: Vec::new(),
             ignore_query: Vec::new(),
             ignore_headers: Vec::new(),

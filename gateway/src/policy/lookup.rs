@@ -1,5 +1,7 @@
 //! Terms from the upstream's own records: `[operation.lookup] url = "/catalog/{replacement_sku}"`
-//! and terms `{ lookup = "$.price.amount" }`.
+//! and terms `{ lookup = "$.price.amount" }`; or several, named:
+//! `[operation.lookups.order] url = "/orders/{order_id}"` and `{ lookup = "order", at = "$.x" }`;
+//! and quotes, `method = "POST"`: the request's own body sent to a preview endpoint.
 //!
 //! The pure half: filling the URL template from terms already extracted from the request, and
 //! reading the lookup terms out of the upstream's JSON answer. The fetch itself is the HTTP
@@ -12,6 +14,27 @@ use serde_json::Value;
 
 use super::placeholders::{Piece, Syntax, tokenize};
 use super::terms::{TermSource, Terms, query_json};
+
+/// One lookup of a policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    /// `""` for the unnamed `[operation.lookup]`.
+    pub name: String,
+    /// A quote: `POST` the request's own body (with its `Content-Type`) instead of a `GET`.
+    pub quote: bool,
+    pub url: LookupTemplate,
+}
+
+impl Lookup {
+    /// How the policy file names it, for messages and logs.
+    pub fn label(&self) -> String {
+        if self.name.is_empty() {
+            "[operation.lookup]".to_owned()
+        } else {
+            format!("[operation.lookups.{}]", self.name)
+        }
+    }
+}
 
 /// A lookup URL template: a path (and optional query) on the upstream, with `{term}` placeholders.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,18 +173,22 @@ pub(crate) fn percent_encode(text: &str) -> String {
     out
 }
 
-/// Read every `lookup` term of `terms` out of the upstream's answer body into `out`.
-/// A `null` counts as missing, as it does for request terms.
+/// Read every term of lookup `lookup` (`""`: the unnamed one) out of the upstream's answer
+/// body into `out`. A `null` counts as missing, as it does for request terms.
 pub(crate) fn extract_from_answer(
+    lookup: &str,
     terms: &[(String, TermSource)],
     body: &[u8],
     out: &mut Terms,
 ) -> Result<(), AnswerError> {
     let answer: Value = serde_json::from_slice(body).map_err(|_| AnswerError::NotJson)?;
     for (name, source) in terms {
-        let TermSource::Lookup(path) = source else {
+        let TermSource::Lookup { lookup: from, path } = source else {
             continue;
         };
+        if from != lookup {
+            continue;
+        }
         match query_json(&answer, path) {
             Some(Value::Null) | None => {
                 return Err(AnswerError::Missing {
@@ -247,16 +274,28 @@ mod tests {
 
     #[test]
     fn reads_lookup_terms_from_the_answer() {
+        let lookup = |from: &str, path: &str| TermSource::Lookup {
+            lookup: from.into(),
+            path: path.into(),
+        };
         let policy_terms = vec![
             ("sku".to_owned(), TermSource::Body("$.sku".into())),
-            (
-                "price".to_owned(),
-                TermSource::Lookup("$.price.amount".into()),
-            ),
-            ("name".to_owned(), TermSource::Lookup("$.name".into())),
+            ("price".to_owned(), lookup("", "$.price.amount")),
+            ("name".to_owned(), lookup("", "$.name")),
+            ("paid".to_owned(), lookup("order", "$.paid")),
         ];
         let mut out = terms(&[("sku", json!("s1"))]);
         extract_from_answer(
+            "order",
+            &policy_terms,
+            br#"{"paid":"120.00","name":"not this one"}"#,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out["paid"], "120.00");
+        assert!(!out.contains_key("name"), "the other lookup's term");
+        extract_from_answer(
+            "",
             &policy_terms,
             br#"{"name":"Jacket","price":{"amount":"190.00","currency":"USD"}}"#,
             &mut out,
@@ -268,7 +307,7 @@ mod tests {
 
         let mut out = Terms::new();
         assert_eq!(
-            extract_from_answer(&policy_terms, br#"{"name":"Jacket"}"#, &mut out),
+            extract_from_answer("", &policy_terms, br#"{"name":"Jacket"}"#, &mut out),
             Err(AnswerError::Missing {
                 term: "price".into(),
                 path: "$.price.amount".into()
@@ -276,6 +315,7 @@ mod tests {
         );
         assert_eq!(
             extract_from_answer(
+                "",
                 &policy_terms,
                 br#"{"name":null,"price":{"amount":"1"}}"#,
                 &mut out
@@ -286,7 +326,7 @@ mod tests {
             })
         );
         assert_eq!(
-            extract_from_answer(&policy_terms, b"<html>", &mut out),
+            extract_from_answer("", &policy_terms, b"<html>", &mut out),
             Err(AnswerError::NotJson)
         );
     }

@@ -1,6 +1,7 @@
 //! Policies: which requests need approval, and what their terms and summary are.
 //! Pure code: no pingora, no store.
 
+mod compute;
 mod fingerprint;
 mod form_name;
 mod index;
@@ -13,14 +14,16 @@ mod route;
 mod summary;
 mod terms;
 
+pub use compute::{EvalError, Expression, SyntaxError as ExpressionError};
 pub(crate) use fingerprint::request_fingerprint;
 pub(crate) use form_name::{FormKey, FormName, MAX_LIST, METHOD_OVERRIDE_NAMES};
 pub(crate) use jsonpath::query as query_json_path;
 pub(crate) use live::LivePolicies;
-pub use lookup::LookupTemplate;
 pub use lookup::LookupTemplateError;
 pub(crate) use lookup::{AnswerError, extract_from_answer};
+pub use lookup::{Lookup, LookupTemplate};
 pub(crate) use overlap::conflicts;
+pub(crate) use terms::compute_terms;
 
 pub use route::{PathTemplate, percent_decode};
 
@@ -55,8 +58,9 @@ pub struct Policy {
     pub terms: Vec<(String, TermSource)>,
     /// Where the policy was written, for `check` and logs.
     pub source: String,
-    /// `[operation.lookup]`: the upstream record that `lookup` terms are read from.
-    pub lookup: Option<LookupTemplate>,
+    /// `[operation.lookup]` and `[operation.lookups.NAME]`: the upstream records (and quotes)
+    /// that `lookup` terms are read from, in the order they are fetched.
+    pub lookups: Vec<Lookup>,
     /// JSONPaths of body fields (tool arguments, for `[[tool]]`) that are not terms: the
     /// policy says they do not affect the action. Any other field is refused.
     pub ignore: Vec<String>,

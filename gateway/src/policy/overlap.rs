@@ -191,7 +191,7 @@ mod tests {
             summary: SummaryTemplate::parse("Do it.").unwrap(),
             terms: vec![("id".into(), TermSource::Value(serde_json::json!(1)))],
             source: format!("p.toml:{}:1", name.len()),
-            lookup: None,
+            lookups: Vec::new(),
             ignore: Vec::new(),
             ignore_query: Vec::new(),
             ignore_headers: Vec::new(),

@@ -257,32 +257,32 @@ impl PathTemplate {
     /// when equal, a literal and a capture when the capture admits the literal, and two
     /// captures when their prefixes agree and their suffixes agree.
     pub(crate) fn overlaps(&self, other: &PathTemplate) -> bool {
-        self.segments.len() == other.segments.len()
-            && self
-                .segments
-                .iter()
-                .zip(&other.segments)
-                .all(|pair| match pair {
-                    (Segment::Literal(a), Segment::Literal(b)) => a == b,
-                    (Segment::Literal(l), Segment::Capture(c))
-                    | (Segment::Capture(c), Segment::Literal(l)) => c.admits(l),
-                    (Segment::Capture(a), Segment::Capture(b)) => a.meets(b),
-                })
+        self.segment_by_segment(other, |pair| match pair {
+            (Segment::Literal(a), Segment::Literal(b)) => a == b,
+            (Segment::Literal(l), Segment::Capture(c))
+            | (Segment::Capture(c), Segment::Literal(l)) => c.admits(l),
+            (Segment::Capture(a), Segment::Capture(b)) => a.meets(b),
+        })
     }
 
     /// Whether every path `other` matches, this matches too.
     pub(crate) fn covers(&self, other: &PathTemplate) -> bool {
+        self.segment_by_segment(other, |pair| match pair {
+            (Segment::Capture(a), Segment::Capture(b)) => a.holds(b),
+            (Segment::Capture(c), Segment::Literal(l)) => c.admits(l),
+            (Segment::Literal(a), Segment::Literal(b)) => a == b,
+            (Segment::Literal(_), Segment::Capture(_)) => false,
+        })
+    }
+
+    /// The same number of segments, and `holds` for each pair of them.
+    fn segment_by_segment(
+        &self,
+        other: &PathTemplate,
+        holds: impl Fn((&Segment, &Segment)) -> bool,
+    ) -> bool {
         self.segments.len() == other.segments.len()
-            && self
-                .segments
-                .iter()
-                .zip(&other.segments)
-                .all(|pair| match pair {
-                    (Segment::Capture(a), Segment::Capture(b)) => a.holds(b),
-                    (Segment::Capture(c), Segment::Literal(l)) => c.admits(l),
-                    (Segment::Literal(a), Segment::Literal(b)) => a == b,
-                    (Segment::Literal(_), Segment::Capture(_)) => false,
-                })
+            && self.segments.iter().zip(&other.segments).all(holds)
     }
 
     /// A path both templates match, for messages (`x` for a capture's value); `None` when

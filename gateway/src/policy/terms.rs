@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use jsonpath_rust::JsonPath as _;
 use serde_json::Value;
 
+use super::compute::{EvalError, Expression};
 use super::route::Captures;
 
 /// Where a term's value comes from.
@@ -25,9 +26,13 @@ pub enum TermSource {
     Value(Value),
     /// A JSONPath into an MCP tool call's `arguments`.
     Argument(String),
-    /// A JSONPath into the upstream's answer to the policy's `[operation.lookup]` (see
-    /// [`super::lookup`]); filled only by interfaces that run the lookup.
-    Lookup(String),
+    /// A JSONPath into the upstream's answer to one of the policy's lookups (see
+    /// [`super::lookup`]): `lookup` names it, `""` for the unnamed `[operation.lookup]`.
+    /// Filled only by interfaces that run the lookups.
+    Lookup { lookup: String, path: String },
+    /// An expression over other terms (see [`super::compute`]), evaluated once every other
+    /// term (lookups included) is known.
+    Compute(Expression),
 }
 
 impl TermSource {
@@ -41,7 +46,11 @@ impl TermSource {
             TermSource::Header(name) => format!("header `{name}`"),
             TermSource::Value(_) => "constant value".to_owned(),
             TermSource::Argument(path) => format!("tool argument `{path}`"),
-            TermSource::Lookup(path) => format!("lookup `{path}`"),
+            TermSource::Lookup { lookup, path } if lookup.is_empty() => {
+                format!("lookup `{path}`")
+            }
+            TermSource::Lookup { lookup, path } => format!("lookup `{lookup}` at `{path}`"),
+            TermSource::Compute(expression) => format!("compute `{expression}`"),
         }
     }
 
@@ -84,9 +93,9 @@ impl TermError {
     }
 }
 
-/// Extract every term. A `null` JSON value counts as missing, and so does a `lookup` term:
-/// an interface that doesn't run lookups must refuse the request, never render a summary
-/// without the looked-up values.
+/// Extract every term but the computed ones. A `null` JSON value counts as missing, and so
+/// does a `lookup` term: an interface that doesn't run lookups must refuse the request, never
+/// render a summary without the looked-up values.
 pub(crate) fn extract(
     terms: &[(String, TermSource)],
     request: &RequestParts<'_>,
@@ -95,7 +104,8 @@ pub(crate) fn extract(
 }
 
 /// Extract every term but the `lookup` ones, which the caller then reads from the upstream's
-/// answer (`lookup::extract_from_answer`).
+/// answer (`lookup::extract_from_answer`), and the computed ones, evaluated after them
+/// (`compute_terms`).
 pub(crate) fn extract_from_request(
     terms: &[(String, TermSource)],
     request: &RequestParts<'_>,
@@ -110,7 +120,10 @@ fn extract_terms(
 ) -> Result<Terms, TermError> {
     let mut out = Terms::new();
     for (name, source) in terms {
-        if skip_lookups && matches!(source, TermSource::Lookup(_)) {
+        // Computed terms are evaluated by the executor, after the lookups (`compute_terms`).
+        if matches!(source, TermSource::Compute(_))
+            || (skip_lookups && matches!(source, TermSource::Lookup { .. }))
+        {
             continue;
         }
         let missing = || TermError::Missing {
@@ -137,7 +150,7 @@ fn extract_terms(
                 })?)),
             },
             TermSource::Value(value) => Some(value.clone()),
-            TermSource::Lookup(_) => None,
+            TermSource::Lookup { .. } | TermSource::Compute(_) => None,
         };
         match value {
             Some(Value::Null) | None => return Err(missing()),
@@ -147,6 +160,81 @@ fn extract_terms(
         }
     }
     Ok(out)
+}
+
+/// A computed term that has no value, and whether the operand at fault came from a lookup
+/// (the upstream's answer: a 502, like a failed lookup) or from the request (a 400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("computed term `{term}`: {error}")]
+pub(crate) struct ComputeFailure {
+    pub term: String,
+    pub error: EvalError,
+    pub from_lookup: bool,
+}
+
+impl ComputeFailure {
+    /// The term to name in the refusal: the operand at fault, or the computed term.
+    pub(crate) fn named_term(&self) -> &str {
+        match &self.error {
+            EvalError::NotANumber { term } | EvalError::Missing { term } => term,
+            EvalError::DivisionByZero | EvalError::Overflow => &self.term,
+        }
+    }
+}
+
+/// Evaluate every computed term of `policy_terms` into `terms`, each once the terms it reads
+/// are known (`check` refused cycles and names of no term).
+pub(crate) fn compute_terms(
+    policy_terms: &[(String, TermSource)],
+    terms: &mut Terms,
+) -> Result<(), ComputeFailure> {
+    let mut pending: Vec<(&String, &Expression)> = policy_terms
+        .iter()
+        .filter_map(|(name, source)| match source {
+            TermSource::Compute(expression) => Some((name, expression)),
+            _ => None,
+        })
+        .collect();
+    while !pending.is_empty() {
+        let ready = pending.iter().position(|(_, expression)| {
+            expression
+                .terms()
+                .iter()
+                .all(|t| !pending.iter().any(|(name, _)| name.as_str() == *t))
+        });
+        // A cycle (which `check` refuses) leaves nothing ready: evaluate one anyway, and its
+        // operand is reported missing.
+        let (name, expression) = pending.remove(ready.unwrap_or(0));
+        let value = expression.evaluate(terms).map_err(|error| {
+            let from_lookup = match &error {
+                EvalError::NotANumber { term } | EvalError::Missing { term } => {
+                    reads_lookup(policy_terms, term, 0)
+                }
+                EvalError::DivisionByZero | EvalError::Overflow => {
+                    reads_lookup(policy_terms, name, 0)
+                }
+            };
+            ComputeFailure {
+                term: name.clone(),
+                error,
+                from_lookup,
+            }
+        })?;
+        terms.insert(name.clone(), value);
+    }
+    Ok(())
+}
+
+/// Whether term `name` comes from a lookup, itself or through the terms it computes from.
+fn reads_lookup(policy_terms: &[(String, TermSource)], name: &str, depth: usize) -> bool {
+    match policy_terms.iter().find(|(n, _)| n == name).map(|(_, s)| s) {
+        Some(TermSource::Lookup { .. }) => true,
+        Some(TermSource::Compute(expression)) if depth < policy_terms.len() => expression
+            .terms()
+            .iter()
+            .any(|t| reads_lookup(policy_terms, t, depth + 1)),
+        _ => false,
+    }
 }
 
 /// One match is the value; several are an array of them; none is `None`.
@@ -311,13 +399,85 @@ mod tests {
         let headers = http::HeaderMap::new();
         let terms = vec![
             ("order_id".to_owned(), TermSource::Path("order_id".into())),
-            ("price".to_owned(), TermSource::Lookup("$.price".into())),
+            (
+                "price".to_owned(),
+                TermSource::Lookup {
+                    lookup: String::new(),
+                    path: "$.price".into(),
+                },
+            ),
+            (
+                "twice".to_owned(),
+                TermSource::Compute(Expression::parse("price * 2").unwrap()),
+            ),
         ];
         let request = parts(&captures, &headers, None, None);
         assert_eq!(extract(&terms, &request).unwrap_err().term(), "price");
         let got = extract_from_request(&terms, &request).unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(got["order_id"], "o1");
+    }
+
+    #[test]
+    fn computed_terms_are_evaluated_in_order_and_failures_say_where_from() {
+        let values = |pairs: &[(&str, Value)]| -> Terms {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect()
+        };
+        let compute = |text: &str| TermSource::Compute(Expression::parse(text).unwrap());
+        let lookup = || TermSource::Lookup {
+            lookup: "order".into(),
+            path: "$.price".into(),
+        };
+        let policy = vec![
+            ("a_total".to_owned(), compute("difference * qty")),
+            ("difference".to_owned(), compute("new_price - old_price")),
+            ("new_price".to_owned(), TermSource::Body("$.price".into())),
+            ("old_price".to_owned(), lookup()),
+            ("qty".to_owned(), TermSource::Body("$.qty".into())),
+        ];
+        let mut got = values(&[
+            ("new_price", json!("190.00")),
+            ("old_price", json!("120.00")),
+            ("qty", json!(2)),
+        ]);
+        compute_terms(&policy, &mut got).unwrap();
+        assert_eq!(got["difference"], "70.00");
+        assert_eq!(got["a_total"], "140.00");
+
+        let mut bad = values(&[
+            ("new_price", json!("190.00")),
+            ("old_price", json!("n/a")),
+            ("qty", json!(2)),
+        ]);
+        let failure = compute_terms(&policy, &mut bad).unwrap_err();
+        assert_eq!(failure.term, "difference");
+        assert_eq!(failure.named_term(), "old_price");
+        assert!(failure.from_lookup);
+
+        let mut bad = values(&[
+            ("new_price", json!("free")),
+            ("old_price", json!("1")),
+            ("qty", json!(2)),
+        ]);
+        let failure = compute_terms(&policy, &mut bad).unwrap_err();
+        assert_eq!(failure.named_term(), "new_price");
+        assert!(!failure.from_lookup);
+
+        let ratio = vec![
+            ("q".to_owned(), compute("a / b")),
+            ("a".to_owned(), TermSource::Body("$.a".into())),
+            ("b".to_owned(), TermSource::Body("$.b".into())),
+        ];
+        let mut zero = values(&[("a", json!(1)), ("b", json!("0"))]);
+        let failure = compute_terms(&ratio, &mut zero).unwrap_err();
+        assert_eq!(failure.error, EvalError::DivisionByZero);
+        assert_eq!(failure.named_term(), "q");
+        assert!(!failure.from_lookup);
+        // Through a computed term that reads a lookup: the upstream's answer is at fault.
+        assert!(reads_lookup(&policy, "a_total", 0));
     }
 
     #[test]

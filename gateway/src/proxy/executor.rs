@@ -205,6 +205,7 @@ impl Executor {
             &reading.proxy,
             &policy,
             &admitted.headers,
+            &admitted.forward.body,
             &mut terms,
         )
         .await

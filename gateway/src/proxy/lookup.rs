@@ -1,6 +1,7 @@
-//! A policy's `[operation.lookup]`: the upstream record its `lookup` terms are read from,
-//! fetched for the request and for the retry with its approval alike, so the revision
-//! matches only while the upstream's record says what the User approved.
+//! A policy's lookups (`[operation.lookup]`, `[operation.lookups.NAME]`): the upstream records
+//! (and quotes) its `lookup` terms are read from, fetched for the request and for the retry
+//! with its approval alike, so the revision matches only while the upstream still says what
+//! the User approved; then its computed terms, over all the others.
 
 use bytes::Bytes;
 
@@ -8,7 +9,9 @@ use super::forwarded::ProxyContext;
 use super::upstream::{ForwardError, UpstreamClient};
 use crate::ingress::{ForwardRequest, Refusal};
 use crate::metrics::Outcome;
-use crate::policy::{AnswerError, Policy, TermSource, Terms, extract_from_answer};
+use crate::policy::{
+    AnswerError, Lookup, Policy, TermSource, Terms, compute_terms, extract_from_answer,
+};
 
 /// Headers of the Personal Agent's request a lookup carries: the upstream checks the same
 /// credentials for the record as for the action.
@@ -31,62 +34,91 @@ enum LookupError {
 
 impl LookupError {
     /// For the log: the lookup's path, and the error behind the detail.
-    fn log(&self, policy: &str) {
+    fn log(&self, policy: &str, which: &str) {
         match self {
             LookupError::Failed { path, error } => {
-                tracing::warn!(policy, lookup = %path, error = %error, "lookup: no answer from the upstream; nothing forwarded")
+                tracing::warn!(policy, which, lookup = %path, error = %error, "lookup: no answer from the upstream; nothing forwarded")
             }
             LookupError::Status { path, status } => {
-                tracing::warn!(policy, lookup = %path, status, "lookup: the upstream refused; nothing forwarded")
+                tracing::warn!(policy, which, lookup = %path, status, "lookup: the upstream refused; nothing forwarded")
             }
             LookupError::Answer { path, error } => {
-                tracing::warn!(policy, lookup = %path, error = %error, "lookup: unreadable answer; nothing forwarded")
+                tracing::warn!(policy, which, lookup = %path, error = %error, "lookup: unreadable answer; nothing forwarded")
             }
         }
     }
 }
 
-/// Run the policy's lookup, if it has one, and add its terms. A failed lookup is answered
-/// with its refusal (400 for a term the URL can't take, 502 for the upstream), and nothing is
-/// forwarded.
+/// Run the policy's lookups, in order, and add their terms; then compute its computed terms.
+/// A failed lookup is answered with its refusal (400 for a term the URL can't take, 502 for
+/// the upstream), and so is a computed term without a value (502 when the operand at fault
+/// came from a lookup, 400 naming the term when from the request); nothing is forwarded.
+/// `body`: the request's own, which a quote is sent.
 pub(crate) async fn lookup_terms(
     upstream: &UpstreamClient,
     proxy: &ProxyContext,
     policy: &Policy,
     headers: &http::HeaderMap,
+    body: &Bytes,
     terms: &mut Terms,
 ) -> Result<(), (Refusal, Outcome)> {
-    let Some(template) = &policy.lookup else {
-        return Ok(());
-    };
-    let path_and_query = template.fill(terms).map_err(|e| {
-        let refusal = Refusal::new(400, "invalid_term", e.to_string()).naming("term", e.term());
-        (refusal, Outcome::BadRequest)
-    })?;
-    fetch(
-        upstream,
-        proxy,
-        headers,
-        path_and_query,
-        &policy.terms,
-        terms,
-    )
-    .await
-    .map_err(|e| {
-        e.log(&policy.name);
-        (
-            Refusal::new(502, "lookup_failed", e.to_string()),
-            Outcome::LookupFailed,
+    // Every URL is filled from the request's terms before anything is sent.
+    let mut filled = Vec::with_capacity(policy.lookups.len());
+    for lookup in &policy.lookups {
+        let path_and_query = lookup.url.fill(terms).map_err(|e| {
+            let refusal = Refusal::new(400, "invalid_term", e.to_string()).naming("term", e.term());
+            (refusal, Outcome::BadRequest)
+        })?;
+        filled.push((lookup, path_and_query));
+    }
+    for (lookup, path_and_query) in filled {
+        fetch(
+            (upstream, proxy),
+            headers,
+            body,
+            lookup,
+            path_and_query,
+            &policy.terms,
+            terms,
         )
+        .await
+        .map_err(|e| {
+            e.log(&policy.name, &lookup.label());
+            (
+                Refusal::new(502, "lookup_failed", e.to_string()),
+                Outcome::LookupFailed,
+            )
+        })?;
+    }
+    compute_terms(&policy.terms, terms).map_err(|failure| {
+        if failure.from_lookup {
+            tracing::warn!(policy = %policy.name, error = %failure, "computed term: the upstream's answer is no operand; nothing forwarded");
+            (
+                Refusal::new(
+                    502,
+                    "lookup_failed",
+                    format!("the terms read from the API can't be computed with: {failure}"),
+                ),
+                Outcome::LookupFailed,
+            )
+        } else {
+            (
+                Refusal::new(400, "invalid_term", failure.to_string())
+                    .naming("term", failure.named_term()),
+                Outcome::BadRequest,
+            )
+        }
     })
 }
 
-/// GET the lookup URL from the upstream (bounded by its timeouts) and read the `lookup` terms
-/// out of the answer.
+/// Ask the upstream (bounded by its timeouts): GET the lookup URL, or for a quote POST it
+/// the request's own body and `Content-Type`; and read the lookup's terms out of the answer.
+/// `(upstream, proxy)`: where it goes, with the request's proxy headers.
 async fn fetch(
-    upstream: &UpstreamClient,
-    proxy: &ProxyContext,
+    (upstream, proxy): (&UpstreamClient, &ProxyContext),
     headers: &http::HeaderMap,
+    body: &Bytes,
+    lookup: &Lookup,
     path: String,
     policy_terms: &[(String, TermSource)],
     terms: &mut Terms,
@@ -100,11 +132,19 @@ async fn fetch(
         http::header::ACCEPT,
         http::HeaderValue::from_static("application/json"),
     ));
+    let (method, body) = if lookup.quote {
+        if let Some(content_type) = headers.get(http::header::CONTENT_TYPE) {
+            forwarded.push((http::header::CONTENT_TYPE, content_type.clone()));
+        }
+        (http::Method::POST, body.clone())
+    } else {
+        (http::Method::GET, Bytes::new())
+    };
     let request = ForwardRequest {
-        method: http::Method::GET,
+        method,
         path_and_query: path.clone(),
         headers: forwarded,
-        body: Bytes::new(),
+        body,
     };
     let answer = match upstream.send(request, proxy).await {
         Ok(answer) => answer,
@@ -114,6 +154,6 @@ async fn fetch(
         let status = answer.status;
         return Err(LookupError::Status { path, status });
     }
-    extract_from_answer(policy_terms, &answer.body, terms)
+    extract_from_answer(&lookup.name, policy_terms, &answer.body, terms)
         .map_err(|error| LookupError::Answer { path, error })
 }

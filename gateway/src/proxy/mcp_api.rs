@@ -233,7 +233,8 @@ async fn held_call(
         Ran::Operated(Operated::Decided(executed)) => {
             Step::Operation(render(executed.decision, &to), executed.outcome)
         }
-        // Tool policies have no lookup; were one to refuse, it is a tool error.
+        // Tool policies have no lookup; a computed term that has no value refuses, as a tool
+        // error.
         Ran::Operated(Operated::Refused(refusal, outcome)) => Step::refused(
             &policy.name,
             outcome,

@@ -117,6 +117,18 @@ impl ProxyHttp for GatewayProxy {
         session: &mut Session,
         ctx: &mut Self::CTX,
     ) -> pingora::Result<bool> {
+        // pingora lets CONNECT through to this hook only (server.rs sets
+        // `allow_connect_method_proxying`) so that HTTP/2's refusal carries the JSON error
+        // HTTP/1.1's does: the gateway never tunnels.
+        if session.req_header().method == http::Method::CONNECT {
+            Reply::error(
+                405,
+                &ErrorBody::new("method_not_allowed", super::watched::CONNECT_REFUSED),
+            )
+            .write(session)
+            .await?;
+            return Ok(true);
+        }
         if let Picked::Route(route) = &ctx.route {
             match self
                 .upstream_slots

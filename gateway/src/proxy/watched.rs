@@ -30,6 +30,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::protocol::ErrorBody;
 
+/// The detail of every refusal of `CONNECT`, on HTTP/1.1 (here) and HTTP/2 (service.rs).
+pub(super) const CONNECT_REFUSED: &str =
+    "this gateway does not proxy CONNECT; nothing was forwarded";
+
 /// What a connection's stream reports to (the connection limits' handle on it).
 pub(super) trait HeadWatch: Send + Sync {
     /// A request head (an HTTP/2 preface) has arrived.
@@ -112,10 +116,7 @@ fn refusal_of(head: &[u8]) -> Option<Vec<u8>> {
     let (reason, body) = match status {
         405 => (
             "Method Not Allowed",
-            ErrorBody::new(
-                "method_not_allowed",
-                "this gateway does not proxy CONNECT; nothing was forwarded",
-            ),
+            ErrorBody::new("method_not_allowed", CONNECT_REFUSED),
         ),
         _ => (
             "Bad Request",

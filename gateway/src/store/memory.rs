@@ -360,17 +360,7 @@ impl OperationStore for MemoryStore {
             // a performed record forgotten early could let its operation run again.
             return Err(StoreError::Full(full));
         }
-        let record = OperationRecord {
-            scope: claim.scope.clone(),
-            policy: claim.policy.clone(),
-            revision: claim.revision.clone(),
-            created_at_ms: claim.now_ms,
-            credentials: claim.credentials.clone(),
-            state: RecordState::InFlight {
-                owner: claim.owner.clone(),
-                lease_until_ms: claim.lease_until_ms,
-            },
-        };
+        let record = claim.in_flight_record();
         inner.insert(
             id,
             Expiring {
@@ -421,17 +411,7 @@ impl OperationStore for MemoryStore {
             Finishable::Yes => inner.live_record(id.as_str(), now).cloned(),
             Finishable::NoRecord => None,
         };
-        let record = record.unwrap_or_else(|| OperationRecord {
-            scope: claim.scope.clone(),
-            policy: claim.policy.clone(),
-            revision: claim.revision.clone(),
-            created_at_ms: claim.now_ms,
-            credentials: claim.credentials.clone(),
-            state: RecordState::InFlight {
-                owner: claim.owner.clone(),
-                lease_until_ms: claim.lease_until_ms,
-            },
-        });
+        let record = record.unwrap_or_else(|| claim.in_flight_record());
         inner.record_answer(id, record, response, remember_until_ms, now);
         Ok(true)
     }

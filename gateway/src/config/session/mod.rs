@@ -7,17 +7,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use toml::Spanned;
-
 use super::duration::parse_duration;
 use super::error::{At, ConfigError};
 use super::file::{AgentFile, SessionFile};
 use crate::identity::{
-    Expectations, HttpClient, KeySource, SessionClaims, SessionVerifier, TrustedIssuer, VerifyMode,
+    Expectations, HttpClient, IssuerSettings, KeySource, SessionSettings, VerifierSettings,
+    VerifySettings,
 };
 
 mod token;
-use token::token_verifier;
+use token::token_settings;
 
 /// What `check` says when `[session] verify` is missing: the migration for older configs.
 pub(crate) const VERIFY_MISSING: &str = "session.verify: not set; every gateway must choose who verifies Poppy-Session JWTs and bearer tokens. Add to gateway.toml either\n  [session]\n  verify = \"required\"   # the gateway verifies Sessions against trusted agents' keys ([[session.agent]])\nor\n  [session]\n  verify = \"off\"        # the upstream verifies; replays go only to the key or credentials that approved\n(see docs/operations.md, \"Verified identities\")";
@@ -36,11 +35,11 @@ pub(super) fn compile(
     folder: &Path,
     at: At<'_>,
     errors: &mut Vec<ConfigError>,
-) -> SessionClaims {
+) -> SessionSettings {
     let verify = match &session.verify {
         None => {
             errors.push(ConfigError::whole_file(path, VERIFY_MISSING));
-            VerifyMode::Off
+            VerifySettings::Off
         }
         Some(v) => match v.get_ref().as_str() {
             "off" => {
@@ -55,22 +54,24 @@ pub(super) fn compile(
                         "session.verify: \"off\" verifies nothing, yet [[session.agent]], audience, origins, ca_file or [session.token] is set: use \"required\", or remove them".into(),
                     ));
                 }
-                VerifyMode::Off
+                VerifySettings::Off
             }
             "required" => verifier(session, v.span(), folder, at, errors)
-                .map_or(VerifyMode::Off, |v| VerifyMode::Required(Arc::new(v))),
+                .map_or(VerifySettings::Off, |v| {
+                    VerifySettings::Required(Box::new(v))
+                }),
             other => {
                 errors.push(at(
                     v.span(),
                     format!("session.verify: {other:?} is neither \"required\" nor \"off\""),
                 ));
-                VerifyMode::Off
+                VerifySettings::Off
             }
         },
     };
     let claim =
         |name: &Option<String>, default: &str| name.clone().unwrap_or_else(|| default.to_owned());
-    SessionClaims {
+    SessionSettings {
         verify,
         session_claim: claim(&session.session_claim, "sid"),
         agent_claim: claim(&session.agent_claim, "iss"),
@@ -87,9 +88,9 @@ fn verifier(
     folder: &Path,
     at: At<'_>,
     errors: &mut Vec<ConfigError>,
-) -> Option<SessionVerifier> {
+) -> Option<VerifierSettings> {
     let before = errors.len();
-    let http = Arc::new(http_client(session, folder, at, errors)?);
+    let ca_pem = ca_pem(session, folder, at, errors)?;
     if session.agent.is_empty() {
         errors.push(at(
             verify_span.clone(),
@@ -118,7 +119,7 @@ fn verifier(
             errors.push(here(format!("{name:?} is listed twice")));
             continue;
         }
-        match TrustedIssuer::new(name, source, refresh, Arc::clone(&http)) {
+        match issuer_settings(name, source, refresh) {
             Ok(trusted) => agents.push(trusted),
             Err(e) => errors.push(here(format!("jwks_file: {e}"))),
         }
@@ -131,36 +132,59 @@ fn verifier(
     let token = session
         .token
         .as_ref()
-        .and_then(|t| token_verifier(t, &expect, &http, folder, at, errors));
-    (errors.len() == before).then(|| SessionVerifier::new(agents, expect, token))
+        .and_then(|t| token_settings(t, &expect, folder, at, errors));
+    (errors.len() == before).then_some(VerifierSettings {
+        agents,
+        expect,
+        token,
+        ca_pem,
+    })
+}
+
+/// A trusted issuer's settings; a `jwks_file` is read now, so that a bad one is a config error.
+pub(super) fn issuer_settings(
+    issuer: String,
+    source: KeySource,
+    refresh: Duration,
+) -> Result<IssuerSettings, crate::identity::KeysReadError> {
+    let file_keys = match &source {
+        KeySource::File(path) => Some(Arc::new(crate::identity::read_jwks_file(path)?)),
+        KeySource::Url(_) | KeySource::Metadata(_) => None,
+    };
+    Ok(IssuerSettings {
+        issuer,
+        source,
+        refresh,
+        file_keys,
+    })
 }
 
 /// `ca_file`: extra certificate authorities for the gateway's own fetches (agents' metadata
-/// and keys, token keys, introspection), besides the built-in roots.
-fn http_client(
+/// and keys, token keys, introspection), besides the built-in roots. Read and checked now;
+/// `Some(None)` without one, `None` after pushing an error.
+fn ca_pem(
     session: &SessionFile,
     folder: &Path,
     at: At<'_>,
     errors: &mut Vec<ConfigError>,
-) -> Option<HttpClient> {
-    let pem = match &session.ca_file {
-        None => None,
-        Some(file) => match std::fs::read(folder.join(file.get_ref())) {
-            Ok(pem) => Some(pem),
-            Err(e) => {
-                errors.push(at(
-                    file.span(),
-                    format!("session.ca_file: cannot read {:?}: {e}", file.get_ref()),
-                ));
-                return None;
-            }
-        },
+) -> Option<Option<Vec<u8>>> {
+    let Some(file) = &session.ca_file else {
+        return Some(None);
     };
-    match HttpClient::new(pem.as_deref()) {
-        Ok(client) => Some(client),
+    let pem = match std::fs::read(folder.join(file.get_ref())) {
+        Ok(pem) => pem,
         Err(e) => {
-            let span = session.ca_file.as_ref().map_or(0..0, Spanned::span);
-            errors.push(at(span, format!("session.ca_file: {e}")));
+            errors.push(at(
+                file.span(),
+                format!("session.ca_file: cannot read {:?}: {e}", file.get_ref()),
+            ));
+            return None;
+        }
+    };
+    match HttpClient::check_roots(&pem) {
+        Ok(()) => Some(Some(pem)),
+        Err(e) => {
+            errors.push(at(file.span(), format!("session.ca_file: {e}")));
             None
         }
     }

@@ -3,7 +3,6 @@
 
 use std::num::NonZeroUsize;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use toml::Spanned;
@@ -11,11 +10,9 @@ use toml::Spanned;
 use super::super::duration::parse_duration;
 use super::super::error::{At, ConfigError};
 use super::super::file::TokenFile;
+use super::issuer_settings;
 use super::key_source;
-use crate::identity::{
-    Expectations, HttpClient, Introspection, IntrospectionLimits, Introspector, TokenVerifier,
-    TrustedIssuer,
-};
+use crate::identity::{Expectations, Introspection, IntrospectionLimits, TokenSettings};
 
 /// The longest an introspection answer may be remembered (`introspection_cache`,
 /// `introspection_cache_refused`): a revoked token must be noticed within it.
@@ -25,14 +22,13 @@ const MAX_ENTRIES: u64 = 1_000_000;
 const MAX_RATE: u64 = 100_000;
 
 /// `[session.token]`, compiled; `None` after pushing errors.
-pub(super) fn token_verifier(
+pub(super) fn token_settings(
     token: &Spanned<TokenFile>,
     session_expect: &Expectations,
-    http: &Arc<HttpClient>,
     folder: &Path,
     at: At<'_>,
     errors: &mut Vec<ConfigError>,
-) -> Option<TokenVerifier> {
+) -> Option<TokenSettings> {
     let span = token.span();
     let t = token.get_ref();
     let here = |m: String| at(span.clone(), format!("session.token: {m}"));
@@ -49,7 +45,7 @@ pub(super) fn token_verifier(
             errors,
         )
         .and_then(|(source, refresh)| {
-            match TrustedIssuer::new(issuer.clone(), source, refresh, Arc::clone(http)) {
+            match issuer_settings(issuer.clone(), source, refresh) {
                 Ok(trusted) => Some(trusted),
                 Err(e) => {
                     errors.push(here(e.to_string()));
@@ -104,9 +100,11 @@ pub(super) fn token_verifier(
         origins: Vec::new(),
         clock_skew_secs: session_expect.clock_skew_secs,
     };
-    let introspector = introspection
-        .map(|endpoint| Introspector::new(endpoint, limits, &expect, Arc::clone(http)));
-    (errors.len() == before).then(|| TokenVerifier::new(issuer, expect, introspector))
+    (errors.len() == before).then(|| TokenSettings {
+        issuer,
+        expect,
+        introspection: introspection.map(|endpoint| (endpoint, limits)),
+    })
 }
 
 /// `introspection_cache`, `introspection_cache_refused`, `introspection_cache_entries`,
