@@ -1045,6 +1045,40 @@ mod suite {
         );
     }
 
+    /// A claim's lease set longer or shorter, only by its owner while in flight: what the
+    /// lookup, the action's in-flight set and the operators' listing read.
+    pub async fn a_lease_is_set_only_by_its_owner(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        assert!(!store.set_lease(&id, "o", 1).await.unwrap(), "no claim");
+        let claim = claim_by("o");
+        store.claim(&id, &claim).await.unwrap();
+        assert!(!store.set_lease(&id, "p", 1).await.unwrap(), "not p's");
+        let lease_of = |record: Option<OperationRecord>| match record.map(|r| r.state) {
+            Some(RecordState::InFlight { lease_until_ms, .. }) => lease_until_ms,
+            other => panic!("in flight: {other:?}"),
+        };
+        assert_eq!(
+            lease_of(store.lookup(&id).await.unwrap()),
+            claim.lease_until_ms
+        );
+        let shorter = claim.now_ms - 1;
+        assert!(store.set_lease(&id, "o", shorter).await.unwrap());
+        assert_eq!(lease_of(store.lookup(&id).await.unwrap()), shorter);
+        let state = store.action_state(id.action_tag()).await.unwrap();
+        assert_eq!(state.in_flight, vec![(id.clone(), shorter)]);
+        assert!(
+            store.unknown_count(claim.now_ms).await.unwrap() >= 1,
+            "a lapsed lease reads as unknown"
+        );
+        assert!(
+            store
+                .complete(&id, "o", &response(), now_ms() + 60_000)
+                .await
+                .unwrap()
+        );
+        assert!(!store.set_lease(&id, "o", shorter).await.unwrap(), "done");
+    }
+
     pub async fn concurrent_round_takes_have_one_winner(store: Arc<dyn OperationStore>) {
         let id = fresh_id();
         let now = now_ms();
@@ -1133,6 +1167,7 @@ both_stores!(
     concurrent_message_takes_have_one_winner,
     rounds_are_taken_once_under_their_key,
     concurrent_round_takes_have_one_winner,
+    a_lease_is_set_only_by_its_owner,
 );
 
 type Call<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + 'a>>;
@@ -1180,6 +1215,27 @@ async fn assert_all_unavailable(store: &dyn OperationStore) {
                     .await
                     .map(drop)
             }),
+        ),
+        (
+            "put_round",
+            Box::pin(async {
+                let kept = KeptRound {
+                    key: "k",
+                    round: b"r",
+                    owner: "o",
+                    until_ms: now_ms() + 60_000,
+                    lease_until_ms: now_ms() + 90_000,
+                };
+                store.put_round(&id, &kept, now_ms()).await.map(drop)
+            }),
+        ),
+        (
+            "take_round",
+            Box::pin(async { store.take_round(&id, "k", now_ms()).await.map(drop) }),
+        ),
+        (
+            "set_lease",
+            Box::pin(async { store.set_lease(&id, "o", now_ms()).await.map(drop) }),
         ),
     ];
     for (name, call) in checks {

@@ -495,13 +495,19 @@ impl Executor {
             return Decision::ShuttingDown;
         };
         tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "a follow-up of an interim answer; forwarding it under the same claim");
+        // If this forward's outcome is unknown, the claim's lease ends as a first forward's
+        // would have, not with the round (retries then read unknown, not in progress).
+        let lapse = (
+            round.claim.owner.clone(),
+            self.now().saturating_add(forward_lease(&round)),
+        );
         let sent = self.parts.upstream.send_approved(
             forward.clone(),
             id.as_str(),
             &reading.proxy,
             reading.tap.as_ref(),
         );
-        match self.parts.metrics.upstream_call(name, sent).await {
+        let decision = match self.parts.metrics.upstream_call(name, sent).await {
             Ok(response) => {
                 self.read_answer(&id, name, round, guard, forward, response, reading)
                     .await
@@ -513,8 +519,20 @@ impl Executor {
                 self.keep_round(&id, name, &round).await;
                 Decision::UpstreamUnavailable
             }
-            Err(ForwardError::Unknown(e)) => self.unknown(id, name, &e),
+            Err(ForwardError::Unknown(e)) => self.unknown(id.clone(), name, &e),
+        };
+        if matches!(decision, Decision::Unknown(_)) {
+            let (owner, lease_until_ms) = lapse;
+            if let Err(e) = self
+                .parts
+                .store
+                .set_lease(&id, &owner, lease_until_ms)
+                .await
+            {
+                tracing::warn!(policy = name, operation_id = %id, error = %e, "the round's lease could not be ended; retries read in progress until it runs out");
+            }
         }
+        decision
     }
 
     /// An answer to an approved forward, read as its interface reads it: recorded when it is
@@ -571,18 +589,13 @@ impl Executor {
     async fn keep_round(&self, id: &OperationId, name: &str, round: &Round) -> bool {
         let now = self.now();
         let until = now.saturating_add(i64::try_from(ROUND_TTL.as_millis()).unwrap_or(i64::MAX));
-        let forward_lease = round
-            .claim
-            .lease_until_ms
-            .saturating_sub(round.claim.now_ms)
-            .max(0);
         let (key, encoded) = (round.key(), round.encode());
         let kept = KeptRound {
             key: &key,
             round: &encoded,
             owner: &round.claim.owner,
             until_ms: until,
-            lease_until_ms: until.saturating_add(forward_lease),
+            lease_until_ms: until.saturating_add(forward_lease(round)),
         };
         match self.parts.store.put_round(id, &kept, now).await {
             Ok(true) => true,
@@ -682,6 +695,15 @@ impl Executor {
     fn now(&self) -> i64 {
         self.parts.clock.now_millis()
     }
+}
+
+/// How long one forward's claim is leased for: as the first forward's was.
+fn forward_lease(round: &Round) -> i64 {
+    round
+        .claim
+        .lease_until_ms
+        .saturating_sub(round.claim.now_ms)
+        .max(0)
 }
 
 /// A request's fingerprint, bound to the `[[route]]` it came on: what the revision covers.

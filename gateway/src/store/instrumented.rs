@@ -157,6 +157,15 @@ impl OperationStore for InstrumentedStore {
         self.inner.take_round(id, key, now_ms).await
     }
 
+    async fn set_lease(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        lease_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner.set_lease(id, owner, lease_until_ms).await
+    }
+
     async fn take_message(
         &self,
         key: &str,

@@ -94,6 +94,27 @@ impl MemoryStore {
         }
     }
 
+    /// Change the lease of `owner`'s in-flight record of `id`; false if there is none.
+    fn lease(&self, id: &OperationId, owner: &str, new: impl FnOnce(i64) -> i64) -> bool {
+        let now = now_ms();
+        let mut inner = self.lock();
+        match inner
+            .records
+            .get_mut(id.as_str())
+            .filter(|entry| entry.live(now))
+            .map(|entry| &mut entry.value.state)
+        {
+            Some(RecordState::InFlight {
+                owner: holder,
+                lease_until_ms,
+            }) if holder == owner => {
+                *lease_until_ms = new(*lease_until_ms);
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // Every critical section is a handful of single-step map updates that cannot leave a
         // half-written entry, so the data behind a poisoned lock is still consistent.
@@ -467,25 +488,8 @@ impl OperationStore for MemoryStore {
         kept: &KeptRound<'_>,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
-        {
-            let mut inner = self.lock();
-            let now = self::now_ms();
-            let Some(entry) = inner
-                .records
-                .get_mut(id.as_str())
-                .filter(|entry| entry.live(now))
-            else {
-                return Ok(false);
-            };
-            match &mut entry.value.state {
-                RecordState::InFlight {
-                    owner,
-                    lease_until_ms,
-                } if owner == kept.owner => {
-                    *lease_until_ms = (*lease_until_ms).max(kept.lease_until_ms);
-                }
-                _ => return Ok(false),
-            }
+        if !self.lease(id, kept.owner, |lease| lease.max(kept.lease_until_ms)) {
+            return Ok(false);
         }
         self.rounds.put(
             format!("{id}:{}", kept.key),
@@ -494,6 +498,15 @@ impl OperationStore for MemoryStore {
             kept.until_ms,
         )?;
         Ok(true)
+    }
+
+    async fn set_lease(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        lease_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        Ok(self.lease(id, owner, |_| lease_until_ms))
     }
 
     async fn take_round(

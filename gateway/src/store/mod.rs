@@ -247,6 +247,18 @@ pub trait OperationStore: Send + Sync + 'static {
         Err(StoreError::Unavailable("this store keeps no rounds".into()))
     }
 
+    /// Set the lease of `owner`'s in-flight claim of `id`, longer or shorter (false: not in
+    /// flight under `owner`, nothing written): a round's lease ends with its follow-up's
+    /// forward when that forward's outcome is unknown.
+    async fn set_lease(
+        &self,
+        _id: &OperationId,
+        _owner: &str,
+        _lease_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        Err(StoreError::Unavailable("this store keeps no rounds".into()))
+    }
+
     // Conversations (`crate::conversations`, see `messages.rs`): the answer the operations
     // service gave to a Personal Agent's message, so that the message retried with the same
     // ID gets it again. A store without them fails closed: the service answers 503.

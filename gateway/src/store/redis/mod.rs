@@ -598,6 +598,15 @@ impl OperationStore for RedisStore {
         self.take_round_now(id, key).await
     }
 
+    async fn set_lease(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        lease_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.set_lease_now(id, owner, lease_until_ms).await
+    }
+
     async fn take_message(
         &self,
         key: &str,

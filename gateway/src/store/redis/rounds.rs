@@ -13,10 +13,12 @@ use crate::store::{KeptRound, StoreError};
 
 const PUT_LUA: &str = include_str!("../lua/round_put.lua");
 const TAKE_LUA: &str = include_str!("../lua/round_take.lua");
+const LEASE_LUA: &str = include_str!("../lua/lease.lua");
 
 pub(super) struct Scripts {
     put: Lua,
     take: Lua,
+    lease: Lua,
 }
 
 impl Scripts {
@@ -24,6 +26,7 @@ impl Scripts {
         Scripts {
             put: Lua::new(PUT_LUA),
             take: Lua::new(TAKE_LUA),
+            lease: Lua::new(LEASE_LUA),
         }
     }
 }
@@ -62,22 +65,56 @@ impl RedisStore {
         let call = self.with_index(call);
         let ran = script::run(&self.links, &call, None).await?;
         let kept_it = ran.value == Value::Int(1);
-        if kept_it && !self.scripts_index() {
-            let (key, member) = (&self.index_key(), id.as_str());
-            let lease = kept.lease_until_ms;
-            self.links
-                .run(|mut con| async move {
-                    redis::cmd("ZADD")
-                        .arg(key)
-                        .arg("XX")
-                        .arg(lease)
-                        .arg(member)
-                        .query_async::<Value>(&mut con)
-                        .await
-                })
-                .await?;
+        if kept_it {
+            self.index_lease(id, kept.lease_until_ms).await?;
         }
         Ok(kept_it)
+    }
+
+    /// `lease.lua`, and on a cluster the index's lease after it.
+    pub(super) async fn set_lease_now(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        lease_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let call = self
+            .rounds
+            .lease
+            .call()
+            .key(self.record_key(id))
+            .key(self.busy_key(id.action_tag()))
+            .arg(owner)
+            .arg(lease_until_ms)
+            .arg(id.as_str());
+        let call = self.with_index(call);
+        let ran = script::run(&self.links, &call, None).await?;
+        let set = ran.value == Value::Int(1);
+        if set {
+            self.index_lease(id, lease_until_ms).await?;
+        }
+        Ok(set)
+    }
+
+    /// On a cluster the operators' index lives in another slot: its lease is written after
+    /// the script (`XX`: an entry a finish removed meanwhile is not written back).
+    async fn index_lease(&self, id: &OperationId, lease_until_ms: i64) -> Result<(), StoreError> {
+        if self.scripts_index() {
+            return Ok(());
+        }
+        let (key, member) = (&self.index_key(), id.as_str());
+        self.links
+            .run(|mut con| async move {
+                redis::cmd("ZADD")
+                    .arg(key)
+                    .arg("XX")
+                    .arg(lease_until_ms)
+                    .arg(member)
+                    .query_async::<Value>(&mut con)
+                    .await
+            })
+            .await
+            .map(drop)
     }
 
     /// `round_take.lua`.
