@@ -16,6 +16,7 @@ mod hangup;
 pub mod health;
 mod identity;
 pub mod ingress;
+pub mod init;
 mod mcp;
 mod metrics;
 mod operation;

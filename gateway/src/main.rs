@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use poppy_gateway::config;
 
 use poppy_gateway::explain;
+use poppy_gateway::init;
 use poppy_gateway::receipts;
 use poppy_gateway::server;
 
@@ -56,6 +57,9 @@ enum Command {
     /// Show what the gateway would do with one Personal Agent request: the matching policy,
     /// its terms, the summary and the operation (or why nothing matches).
     Explain(explain::cli::ExplainArgs),
+    /// Draft a policy file from an OpenAPI description (`--openapi FILE`) or a running MCP
+    /// server's tools (`--mcp URL`), for review; needs no config.
+    Init(init::cli::InitArgs),
     /// Exit 0 when the admin listener the config names answers `GET /healthz` with 200 (a
     /// container health check).
     Health,
@@ -100,6 +104,7 @@ fn main() -> ExitCode {
         Some(Command::Audit {
             action: AuditCommand::PublicKey { key },
         }) => return receipts::audit::public_key(key),
+        Some(Command::Init(args)) => return init::cli::run(args),
         _ => {}
     }
     let loaded = config::load(&cli.config);
@@ -107,7 +112,7 @@ fn main() -> ExitCode {
         Some(Command::Check) => check(loaded),
         Some(Command::Explain(args)) => explain::cli::run(loaded, &args),
         Some(Command::Health) => health(loaded),
-        Some(Command::Audit { .. }) => ExitCode::FAILURE,
+        Some(Command::Audit { .. } | Command::Init(_)) => ExitCode::FAILURE,
         None => {
             let config = match loaded {
                 Ok(config) => config,

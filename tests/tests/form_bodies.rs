@@ -1,5 +1,6 @@
 //! A form-bodied API behind the gateway: real form readers upstream (Werkzeug's
-//! `request.form` in Flask, `express.urlencoded({ extended: true })` in Express), a Twilio-like
+//! `request.form` in Flask, Starlette's `request.form()` (python-multipart),
+//! `express.urlencoded({ extended: true })` in Express), a Twilio-like
 //! API (`POST …/Calls.json` with `To`, `From`, `Customer[name]`, `Tags[]`; `POST
 //! …/Calls/{Sid}.json`), both stores.
 //!
@@ -676,5 +677,6 @@ macro_rules! form_tests {
 
 form_tests!(
     flask => Framework::Flask,
+    starlette => Framework::Starlette,
     express => Framework::Express,
 );

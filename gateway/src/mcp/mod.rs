@@ -30,6 +30,7 @@ pub(crate) use message::{HeldCall, Incoming, RpcError, read_post};
 pub(crate) use no_duplicates::duplicate_member;
 pub(crate) use output_schema::{is_tools_list, widen_tools_list_body};
 pub(crate) use rewrite::{Readdress, readdress_response};
+pub(crate) use sse::events as sse_events;
 pub(crate) use version::McpVersion;
 
 /// JSON-RPC error codes the gateway answers with.

@@ -42,6 +42,36 @@ async def transfer(request):
     )
 
 
+async def form_fields(request):
+    """Every field as Starlette's `request.form()` reads it (python-multipart; `a[b]` is a name)."""
+    form = await request.form()
+    return form, {name: form.getlist(name) for name in form.keys()}
+
+
+async def create_call(request):
+    form, fields = await form_fields(request)
+    return execute(
+        "create_call",
+        account=request.path_params["account"],
+        to=form.get("To"),
+        sender=form.get("From"),
+        customer=form.get("Customer[name]"),
+        tags=form.getlist("Tags[]"),
+        fields=fields,
+    )
+
+
+async def update_call(request):
+    form, fields = await form_fields(request)
+    return execute(
+        "update_call",
+        account=request.path_params["account"],
+        sid=request.path_params["sid"],
+        status=form.get("Status"),
+        fields=fields,
+    )
+
+
 async def close(request):
     return execute("close", account=request.path_params["account"])
 
@@ -79,6 +109,8 @@ app = MethodOverride(
     Starlette(
         routes=[
             Route("/accounts/{account}/transfers", transfer, methods=["POST"]),
+            Route("/2010-04-01/Accounts/{account}/Calls.json", create_call, methods=["POST"]),
+            Route("/2010-04-01/Accounts/{account}/Calls/{sid}.json", update_call, methods=["POST"]),
             Route("/accounts/{account}", close, methods=["DELETE"]),
             Route("/confirm/{code}", confirm, methods=["GET"]),
             Route("/mcp", mcp, methods=["POST"]),

@@ -63,6 +63,8 @@ async def main() -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    # Listening before the port is printed: a client connecting at once is queued, not refused.
+    sock.listen(128)
     uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
     await uv.serve(sockets=[sock])

@@ -38,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from mcp.server import MCPServer
+from mcp.types import ToolAnnotations
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.streamable_http import EventMessage, EventStore
@@ -173,7 +174,7 @@ async def standalone_confirm_exchange(
     )
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 async def lookup_order(order_id: str) -> Order:
     """Look an order up (needs no approval)."""
     counts["lookup_order"] += 1
@@ -239,6 +240,8 @@ async def main() -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    # Listening before the port is printed: a client connecting at once is queued, not refused.
+    sock.listen(128)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     uv = uvicorn.Server(config)
     print(json.dumps({"port": sock.getsockname()[1]}), flush=True)

@@ -1,0 +1,391 @@
+//! The drafting of OpenAPI operations: terms, $refs, forms, and what can't be drafted.
+#![allow(clippy::unwrap_used)]
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::init::draft::render;
+
+fn doc(version: &str, paths: Value, components: Value) -> Value {
+    json!({"openapi": version, "info": {"title": "Test", "version": "1"},
+           "paths": paths, "components": components})
+}
+
+fn draft_all(doc: &Value) -> (String, Vec<crate::init::draft::Outcome>, Vec<Skipped>) {
+    let (drafts, skipped, header) = drafts(doc, &Selection::default()).unwrap();
+    let (text, outcomes) = render(&header, drafts);
+    (text, outcomes, skipped)
+}
+
+#[test]
+fn json_bodies_with_refs_become_body_terms_and_path_captures_same_action() {
+    let d = doc(
+        "3.1.0",
+        json!({"/emails/{email_id}": {
+            "parameters": [{"$ref": "#/components/parameters/EmailId"}],
+            "patch": {"operationId": "emails/update", "summary": "Update a single email",
+              "requestBody": {"required": true, "content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/Update"}}}}},
+            "get": {"operationId": "emails/get"}}}),
+        json!({"parameters": {"EmailId": {"name": "email_id", "in": "path", "required": true,
+                                          "schema": {"type": "string"}}},
+               "schemas": {"Update": {"type": "object", "required": ["scheduled_at"],
+                 "allOf": [{"$ref": "#/components/schemas/Base"}],
+                 "properties": {"scheduled_at": {"type": ["string", "null"]},
+                                "id": {"type": "string", "readOnly": true}}},
+                 "Base": {"type": "object", "properties": {"tags": {"type": "array",
+                   "items": {"type": "object"}}, "reply-to": {"type": "string"}}}}}),
+    );
+    let (text, outcomes, skipped) = draft_all(&d);
+    assert_eq!(outcomes.len(), 1, "{text}");
+    assert_eq!(outcomes[0].commented, None, "{text}");
+    assert_eq!(skipped[0].what, "GET /emails/{email_id}");
+    for line in [
+        "name = \"emails_update\"",
+        "method = \"PATCH\"",
+        "path = \"/emails/{email_id}\"",
+        "email_id = { path = \"email_id\" }",
+        "scheduled_at = { body = \"$.scheduled_at\" }\n",
+        "tags = { body = \"$.tags\" }  # optional",
+        "reply_to = { body = \"$['reply-to']\" }  # optional",
+        "same_action = [\"email_id\"]",
+        "summary = \"Update a single email: email id {email_id}, scheduled at {scheduled_at}, reply to {reply_to}, tags {tags}.\"",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    assert!(
+        !text.contains("$.id"),
+        "a readOnly field is not sent: {text}"
+    );
+}
+
+#[test]
+fn form_bodies_become_form_terms_and_lists_are_left_out_or_refused() {
+    let form = |required: Value| {
+        json!({"requestBody": {"content": {"application/x-www-form-urlencoded": {"schema": {
+            "type": "object", "title": "UpdateCallRequest", "required": required,
+            "properties": {"Url": {"type": "string", "format": "uri"},
+                           "Status": {"$ref": "#/components/schemas/status"},
+                           "Events": {"type": "array", "items": {"type": "string"}},
+                           "Customer": {"type": "object", "properties": {"name": {"type": "string"}}}}},
+            "encoding": {"Customer": {"style": "deepObject"}}}}}})
+    };
+    let mut post = form(json!(["Status"]));
+    post["operationId"] = json!("UpdateCall");
+    let mut put = form(json!(["Events"]));
+    put["operationId"] = json!("ReplaceCall");
+    let d = doc(
+        "3.0.1",
+        json!({"/Accounts/{AccountSid}/Calls/{Sid}.json": {"post": post, "put": put}}),
+        json!({"schemas": {"status": {"type": "string", "enum": ["canceled", "completed"]}}}),
+    );
+    let (text, outcomes, _) = draft_all(&d);
+    // PUT comes before POST (the order of an OpenAPI path item's keys).
+    assert_eq!(outcomes[1].commented, None, "{text}");
+    for line in [
+        "path = \"/Accounts/{AccountSid}/Calls/{Sid}.json\"",
+        "account_sid = { path = \"AccountSid\" }",
+        "status = { form = \"Status\" }\n",
+        "url = { form = \"Url\" }  # optional",
+        "customer_name = { form = \"Customer[name]\" }  # optional",
+        "same_action = [\"account_sid\", \"sid\"]",
+        "# form field `Events` (optional) is not a term: a list, sent as the same field repeated",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    let reason = outcomes[0].commented.clone().unwrap();
+    assert!(
+        reason.starts_with("required form field `Events`: a list"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn bodies_that_are_neither_json_nor_form_are_commented_out_with_the_reason() {
+    let d = doc(
+        "3.0.3",
+        json!({"/files": {"post": {"operationId": "upload", "requestBody": {"content": {
+            "multipart/form-data": {"schema": {"type": "object"}}}}}},
+               "/ping": {"post": {"operationId": "ping"}},
+               "/x/{id}": {"post": {"operationId": "ext", "requestBody": {"$ref": "other.yaml#/B"}}}}),
+        json!({}),
+    );
+    let (text, outcomes, _) = draft_all(&d);
+    let reasons: Vec<String> = outcomes
+        .iter()
+        .map(|o| o.commented.clone().unwrap())
+        .collect();
+    assert!(reasons[0].contains("multipart/form-data"), "{reasons:?}");
+    assert!(
+        reasons[1].contains("no parameters and no request body"),
+        "{reasons:?}"
+    );
+    assert!(reasons[2].contains("outside the document"), "{reasons:?}");
+    assert!(text.contains("# NOT DRAFTED: the request body is multipart/form-data"));
+    assert!(
+        text.lines().all(|l| l.is_empty() || l.starts_with('#')),
+        "nothing live:\n{text}"
+    );
+}
+
+#[test]
+fn recursive_refs_stop() {
+    let d = doc(
+        "3.1.0",
+        json!({"/a": {"post": {"operationId": "a", "requestBody": {"content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/Loop"}}}}}}}),
+        json!({"schemas": {"Loop": {"$ref": "#/components/schemas/Loop"}}}),
+    );
+    let (_, outcomes, _) = draft_all(&d);
+    assert!(
+        outcomes[0]
+            .commented
+            .as_deref()
+            .unwrap()
+            .contains("does not end")
+    );
+}
+
+#[test]
+fn selection_by_glob_tag_and_extension() {
+    let d = doc(
+        "3.0.0",
+        json!({"/a/{id}": {"post": {"operationId": "a_create", "tags": ["A"], "x-risky": true},
+                           "delete": {"operationId": "a_delete", "tags": ["B"]}},
+               "/b/{id}": {"put": {"operationId": "b_put", "tags": ["A"], "x-risky": false}}}),
+        json!({}),
+    );
+    let pick = |selection: Selection| {
+        let (drafts, _, _) = drafts(&d, &selection).unwrap();
+        drafts.into_iter().map(|d| d.key).collect::<Vec<_>>()
+    };
+    let glob = |p: &str| glob::Pattern::new(p).unwrap();
+    assert_eq!(
+        pick(Selection::default()),
+        ["a_create", "a_delete", "b_put"]
+    );
+    assert_eq!(
+        pick(Selection {
+            include: vec![glob("/a/*")],
+            ..Default::default()
+        }),
+        ["a_create", "a_delete"]
+    );
+    assert_eq!(
+        pick(Selection {
+            exclude: vec![glob("*_delete")],
+            ..Default::default()
+        }),
+        ["a_create", "b_put"]
+    );
+    assert_eq!(
+        pick(Selection {
+            tags: vec!["A".into()],
+            ..Default::default()
+        }),
+        ["a_create", "b_put"]
+    );
+    assert_eq!(
+        pick(Selection {
+            extensions: vec![("x-risky".into(), None)],
+            ..Default::default()
+        }),
+        ["a_create"]
+    );
+}
+
+#[test]
+fn versions_other_than_3_0_and_3_1_are_refused() {
+    assert_eq!(
+        drafts(&json!({"swagger": "2.0"}), &Selection::default()).err(),
+        Some(OpenApiError::NoVersion)
+    );
+    assert_eq!(
+        drafts(
+            &json!({"openapi": "4.0.0", "paths": {}}),
+            &Selection::default()
+        )
+        .err(),
+        Some(OpenApiError::Version("4.0.0".into()))
+    );
+}
+
+#[test]
+fn a_server_path_prefixes_the_policy_paths_and_odd_capture_names_are_renamed() {
+    let d = json!({"openapi": "3.0.0", "servers": [{"url": "https://api.x.com/v1/"}],
+        "paths": {"/keys/{api-key-id}": {"delete": {"operationId": "keys/remove"}}}});
+    let (text, outcomes, _) = draft_all(&d);
+    assert_eq!(outcomes[0].commented, None, "{text}");
+    assert!(text.contains("path = \"/v1/keys/{api_key_id}\""), "{text}");
+    assert!(
+        text.contains("api_key_id = { path = \"api_key_id\" }"),
+        "{text}"
+    );
+}
+
+#[test]
+fn self_referring_all_ofs_stop_early() {
+    let d = doc(
+        "3.0.0",
+        json!({"/a": {"post": {"operationId": "a", "requestBody": {"content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/Twice"}}}}}}}),
+        json!({"schemas": {"Twice": {"allOf": [{"$ref": "#/components/schemas/Twice"},
+                                               {"$ref": "#/components/schemas/Twice"}]}}}),
+    );
+    let (_, outcomes, _) = draft_all(&d);
+    assert!(
+        outcomes[0]
+            .commented
+            .as_deref()
+            .unwrap()
+            .contains("recursive")
+    );
+}
+
+#[test]
+fn two_captures_in_one_segment_are_commented_out_with_the_loader_s_reason() {
+    let d = doc(
+        "3.0.0",
+        json!({"/files/{name}.{ext}": {"delete": {"operationId": "remove"}}}),
+        json!({}),
+    );
+    let (_, outcomes, _) = draft_all(&d);
+    let reason = outcomes[0].commented.clone().unwrap();
+    assert!(
+        reason.contains("the draft does not load") && reason.contains("capture"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn parameters_are_terms_when_required_and_notes_otherwise() {
+    let d = doc(
+        "3.0.0",
+        json!({"/orders/{id}": {"delete": {"operationId": "cancel", "parameters": [
+            {"name": "id", "in": "path", "required": true},
+            {"name": "reason", "in": "query", "required": true},
+            {"name": "notify", "in": "query"},
+            {"name": "X-Store", "in": "header", "required": true},
+            {"name": "X-Trace", "in": "header"},
+            {"name": "Idempotency-Key", "in": "header", "required": true},
+            {"name": "session", "in": "cookie"}]}}}),
+        json!({}),
+    );
+    let (text, outcomes, _) = draft_all(&d);
+    assert_eq!(outcomes[0].commented, None, "{text}");
+    for line in [
+        "reason = { query = \"reason\" }",
+        "x_store = { header = \"X-Store\" }",
+        "# query parameter `notify` (optional) is not a term",
+        "# header `X-Trace` (optional) is not a term: the approval is bound to it all the same",
+        "# header `Idempotency-Key` is not a term: the gateway never binds it",
+        "# cookie `session` is not a term",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+}
+
+mod arbitrary {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Names as descriptions write them, odd ones included.
+    fn name() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[A-Za-z][A-Za-z0-9_]{0,8}",
+            "[a-z]{1,4}[-./ \\[\\]{}'\"$@é]{1,2}[a-z]{0,4}",
+            ".{0,6}",
+        ]
+    }
+
+    fn schema() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(json!({"type": "string"})),
+            Just(json!({"type": ["integer", "null"]})),
+            Just(json!({"type": "array", "items": {"type": "string"}})),
+            Just(json!({"type": "object", "properties": {"a": {"type": "string"}}})),
+            Just(json!({"$ref": "#/components/schemas/S"})),
+        ];
+        leaf.prop_recursive(3, 12, 4, |inner| {
+            (
+                prop::collection::vec((name(), inner), 0..4),
+                prop::collection::vec(name(), 0..2),
+            )
+                .prop_map(|(props, required)| {
+                    let properties: serde_json::Map<String, Value> = props.into_iter().collect();
+                    json!({"type": "object", "properties": properties, "required": required})
+                })
+        })
+    }
+
+    fn operation() -> impl Strategy<Value = Value> {
+        (
+            name(),
+            prop::sample::select(vec![
+                "application/json",
+                "application/x-www-form-urlencoded",
+                "application/merge-patch+json",
+                "text/plain",
+            ]),
+            schema(),
+            prop::collection::vec(
+                (
+                    name(),
+                    prop::sample::select(vec!["query", "header", "cookie"]),
+                    any::<bool>(),
+                ),
+                0..3,
+            ),
+        )
+            .prop_map(|(id, media, schema, params)| {
+                let parameters: Vec<Value> = params
+                    .into_iter()
+                    .map(|(n, at, required)| json!({"name": n, "in": at, "required": required}))
+                    .collect();
+                json!({"operationId": id, "parameters": parameters,
+                       "requestBody": {"content": {media: {"schema": schema}}}})
+            })
+    }
+
+    fn path() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![
+                name(),
+                name().prop_map(|n| format!("{{{n}}}")),
+                name().prop_map(|n| format!("{{{n}}}.json"))
+            ],
+            1..4,
+        )
+        .prop_map(|segments| format!("/{}", segments.join("/")))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Whatever the description says, drafting never panics and what it leaves live loads
+        /// as a policy file (names unique, every term in its summary).
+        #[test]
+        fn live_drafts_always_load(
+            ops in prop::collection::vec((path(), prop::sample::select(vec!["post", "put", "patch", "delete"]), operation()), 1..5),
+            s in schema(),
+        ) {
+            let mut paths = serde_json::Map::new();
+            for (path, method, op) in ops {
+                paths.entry(path).or_insert_with(|| json!({}))[method] = op;
+            }
+            let d = json!({"openapi": "3.1.0", "paths": paths, "components": {"schemas": {"S": s}}});
+            let (text, outcomes, _) = draft_all(&d);
+            if outcomes.iter().any(|o| o.commented.is_none()) {
+                let loaded = crate::config::parse_policy_file(std::path::Path::new("drafts.toml"), &text);
+                prop_assert!(loaded.is_ok(), "{:?}\n{text}", loaded.err().map(|e| e.to_string()));
+                let policies = loaded.unwrap_or_default();
+                let mut names: Vec<&str> = policies.iter().map(|p| p.name.as_str()).collect();
+                names.sort_unstable();
+                names.dedup();
+                prop_assert_eq!(names.len(), policies.len());
+                prop_assert!(crate::policy::conflicts(&policies).is_empty(), "{text}");
+            }
+        }
+    }
+}
