@@ -14,8 +14,9 @@ use bytes::Bytes;
 use poppy_e2e::RedisServer;
 use poppy_gateway::protocol::{OperationId, ScopeKind, SigningKey};
 use poppy_gateway::store::{
-    self, Claim, ClaimOutcome, MemoryStore, MessageSlot, OperationStore, RecordState,
-    RecordedResponse, RedisStore, Resolution, ResolveOutcome, StoreError,
+    self, Claim, ClaimOutcome, KeptRound, MemoryStore, MessageSlot, OperationRecord,
+    OperationStore, RecordState, RecordedResponse, RedisStore, Resolution, ResolveOutcome,
+    StoreError,
 };
 use redis::Value;
 
@@ -941,6 +942,167 @@ mod suite {
         }
         assert_eq!(taken, 1, "one delivery of a message handles it");
     }
+
+    /// Rounds of interim answers: kept only for a claim in flight under its owner, with the
+    /// claim's lease made longer (never shorter: the action's in-flight set and the lookup
+    /// say so); taken once, only under their own key, only before they expire.
+    pub async fn rounds_are_taken_once_under_their_key(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        let other = fresh_id();
+        let now = now_ms();
+        let kept =
+            |key: &'static str, round: &'static [u8], owner: &'static str, until: i64| KeptRound {
+                key,
+                round,
+                owner,
+                until_ms: until,
+                lease_until_ms: until + 30_000,
+            };
+        assert!(
+            !store
+                .put_round(&id, &kept("k1", b"r", "o", now + 60_000), now)
+                .await
+                .unwrap(),
+            "no claim, no round"
+        );
+        let claim = claim_by("o");
+        store.claim(&id, &claim).await.unwrap();
+        assert!(
+            !store
+                .put_round(&id, &kept("k1", b"r", "p", now + 60_000), now)
+                .await
+                .unwrap(),
+            "another owner's claim"
+        );
+        assert_eq!(store.take_round(&id, "k1", now).await.unwrap(), None);
+        assert!(
+            store
+                .put_round(&id, &kept("k1", b"round one", "o", now + 60_000), now)
+                .await
+                .unwrap()
+        );
+        let leased = |record: Option<OperationRecord>| match record.map(|r| r.state) {
+            Some(RecordState::InFlight { lease_until_ms, .. }) => lease_until_ms,
+            other => panic!("in flight: {other:?}"),
+        };
+        assert_eq!(leased(store.lookup(&id).await.unwrap()), now + 90_000);
+        let state = store.action_state(id.action_tag()).await.unwrap();
+        assert_eq!(state.in_flight, vec![(id.clone(), now + 90_000)]);
+        assert_eq!(store.take_round(&id, "k2", now).await.unwrap(), None);
+        assert_eq!(store.take_round(&other, "k1", now).await.unwrap(), None);
+        assert_eq!(
+            store.take_round(&id, "k1", now).await.unwrap().as_deref(),
+            Some(&b"round one"[..])
+        );
+        assert_eq!(
+            store.take_round(&id, "k1", now).await.unwrap(),
+            None,
+            "once"
+        );
+        for round in [&b"round one"[..], b"round two"] {
+            let mut k = kept("k1", b"", "o", now + 60_000);
+            k.round = round;
+            assert!(store.put_round(&id, &k, now).await.unwrap());
+        }
+        assert_eq!(
+            store.take_round(&id, "k1", now).await.unwrap().as_deref(),
+            Some(&b"round two"[..]),
+            "replaced"
+        );
+        // A shorter round never shortens the lease; it expires (Redis on its own clock,
+        // memory:// on the caller's).
+        assert!(
+            store
+                .put_round(&id, &kept("k3", b"short", "o", now + 50), now)
+                .await
+                .unwrap()
+        );
+        assert_eq!(leased(store.lookup(&id).await.unwrap()), now + 90_000);
+        eventually("the round expires", || {
+            let store = store.clone();
+            let id = id.clone();
+            async move {
+                store
+                    .take_round(&id, "k3", now_ms())
+                    .await
+                    .unwrap()
+                    .is_none()
+            }
+        })
+        .await;
+        // Done: no more rounds.
+        assert!(
+            store
+                .complete(&id, "o", &response(), now + 60_000)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .put_round(&id, &kept("k4", b"r", "o", now + 60_000), now)
+                .await
+                .unwrap()
+        );
+    }
+
+    /// A claim's lease set longer or shorter, only by its owner while in flight: what the
+    /// lookup, the action's in-flight set and the operators' listing read.
+    pub async fn a_lease_is_set_only_by_its_owner(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        assert!(!store.set_lease(&id, "o", 1).await.unwrap(), "no claim");
+        let claim = claim_by("o");
+        store.claim(&id, &claim).await.unwrap();
+        assert!(!store.set_lease(&id, "p", 1).await.unwrap(), "not p's");
+        let lease_of = |record: Option<OperationRecord>| match record.map(|r| r.state) {
+            Some(RecordState::InFlight { lease_until_ms, .. }) => lease_until_ms,
+            other => panic!("in flight: {other:?}"),
+        };
+        assert_eq!(
+            lease_of(store.lookup(&id).await.unwrap()),
+            claim.lease_until_ms
+        );
+        let shorter = claim.now_ms - 1;
+        assert!(store.set_lease(&id, "o", shorter).await.unwrap());
+        assert_eq!(lease_of(store.lookup(&id).await.unwrap()), shorter);
+        let state = store.action_state(id.action_tag()).await.unwrap();
+        assert_eq!(state.in_flight, vec![(id.clone(), shorter)]);
+        assert!(
+            store.unknown_count(claim.now_ms).await.unwrap() >= 1,
+            "a lapsed lease reads as unknown"
+        );
+        assert!(
+            store
+                .complete(&id, "o", &response(), now_ms() + 60_000)
+                .await
+                .unwrap()
+        );
+        assert!(!store.set_lease(&id, "o", shorter).await.unwrap(), "done");
+    }
+
+    pub async fn concurrent_round_takes_have_one_winner(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        let now = now_ms();
+        store.claim(&id, &claim_by("o")).await.unwrap();
+        let kept = KeptRound {
+            key: "k",
+            round: b"r",
+            owner: "o",
+            until_ms: now + 60_000,
+            lease_until_ms: now + 90_000,
+        };
+        assert!(store.put_round(&id, &kept, now).await.unwrap());
+        let takes: Vec<_> = (0..8)
+            .map(|_| {
+                let (store, id) = (store.clone(), id.clone());
+                tokio::spawn(async move { store.take_round(&id, "k", now).await.unwrap() })
+            })
+            .collect();
+        let mut taken = 0;
+        for take in takes {
+            taken += usize::from(take.await.unwrap().is_some());
+        }
+        assert_eq!(taken, 1, "one follow-up goes on with a round");
+    }
 }
 
 macro_rules! both_stores {
@@ -1003,6 +1165,9 @@ both_stores!(
     ping_answers,
     messages_are_taken_once_and_answered_once,
     concurrent_message_takes_have_one_winner,
+    rounds_are_taken_once_under_their_key,
+    concurrent_round_takes_have_one_winner,
+    a_lease_is_set_only_by_its_owner,
 );
 
 type Call<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + 'a>>;
@@ -1050,6 +1215,27 @@ async fn assert_all_unavailable(store: &dyn OperationStore) {
                     .await
                     .map(drop)
             }),
+        ),
+        (
+            "put_round",
+            Box::pin(async {
+                let kept = KeptRound {
+                    key: "k",
+                    round: b"r",
+                    owner: "o",
+                    until_ms: now_ms() + 60_000,
+                    lease_until_ms: now_ms() + 90_000,
+                };
+                store.put_round(&id, &kept, now_ms()).await.map(drop)
+            }),
+        ),
+        (
+            "take_round",
+            Box::pin(async { store.take_round(&id, "k", now_ms()).await.map(drop) }),
+        ),
+        (
+            "set_lease",
+            Box::pin(async { store.set_lease(&id, "o", now_ms()).await.map(drop) }),
         ),
     ];
     for (name, call) in checks {

@@ -37,6 +37,7 @@ use serde_json::{Value, json};
 const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
 const APPROVAL_KEY: &str = "personalagentprotocol.org/approval";
 const RETRY_KEY: &str = "personalagentprotocol.org/retry";
+const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
 
 /// The held tools: `exchange_item` (gated at the server) and `confirm_exchange` (asks the
 /// user first).
@@ -61,6 +62,19 @@ id_prefix = "rsx"
 expires_in = "15m"
 same_action = ["order_id", "item_id"]
 summary = "Exchange item **{item_id}** on order {order_id} for {replacement_sku}."
+
+[tool.terms]
+order_id = { argument = "$.order_id" }
+item_id = { argument = "$.item_id" }
+replacement_sku = { argument = "$.replacement_sku" }
+
+[[tool]]
+name = "standalone_tool"
+tool = "standalone_confirm_exchange"
+id_prefix = "sgx"
+expires_in = "15m"
+same_action = ["order_id", "item_id"]
+summary = "Exchange item **{item_id}** on order {order_id} for {replacement_sku}, once confirmed."
 
 [tool.terms]
 order_id = { argument = "$.order_id" }
@@ -628,7 +642,285 @@ async fn a_stream_closed_early_is_resumed(store: Store) {
     assert_eq!(world.server.count(tool).await, 2, "once per approval");
 }
 
+/// A server that closes an approved call's stream after its priming event and refuses to
+/// resume it (405 to the GET with `Last-Event-ID`, as a server or proxy without resumption
+/// answers): the call's outcome is unknown, never failed and never sent again; every retry
+/// gets the unknown answer (in progress while the claim's lease runs). One execution.
+async fn a_stream_the_server_will_not_resume_is_an_unknown_outcome(store: Store) {
+    let redis = (store == Store::Redis).then(RedisServer::start);
+    let server = PythonMcpServer::start_script("mcp2", "upstream.py", &["--refuse-resume"]);
+    let mut builder = GatewayBuilder::new(&server.url())
+        .policy("tools.toml", POLICIES)
+        .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\""))
+        .upstream_timeout("3s");
+    if let Some(redis) = &redis {
+        builder = builder.store_url(&redis.url());
+    }
+    let gateway = builder.start();
+    let raw = Raw::open(&gateway, "2025-11-25").await;
+    let tool = "restream_exchange";
+    let held = raw
+        .response(&raw.call("h", tool, "ord_n1", None, json!({})))
+        .await;
+    let op = held["result"]["structuredContent"]["operation"].clone();
+    assert!(op["operation_id"].is_string(), "{held}");
+    let first = raw
+        .response(&raw.call("first", tool, "ord_n1", Some(&op), json!({})))
+        .await;
+    assert!(first.get("error").is_none(), "never a failure: {first}");
+    assert_eq!(
+        retry_error(&first),
+        Some("operation_outcome_unknown"),
+        "{first}"
+    );
+    assert!(
+        server.count("resume_refused").await >= 1,
+        "the gateway tried to resume"
+    );
+    let unknown = until_some(Duration::from_secs(20), || async {
+        let retry = raw
+            .response(&raw.call("retry", tool, "ord_n1", Some(&op), json!({})))
+            .await;
+        assert!(retry.get("error").is_none(), "never a failure: {retry}");
+        match retry_error(&retry) {
+            Some("operation_in_progress") => None,
+            Some("operation_outcome_unknown") => Some(retry),
+            _ => panic!("a retry: in progress or unknown, got {retry}"),
+        }
+    })
+    .await;
+    assert!(unknown.is_some(), "retries get the unknown answer");
+    let again = raw
+        .response(&raw.call("again", tool, "ord_n1", Some(&op), json!({})))
+        .await;
+    assert_eq!(retry_error(&again), Some("operation_outcome_unknown"));
+    assert_eq!(server.count(tool).await, 1, "never sent again");
+}
+
+/// A server that asks its question on the session's separate GET stream during an approved
+/// call (an `elicitation/create` not related to the call): the agent's GET stream is proxied
+/// as it is (not an operation), so the question reaches the agent as it comes; its answer,
+/// a JSON-RPC response POSTed to the endpoint, is forwarded to the same MCP session; the
+/// server finishes, and the call gets its result, recorded and replayed. One execution.
+async fn a_question_on_the_get_stream_reaches_the_agent(store: Store) {
+    let world = world(store, false, Some("20s"));
+    let raw = Raw::open(&world.gateway, "2025-11-25").await;
+    let tool = "standalone_confirm_exchange";
+    let held = raw
+        .response(&raw.call("h", tool, "ord_g1", None, json!({})))
+        .await;
+    let op = held["result"]["structuredContent"]["operation"].clone();
+    assert!(op["operation_id"].is_string(), "{held}");
+
+    // The agent's GET stream, through the gateway.
+    let mut stream = poppy_e2e::gateway::http_client(Duration::from_secs(30))
+        .get(format!("{}{MCP_PATH}", world.gateway.base_url()))
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", raw.mcp_session.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200, "the GET stream is open");
+
+    let first = {
+        let request = raw.request(&raw.call("first", tool, "ord_g1", Some(&op), json!({})));
+        let client = world.gateway.client();
+        tokio::spawn(async move { client.send(&request).await })
+    };
+    // Read the GET stream until the question (bounded by the client's timeout per chunk, and
+    // by the number of chunks).
+    let mut seen = String::new();
+    let question = loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(15), stream.chunk())
+            .await
+            .expect("the question within 15 s")
+            .unwrap()
+            .expect("the GET stream stays open");
+        seen.push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
+        let found = seen
+            .split("\n\n")
+            .filter_map(|event| {
+                let data: String = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim)
+                    .collect();
+                serde_json::from_str::<Value>(&data).ok()
+            })
+            .find(|message| message["method"] == "elicitation/create");
+        if let Some(found) = found {
+            break found;
+        }
+        assert!(seen.len() < 1 << 20, "no question in {seen}");
+    };
+    assert_eq!(
+        question["params"]["message"],
+        "Exchange an item of order ord_g1?"
+    );
+    let answered = raw
+        .send(&json!({"jsonrpc": "2.0", "id": question["id"],
+            "result": {"action": "accept", "content": {"confirm": true}}}))
+        .await;
+    answered.assert_status(202, "the answer to the server's question, forwarded");
+
+    let first = first.await.unwrap();
+    let response = rpc_response(&first);
+    assert_eq!(response["id"], "first", "{}", first.describe());
+    assert_eq!(
+        response["result"]["structuredContent"]["exchange_id"], "exg_g1",
+        "{response}"
+    );
+    let replay = raw
+        .response(&raw.call("again", tool, "ord_g1", Some(&op), json!({})))
+        .await;
+    assert_eq!(replay["result"], response["result"]);
+    assert_eq!(world.server.count(tool).await, 1, "performed once");
+    assert_eq!(
+        world
+            .server
+            .count("standalone_confirm_exchange:asked")
+            .await,
+        1
+    );
+}
+
+/// The rounds of an approved call live in the store (Redis: `memory://`'s die with their
+/// process, as its records do): the follow-up of an `input_required` answer given by one
+/// gateway goes on through another sharing the store, and through the same gateway after a
+/// restart (killed between the rounds), under the approved claim; a replay during the
+/// rounds is "in progress" on either, and after them the final result; the same follow-up
+/// again is a replay. One execution per approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_goes_on_on_another_replica_and_after_a_restart() {
+    let redis = RedisServer::start();
+    let server = PythonMcpServer::start(true);
+    let gateway = || {
+        GatewayBuilder::new(&server.url())
+            .policy("tools.toml", POLICIES)
+            .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\""))
+            .store_url(&redis.url())
+            .upstream_timeout("1s")
+            .env("POPPY_GATEWAY_ADMIN_TOKEN", ADMIN_TOKEN)
+            .start()
+    };
+    let mut a = gateway();
+    let b = gateway();
+    let tool = "confirm_exchange";
+
+    // Asked through A, answered through B.
+    let (state, yes, op) = {
+        let on_a = Raw::open(&a, "2026-07-28").await;
+        asked(&on_a, tool, "ord_m1").await
+    };
+    // While the round waits, its claim is leased for the round (15 minutes), not only for
+    // the forward (here 2 s + 1 s + 1 s): an operator cannot resolve it, a retry is "in
+    // progress" rather than unknown.
+    let resolve = poppy_e2e::gateway::http_client(Duration::from_secs(10))
+        .post(format!(
+            "{}/operations/{}/resolve",
+            a.admin_url(),
+            op["operation_id"].as_str().unwrap()
+        ))
+        .bearer_auth(ADMIN_TOKEN)
+        .json(&json!({"performed": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resolve.status(), 409);
+    let resolve: Value = resolve.json().await.unwrap();
+    assert_eq!(resolve["error"], "in_flight", "{resolve}");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert!(
+        resolve["lease_until_ms"].as_i64().unwrap() > now_ms + 14 * 60 * 1000,
+        "leased for the round: {resolve}"
+    );
+    let on_b = Raw::open(&b, "2026-07-28").await;
+    let replay = on_b
+        .response(&on_b.call("r1", tool, "ord_m1", Some(&op), json!({})))
+        .await;
+    assert_eq!(
+        retry_error(&replay),
+        Some("operation_in_progress"),
+        "{replay}"
+    );
+    let follow_up = json!({"requestState": state, "inputResponses": yes});
+    let done = on_b
+        .response(&on_b.call("d1", tool, "ord_m1", Some(&op), follow_up.clone()))
+        .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(done["result"]["structuredContent"]["exchange_id"], "exg_c1");
+    {
+        let on_a = Raw::open(&a, "2026-07-28").await;
+        let replay = on_a
+            .response(&on_a.call("r2", tool, "ord_m1", Some(&op), json!({})))
+            .await;
+        assert_eq!(
+            replay["result"]["structuredContent"],
+            done["result"]["structuredContent"]
+        );
+        let again = on_a
+            .response(&on_a.call("d2", tool, "ord_m1", Some(&op), follow_up))
+            .await;
+        assert_eq!(
+            again["result"]["structuredContent"], done["result"]["structuredContent"],
+            "the same follow-up again is a replay"
+        );
+    }
+    assert_eq!(server.count(tool).await, 1, "performed once");
+
+    // Asked through A, which restarts before the answer.
+    let (state, yes, op) = {
+        let on_a = Raw::open(&a, "2026-07-28").await;
+        asked(&on_a, tool, "ord_m2").await
+    };
+    a.restart();
+    let on_a = Raw::open(&a, "2026-07-28").await;
+    let follow_up = json!({"requestState": state, "inputResponses": yes});
+    let done = on_a
+        .response(&on_a.call("d3", tool, "ord_m2", Some(&op), follow_up.clone()))
+        .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let again = on_b
+        .response(&on_b.call("d4", tool, "ord_m2", Some(&op), follow_up))
+        .await;
+    assert_eq!(
+        again["result"]["structuredContent"],
+        done["result"]["structuredContent"]
+    );
+    assert_eq!(server.count(tool).await, 2, "once per approval");
+}
+
+/// Hold `tool` for `order`, approve it: the server's `input_required` answer. Returns its
+/// `requestState`, the answer "yes" to its question, and the operation.
+async fn asked(raw: &Raw<'_>, tool: &str, order: &str) -> (String, Value, Value) {
+    let held = raw
+        .response(&raw.call("h", tool, order, None, json!({})))
+        .await;
+    let op = held["result"]["structuredContent"]["operation"].clone();
+    assert!(op["operation_id"].is_string(), "{held}");
+    let asked = raw
+        .response(&raw.call("a", tool, order, Some(&op), json!({})))
+        .await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_owned();
+    let key = asked["result"]["inputRequests"]
+        .as_object()
+        .and_then(|requests| requests.keys().next().cloned())
+        .expect("one input request");
+    let yes = json!({key: {"action": "accept", "content": {"confirm": true}}});
+    (state, yes, op)
+}
+
 store_tests!(
+    a_question_on_the_get_stream_reaches_the_agent,
+    a_stream_the_server_will_not_resume_is_an_unknown_outcome,
     a_question_during_an_approved_call_reaches_the_client,
     a_stream_closed_early_is_resumed,
     a_timed_out_approved_call_is_not_cancelled,

@@ -10,7 +10,7 @@ use pingora::proxy::{FailToProxy, Session};
 use pingora::{Error, ErrorSource, ErrorType};
 
 use super::access_log::{AccessLogger, Entry};
-use super::forwarded::{self, ClientFacts, Current, Notes, UpstreamHeaders};
+use super::forwarded::{self, ClientFacts, Notes, ProxyContext, UpstreamHeaders};
 use super::reply::Reply;
 use crate::config::{Passthrough, ProxyHeaders};
 use crate::metrics::Outcome;
@@ -45,12 +45,9 @@ impl Default for EdgeCtx {
 }
 
 impl EdgeCtx {
-    /// For [`forwarded::CURRENT`], around the request's classification.
-    pub(super) fn current(&self) -> Current {
-        Current {
-            headers: Arc::clone(&self.headers),
-            notes: Arc::clone(&self.notes),
-        }
+    /// What the requests the gateway sends itself for this one carry (see `forwarded.rs`).
+    pub(super) fn proxy_context(&self) -> ProxyContext {
+        ProxyContext::new(Arc::clone(&self.headers), Arc::clone(&self.notes))
     }
 
     /// The operation a request was about (empty: none named), and what became of it.

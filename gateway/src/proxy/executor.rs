@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::forwarded::ProxyContext;
 use super::lookup::lookup_terms;
 use super::outcome::RequestOutcome;
-use super::rounds::{ROUND_TTL, Round, Rounds};
+use super::rounds::{self, ROUND_TTL, Round};
 use super::upstream::{ForwardError, Tap, UpstreamClient};
 use crate::clock::Clock;
 use crate::config::Upstream;
@@ -25,7 +26,7 @@ use crate::policy::{LivePolicies, Policy};
 use crate::protocol::{ApprovalHeader, Keys, OperationId, SigningKey};
 use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{
-    Claim, ClaimOutcome, OperationRecord, OperationStore, RecordedResponse, StoreError,
+    Claim, ClaimOutcome, KeptRound, OperationRecord, OperationStore, RecordedResponse, StoreError,
 };
 
 /// What the executor is built from.
@@ -61,6 +62,7 @@ pub(crate) trait AnswerReader: Send + Sync {
         upstream: &UpstreamClient,
         forward: &ForwardRequest,
         response: RecordedResponse,
+        proxy: &ProxyContext,
     ) -> Read;
 }
 
@@ -88,28 +90,33 @@ impl AnswerReader for FinalAnswers {
         _: &UpstreamClient,
         _: &ForwardRequest,
         response: RecordedResponse,
+        _: &ProxyContext,
     ) -> Read {
         Read::Final(response)
     }
 }
 
 /// How one request's answer is read: its interface's reader, and the token it carries back
-/// when it is the follow-up of an interim answer.
+/// when it is the follow-up of an interim answer; and what the requests sent upstream for it
+/// carry (its proxy headers).
 pub(crate) struct Reading<'a> {
     pub(crate) reader: &'a dyn AnswerReader,
     /// `Some`: the request is a follow-up, carrying this (`None` inside: nothing).
     pub(crate) follow_up: Option<Option<String>>,
     /// Where an approved forward's event stream also goes as it arrives.
     pub(crate) tap: Option<Tap>,
+    /// The request's proxy headers, for its forward and lookup (`forwarded.rs`).
+    pub(crate) proxy: ProxyContext,
 }
 
 impl Reading<'_> {
     /// Every answer final, no follow-up: the HTTP API and the conversations service.
-    pub(crate) fn plain() -> Reading<'static> {
+    pub(crate) fn plain(proxy: ProxyContext) -> Reading<'static> {
         Reading {
             reader: &FinalAnswers,
             follow_up: None,
             tap: None,
+            proxy,
         }
     }
 }
@@ -124,8 +131,6 @@ pub(crate) struct Executor {
     claims_made: AtomicU64,
     /// Operations this process has already logged as unknown (each is logged once).
     unknown_logged: Mutex<HashSet<String>>,
-    /// Operations waiting for the follow-up of an interim answer.
-    rounds: Rounds,
 }
 
 /// A decision, and what to count and log of it.
@@ -156,7 +161,6 @@ impl Executor {
             instance: format!("{:08x}", rand::random::<u32>()),
             claims_made: AtomicU64::new(0),
             unknown_logged: Mutex::new(HashSet::new()),
-            rounds: Rounds::default(),
         }
     }
 
@@ -178,8 +182,11 @@ impl Executor {
     /// A request the front door let in, carried through: its record first when its policy
     /// has a lookup (check 2 comes before the lookup: a performed operation is replayed even
     /// while the upstream's records can't be read), then the lookup, then [`Self::run`].
+    /// The conversations service's: its forwards carry no proxy headers (its client is a
+    /// Company Agent, not the Personal Agent the upstream serves).
     pub(crate) async fn operate(&self, admitted: Admitted) -> Operated {
-        self.operate_with(admitted, &Reading::plain()).await
+        self.operate_with(admitted, &Reading::plain(ProxyContext::default()))
+            .await
     }
 
     /// [`Self::operate`], its answer read by `reading`.
@@ -195,6 +202,7 @@ impl Executor {
         let mut terms = admitted.terms;
         if let Err((refusal, outcome)) = lookup_terms(
             &self.parts.upstream,
+            &reading.proxy,
             &policy,
             &admitted.headers,
             &admitted.forward.body,
@@ -222,7 +230,8 @@ impl Executor {
         request: OperationRequest,
         forward: &ForwardRequest,
     ) -> Executed {
-        self.run_with(request, forward, &Reading::plain()).await
+        self.run_with(request, forward, &Reading::plain(ProxyContext::default()))
+            .await
     }
 
     /// [`Self::run`], its answer read by `reading`.
@@ -402,10 +411,12 @@ impl Executor {
             .approval_delay(name, approved.expires_at, policy.expires_in);
         tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "approved; forwarding once");
         // With its operation ID in the configured header, for the upstream's logs.
-        let sent =
-            self.parts
-                .upstream
-                .send_approved(forward.clone(), id.as_str(), reading.tap.as_ref());
+        let sent = self.parts.upstream.send_approved(
+            forward.clone(),
+            id.as_str(),
+            &reading.proxy,
+            reading.tap.as_ref(),
+        );
         Ok(Ok(
             match self.parts.metrics.upstream_call(name, sent).await {
                 Ok(response) => {
@@ -426,7 +437,6 @@ impl Executor {
                         revision: approved.revision.clone(),
                         fingerprint: prepared.request.fingerprint.clone(),
                         token: None,
-                        until: std::time::Instant::now() + ROUND_TTL,
                     };
                     self.read_answer(id, name, round, guard, forward, response, reading)
                         .await
@@ -463,22 +473,41 @@ impl Executor {
             .as_ref()
             .map_or("", |a| a.revision.as_str());
         let token = reading.follow_up.as_ref().and_then(Option::as_deref);
-        let Some(round) = self
-            .rounds
-            .take(&id, revision, &prepared.request.fingerprint, token)
-        else {
-            return self.answer(answer, name);
+        // Kept in the store: the round may have been put there by another gateway, or by
+        // this one before a restart (`proxy::rounds`).
+        let key = rounds::key(revision, &prepared.request.fingerprint, token);
+        let round = match self.parts.store.take_round(&id, &key, self.now()).await {
+            Ok(Some(kept)) => match Round::decode(&kept) {
+                Some(round) => round,
+                None => {
+                    tracing::warn!(policy = name, operation_id = %id, "an unreadable round in the store; the follow-up is not forwarded");
+                    return self.answer(answer, name);
+                }
+            },
+            Ok(None) => return self.answer(answer, name),
+            Err(e) => {
+                tracing::warn!(policy = name, operation_id = %id, error = %e, "store unavailable; the follow-up is not forwarded");
+                return Decision::StoreUnavailable;
+            }
         };
         let Some(guard) = self.parts.drain.start_forward() else {
-            self.rounds.restore(&id, round);
+            self.keep_round(&id, name, &round).await;
             return Decision::ShuttingDown;
         };
         tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "a follow-up of an interim answer; forwarding it under the same claim");
-        let sent =
-            self.parts
-                .upstream
-                .send_approved(forward.clone(), id.as_str(), reading.tap.as_ref());
-        match self.parts.metrics.upstream_call(name, sent).await {
+        // If this forward's outcome is unknown, the claim's lease ends as a first forward's
+        // would have, not with the round (retries then read unknown, not in progress).
+        let lapse = (
+            round.claim.owner.clone(),
+            self.now().saturating_add(forward_lease(&round)),
+        );
+        let sent = self.parts.upstream.send_approved(
+            forward.clone(),
+            id.as_str(),
+            &reading.proxy,
+            reading.tap.as_ref(),
+        );
+        let decision = match self.parts.metrics.upstream_call(name, sent).await {
             Ok(response) => {
                 self.read_answer(&id, name, round, guard, forward, response, reading)
                     .await
@@ -487,11 +516,23 @@ impl Executor {
                 // Nothing of this round was sent: the same follow-up may come again. The
                 // claim stays (earlier rounds reached the server).
                 tracing::warn!(policy = name, operation_id = %id, error = %e, "upstream unreachable; the follow-up was not sent");
-                self.rounds.restore(&id, round);
+                self.keep_round(&id, name, &round).await;
                 Decision::UpstreamUnavailable
             }
-            Err(ForwardError::Unknown(e)) => self.unknown(id, name, &e),
+            Err(ForwardError::Unknown(e)) => self.unknown(id.clone(), name, &e),
+        };
+        if matches!(decision, Decision::Unknown(_)) {
+            let (owner, lease_until_ms) = lapse;
+            if let Err(e) = self
+                .parts
+                .store
+                .set_lease(&id, &owner, lease_until_ms)
+                .await
+            {
+                tracing::warn!(policy = name, operation_id = %id, error = %e, "the round's lease could not be ended; retries read in progress until it runs out");
+            }
         }
+        decision
     }
 
     /// An answer to an approved forward, read as its interface reads it: recorded when it is
@@ -509,7 +550,7 @@ impl Executor {
     ) -> Decision {
         match reading
             .reader
-            .read(&self.parts.upstream, forward, response)
+            .read(&self.parts.upstream, forward, response, &reading.proxy)
             .await
         {
             Read::Final(response) => {
@@ -527,16 +568,44 @@ impl Executor {
             Read::Unknown(why) => self.unknown(id.clone(), name, &why),
             Read::Interim { response, token } => {
                 round.token = token;
-                round.until = std::time::Instant::now() + ROUND_TTL;
-                if !self.rounds.put(id, round) {
+                if !self.keep_round(id, name, &round).await {
                     return self.unknown(
                         id.clone(),
                         name,
-                        "too many operations wait for a follow-up; this interim answer ends it",
+                        "the store could not keep the round for its follow-up; this interim answer ends it",
                     );
                 }
                 tracing::info!(policy = name, operation_id = %id, outcome = "interim", "an interim answer; the operation stays claimed for its follow-up");
                 Decision::Interim(response)
+            }
+        }
+    }
+
+    /// Keep `round` in the store for its follow-up, for [`ROUND_TTL`], with the claim leased
+    /// until then and its follow-up's forward (as long as the first forward's lease): a
+    /// retry meanwhile is "in progress", and "unknown" only once the round could not go on.
+    /// False if the store could not, or the claim is no longer this round's (then no
+    /// follow-up is ever forwarded: the operation ends unknown).
+    async fn keep_round(&self, id: &OperationId, name: &str, round: &Round) -> bool {
+        let now = self.now();
+        let until = now.saturating_add(i64::try_from(ROUND_TTL.as_millis()).unwrap_or(i64::MAX));
+        let (key, encoded) = (round.key(), round.encode());
+        let kept = KeptRound {
+            key: &key,
+            round: &encoded,
+            owner: &round.claim.owner,
+            until_ms: until,
+            lease_until_ms: until.saturating_add(forward_lease(round)),
+        };
+        match self.parts.store.put_round(id, &kept, now).await {
+            Ok(true) => true,
+            Ok(false) => {
+                tracing::warn!(policy = name, operation_id = %id, "the claim is no longer in flight under its owner; the round is not kept");
+                false
+            }
+            Err(e) => {
+                tracing::warn!(policy = name, operation_id = %id, error = %e, "the round could not be kept for its follow-up");
+                false
             }
         }
     }
@@ -626,6 +695,15 @@ impl Executor {
     fn now(&self) -> i64 {
         self.parts.clock.now_millis()
     }
+}
+
+/// How long one forward's claim is leased for: as the first forward's was.
+fn forward_lease(round: &Round) -> i64 {
+    round
+        .claim
+        .lease_until_ms
+        .saturating_sub(round.claim.now_ms)
+        .max(0)
 }
 
 /// A request's fingerprint, bound to the `[[route]]` it came on: what the revision covers.

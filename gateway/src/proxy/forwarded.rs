@@ -2,8 +2,8 @@
 //! trusted proxies, replaced otherwise), the request ID, and the `Host` to send.
 //!
 //! Passthrough applies these in pingora's `upstream_request_filter`; requests the gateway
-//! sends itself (approved forwards, lookups, poppy.json) apply them in the upstream client,
-//! which finds them through [`CURRENT`], set around the request's classification. What became
+//! sends itself (approved forwards, lookups, poppy.json, MCP messages) get them from the one
+//! upstream writer (`upstream_head.rs`), passed the request's [`ProxyContext`]. What became
 //! of an operation is noted by the service, from the request's outcome (`service.rs`).
 
 use std::net::IpAddr;
@@ -273,33 +273,32 @@ pub(crate) struct Notes {
     pub(crate) upstream_status: Option<u16>,
 }
 
-/// The request being classified: its upstream headers and its notes.
-#[derive(Debug, Clone)]
-pub(crate) struct Current {
-    pub(crate) headers: Arc<UpstreamHeaders>,
-    pub(crate) notes: Arc<Mutex<Notes>>,
+/// One request's part in what the gateway sends upstream for it: its proxy headers, and its
+/// notes (the upstream's status). Taken from the request's context and passed explicitly to
+/// every request the gateway sends itself for it (approved forwards, lookups, poppy.json,
+/// MCP messages); the default (the conversations service's) adds no proxy header.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProxyContext {
+    headers: Arc<UpstreamHeaders>,
+    notes: Arc<Mutex<Notes>>,
 }
 
-tokio::task_local! {
-    /// Set around a request's classification, where every request the gateway sends itself
-    /// for it (and every operation outcome) happens.
-    pub(crate) static CURRENT: Current;
-}
+impl ProxyContext {
+    pub(crate) fn new(headers: Arc<UpstreamHeaders>, notes: Arc<Mutex<Notes>>) -> ProxyContext {
+        ProxyContext { headers, notes }
+    }
 
-/// Apply the current request's upstream headers (if any) to a request the gateway sends.
-pub(crate) fn apply_current(request: &mut RequestHeader) -> pingora::Result<()> {
-    CURRENT
-        .try_with(|c| Arc::clone(&c.headers))
-        .map_or(Ok(()), |headers| headers.apply(request))
-}
+    /// Apply the request's upstream headers to a request the gateway sends for it.
+    pub(crate) fn apply(&self, request: &mut RequestHeader) -> pingora::Result<()> {
+        self.headers.apply(request)
+    }
 
-/// Note something about the current request for its access-log line.
-pub(crate) fn note(with: impl FnOnce(&mut Notes)) {
-    let _ = CURRENT.try_with(|c| {
-        if let Ok(mut notes) = c.notes.lock() {
-            with(&mut notes);
+    /// Note the upstream's status for the request's access-log line.
+    pub(crate) fn upstream_status(&self, status: u16) {
+        if let Ok(mut notes) = self.notes.lock() {
+            notes.upstream_status = Some(status);
         }
-    });
+    }
 }
 
 #[cfg(test)]

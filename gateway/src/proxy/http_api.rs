@@ -8,6 +8,7 @@ use pingora::proxy::Session;
 
 use super::executor::Executor;
 use super::executor::Operated;
+use super::forwarded::ProxyContext;
 use super::limits::read_body;
 use super::operations::Operations;
 use super::reply::Reply;
@@ -28,6 +29,7 @@ pub(crate) async fn handle(
     policy: Arc<Policy>,
     captures: Captures,
     target: Target,
+    proxy: &ProxyContext,
 ) -> Step {
     let header = session.req_header();
     // No operations extension, on a policy the User may approve on the Company's page: the
@@ -58,7 +60,7 @@ pub(crate) async fn handle(
         page: page_url.is_some(),
     };
     let body = read_body(session, &ops.body_limits, &ops.metrics);
-    match runner::run(&ops.session_claims, &ops.executor, arrival, body).await {
+    match runner::run(&ops.session_claims, &ops.executor, arrival, body, proxy).await {
         Ran::Operated(Operated::Decided(executed)) => match (page_url, executed.decision) {
             (Some(page_url), Decision::ApprovalRequired { operation, .. }) => {
                 let reply = page_link_reply(&ops.executor, page_url, &policy, &operation);

@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 
+use super::forwarded::ProxyContext;
 use super::upstream::{ForwardError, UpstreamClient};
 use crate::ingress::{ForwardRequest, Refusal};
 use crate::metrics::Outcome;
@@ -55,6 +56,7 @@ impl LookupError {
 /// `body`: the request's own, which a quote is sent.
 pub(crate) async fn lookup_terms(
     upstream: &UpstreamClient,
+    proxy: &ProxyContext,
     policy: &Policy,
     headers: &http::HeaderMap,
     body: &Bytes,
@@ -71,7 +73,7 @@ pub(crate) async fn lookup_terms(
     }
     for (lookup, path_and_query) in filled {
         fetch(
-            upstream,
+            (upstream, proxy),
             headers,
             body,
             lookup,
@@ -111,8 +113,9 @@ pub(crate) async fn lookup_terms(
 
 /// Ask the upstream (bounded by its timeouts): GET the lookup URL, or for a quote POST it
 /// the request's own body and `Content-Type`; and read the lookup's terms out of the answer.
+/// `(upstream, proxy)`: where it goes, with the request's proxy headers.
 async fn fetch(
-    upstream: &UpstreamClient,
+    (upstream, proxy): (&UpstreamClient, &ProxyContext),
     headers: &http::HeaderMap,
     body: &Bytes,
     lookup: &Lookup,
@@ -143,7 +146,7 @@ async fn fetch(
         headers: forwarded,
         body,
     };
-    let answer = match upstream.send(request).await {
+    let answer = match upstream.send(request, proxy).await {
         Ok(answer) => answer,
         Err(error) => return Err(LookupError::Failed { path, error }),
     };

@@ -15,6 +15,7 @@ use pingora::proxy::Session;
 use serde_json::Value;
 
 use super::executor::{Operated, Reading};
+use super::forwarded::ProxyContext;
 use super::limits::read_body;
 use super::mcp_calls::{HeldCalls, McpAnswers};
 use super::mcp_forward::StreamingForwarder;
@@ -68,6 +69,7 @@ impl McpEndpoint {
         ops: &Operations,
         session: &mut Session,
         target: Target,
+        proxy: &ProxyContext,
     ) -> Step {
         if session.req_header().method != http::Method::POST {
             return Step::Continue;
@@ -125,7 +127,7 @@ impl McpEndpoint {
                     body,
                 };
                 self.forwarder
-                    .stream(session, request, needs_approval)
+                    .stream(session, request, proxy, needs_approval)
                     .await
             }
             Ok((Incoming::Held(call), version)) => match ops.policies.find_tool(&call.tool) {
@@ -134,7 +136,17 @@ impl McpEndpoint {
                         headers.get("mcp-session-id").map(|v| v.as_bytes()),
                         &call.id,
                     );
-                    held_call(ops, session, headers, path_and_query, policy, call, version).await
+                    held_call(
+                        ops,
+                        session,
+                        headers,
+                        path_and_query,
+                        policy,
+                        call,
+                        version,
+                        proxy,
+                    )
+                    .await
                 }
                 // read_post holds only calls of tools a policy names.
                 None => Step::Respond(rpc_error(&RpcError {
@@ -149,6 +161,7 @@ impl McpEndpoint {
 
 /// A held call through the runner (the front door, then the executor), answered as MCP. An
 /// approved forward's event stream reaches the client as it arrives (`mcp_stream`).
+#[allow(clippy::too_many_arguments)]
 async fn held_call(
     ops: &Operations,
     session: &mut Session,
@@ -157,6 +170,7 @@ async fn held_call(
     policy: Arc<Policy>,
     call: HeldCall,
     version: McpVersion,
+    proxy: &ProxyContext,
 ) -> Step {
     let to = ReplyTo {
         id: call.id,
@@ -191,6 +205,7 @@ async fn held_call(
         reader: &McpAnswers,
         follow_up: follow_up_of(&call.forward_body),
         tap: Some(tap),
+        proxy: proxy.clone(),
     };
     let body = std::future::ready(Ok(Bytes::from(call.forward_body)));
     let run = runner::run_with(&ops.session_claims, &ops.executor, arrival, body, &reading);

@@ -19,6 +19,7 @@ use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
 use super::executor::{AnswerReader, Read};
+use super::forwarded::ProxyContext;
 use super::upstream::{MAX_RECORDED_BODY, UpstreamClient};
 use crate::ingress::ForwardRequest;
 use crate::mcp::{CallAnswer, read_call_answer};
@@ -40,6 +41,7 @@ impl AnswerReader for McpAnswers {
         upstream: &UpstreamClient,
         forward: &ForwardRequest,
         mut response: RecordedResponse,
+        proxy: &ProxyContext,
     ) -> Read {
         let mut resumes = 0;
         loop {
@@ -73,7 +75,7 @@ impl AnswerReader for McpAnswers {
                         ));
                     }
                     resumes += 1;
-                    match resume(upstream, forward, &last_event_id).await {
+                    match resume(upstream, forward, &last_event_id, proxy).await {
                         Ok(rest) => {
                             if response.body.len() + rest.len() > MAX_RECORDED_BODY {
                                 return Read::Unknown(
@@ -109,6 +111,7 @@ async fn resume(
     upstream: &UpstreamClient,
     forward: &ForwardRequest,
     last_event_id: &str,
+    proxy: &ProxyContext,
 ) -> Result<Bytes, String> {
     let last = http::HeaderValue::from_str(last_event_id)
         .map_err(|_| "the MCP server's last event id is not a header value".to_owned())?;
@@ -137,7 +140,7 @@ async fn resume(
         )
     };
     let answer = upstream
-        .send_until(request, &answered)
+        .send_until(request, proxy, &answered)
         .await
         .map_err(|e| format!("resuming the MCP server's stream failed: {e}"))?;
     let is_stream = header(&answer, "content-type").is_some_and(|ct| {

@@ -11,13 +11,15 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use pingora::connectors::http::Connector;
-use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use pingora::upstreams::peer::HttpPeer;
 
+use super::forwarded::ProxyContext;
 use super::reply::Reply;
 use super::step::Step;
 use super::upstream::{MAX_RECORDED_BODY, UpstreamClient};
+use super::upstream_head::{UpstreamHead, write_request};
 use crate::config::Upstream;
 use crate::ingress::{ForwardRequest, HOP_BY_HOP};
 use crate::mcp::{is_tools_list, widen_tools_list_body};
@@ -28,8 +30,8 @@ pub(crate) struct StreamingForwarder {
     connector: Connector,
     peer: HttpPeer,
     timeout: Duration,
-    /// Stripped from what is forwarded: only an approved forward carries it.
-    operation_id_header: http::HeaderName,
+    /// The one upstream writer's settings for this upstream (no operation ID is sent here).
+    head: UpstreamHead,
 }
 
 impl StreamingForwarder {
@@ -38,7 +40,7 @@ impl StreamingForwarder {
             connector: Connector::new(None),
             peer: client.peer().clone(),
             timeout: settings.timeout,
-            operation_id_header: client.operation_id_header().clone(),
+            head: client.head().clone(),
         }
     }
 
@@ -49,6 +51,7 @@ impl StreamingForwarder {
         &self,
         session: &mut Session,
         request: ForwardRequest,
+        proxy: &ProxyContext,
         is_held: impl Fn(&str) -> bool,
     ) -> Step {
         let lists_tools = is_tools_list(&request.body);
@@ -60,32 +63,16 @@ impl StreamingForwarder {
         };
         upstream.set_read_timeout(Some(self.timeout));
         upstream.set_write_timeout(Some(self.timeout));
+        // The head every other forward gets, proxy headers and request ID included.
         let sent = async {
-            let mut header = RequestHeader::build(
-                request.method.clone(),
-                request.path_and_query.as_bytes(),
-                Some(request.headers.len() + 1),
-            )?;
-            for (name, value) in &request.headers {
-                // Only an approved forward says which operation it performs.
-                if *name != self.operation_id_header {
-                    header.append_header(name.clone(), value.clone())?;
-                }
-            }
-            header.insert_header(http::header::CONTENT_LENGTH, request.body.len().to_string())?;
-            // The proxy headers and request ID every other forward carries (forwarded.rs).
-            super::forwarded::apply_current(&mut header)?;
-            upstream.write_request_header(Box::new(header)).await?;
-            if !request.body.is_empty() {
-                upstream
-                    .write_request_body(request.body.clone(), true)
-                    .await?;
-            }
-            upstream.finish_request_body().await?;
-            upstream.read_response_header().await
+            let header = self.head.build(&request, None, proxy)?;
+            write_request(&mut upstream, header, &request.body).await
         };
         let head = match tokio::time::timeout(self.timeout, sent).await {
-            Ok(Ok(())) => upstream.response_header().map(downstream_header),
+            Ok(Ok(())) => upstream.response_header().map(|h| {
+                proxy.upstream_status(h.status.as_u16());
+                downstream_header(h)
+            }),
             Ok(Err(e)) => Some(Err(e.to_string())),
             Err(_) => Some(Err(format!("no answer within {:?}", self.timeout))),
         };

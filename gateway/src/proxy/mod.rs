@@ -38,6 +38,7 @@ mod runner;
 mod service;
 mod step;
 mod upstream;
+mod upstream_head;
 mod watched;
 mod well_known;
 

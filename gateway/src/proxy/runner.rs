@@ -14,6 +14,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 
 use super::executor::{Executor, Operated, Reading};
+use super::forwarded::ProxyContext;
 use crate::identity::{Approver, ApproverError, RequestTarget, SessionClaims};
 use crate::ingress::Refusal;
 use crate::ingress::admit::{self, Action, ApprovalSource, Refused};
@@ -43,14 +44,17 @@ pub(crate) enum Ran {
 }
 
 /// Run `arrival` through the front door and the executor. `body`: how the interface reads
-/// the body, awaited only once the approver is known.
+/// the body, awaited only once the approver is known; `proxy`: the request's proxy headers,
+/// for what is sent upstream for it.
 pub(crate) async fn run(
     claims: &SessionClaims,
     executor: &Executor,
     arrival: Arrival<'_>,
     body: impl Future<Output = Result<Bytes, Refusal>>,
+    proxy: &ProxyContext,
 ) -> Ran {
-    run_with(claims, executor, arrival, body, &Reading::plain()).await
+    let reading = Reading::plain(proxy.clone());
+    run_with(claims, executor, arrival, body, &reading).await
 }
 
 /// [`run`], the answer read by `reading` (an MCP call's may be interim or no answer).

@@ -11,6 +11,7 @@ use pingora::prelude::HttpPeer;
 use pingora::proxy::{ProxyHttp, Session};
 
 use super::edge::{Edge, EdgeCtx};
+use super::forwarded::ProxyContext;
 use super::http_api;
 use super::limits::{UpstreamSlot, UpstreamSlots};
 use super::mcp_api::McpEndpoint;
@@ -142,12 +143,9 @@ impl ProxyHttp for GatewayProxy {
             }
         }
         // Requests the gateway sends itself for this one (approved forwards, lookups,
-        // poppy.json) carry its proxy headers and request ID (see forwarded.rs).
-        let current = ctx.edge.current();
-        match super::forwarded::CURRENT
-            .scope(current, self.classify(session, &ctx.route))
-            .await
-        {
+        // poppy.json, MCP messages) carry its proxy headers and request ID (forwarded.rs).
+        let proxy = ctx.edge.proxy_context();
+        match self.classify(session, &ctx.route, &proxy).await {
             Step::Continue => {
                 ctx.passthrough = true;
                 Ok(false)
@@ -286,7 +284,7 @@ fn client_sent_garbage(error: &Error) -> bool {
 impl GatewayProxy {
     /// Route a request: the gateway's own document, a refusal, the proxy path, or an adapter,
     /// all of the one route matched when its head was read.
-    async fn classify(&self, session: &mut Session, picked: &Picked) -> Step {
+    async fn classify(&self, session: &mut Session, picked: &Picked, proxy: &ProxyContext) -> Step {
         let route = match picked {
             Picked::Route(route) => route,
             Picked::Refused(refusal) => return Step::Respond(Reply::refusal(refusal)),
@@ -304,9 +302,13 @@ impl GatewayProxy {
         if header.uri.path() == well_known::PATH
             && (header.method == http::Method::GET || header.method == http::Method::HEAD)
         {
-            let doc =
-                well_known::document(&route.upstream, &header.headers, self.well_known.as_ref())
-                    .await;
+            let doc = well_known::document(
+                &route.upstream,
+                &header.headers,
+                self.well_known.as_ref(),
+                proxy,
+            )
+            .await;
             return Step::Respond(Reply::json(200, &doc));
         }
         // Only Personal Agent requests (they carry Poppy-Session) can be operations; the
@@ -332,11 +334,11 @@ impl GatewayProxy {
         match matched {
             RouteMatch::None => Step::Continue,
             RouteMatch::Mcp => match &route.mcp {
-                Some(mcp) => mcp.handle(operations, session, target).await,
+                Some(mcp) => mcp.handle(operations, session, target, proxy).await,
                 None => Step::Continue,
             },
             RouteMatch::Policy(policy, captures) => {
-                http_api::handle(operations, session, policy, captures, target).await
+                http_api::handle(operations, session, policy, captures, target, proxy).await
             }
         }
     }

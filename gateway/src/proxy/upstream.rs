@@ -10,9 +10,10 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use pingora::connectors::ConnectorOptions;
 use pingora::connectors::http::Connector;
-use pingora::http::RequestHeader;
 use pingora::upstreams::peer::HttpPeer;
 
+use super::forwarded::ProxyContext;
+use super::upstream_head::{UpstreamHead, write_request};
 use crate::config::Upstream;
 use crate::ingress::{ForwardRequest, HOP_BY_HOP};
 use crate::store::RecordedResponse;
@@ -21,7 +22,7 @@ use crate::store::RecordedResponse;
 pub(crate) const MAX_RECORDED_BODY: usize = 16 * 1024 * 1024;
 
 /// What a tap sees of an answer that is an event stream, as it arrives (see
-/// [`UpstreamClient::send_tapped`]).
+/// [`UpstreamClient::send_approved`]).
 #[derive(Debug)]
 pub(crate) enum Tapped {
     /// The status and headers (hop-by-hop and `Content-Length` removed).
@@ -52,9 +53,7 @@ pub(crate) struct UpstreamClient {
     peer: HttpPeer,
     connect_timeout: Duration,
     timeout: Duration,
-    /// `Host` for requests that carry none (HTTP/1.1 needs one).
-    default_host: http::HeaderValue,
-    operation_id_header: http::HeaderName,
+    head: UpstreamHead,
 }
 
 impl UpstreamClient {
@@ -77,71 +76,32 @@ impl UpstreamClient {
             .ca_file
             .as_ref()
             .map(|p| p.display().to_string());
-        let default_host = upstream
-            .passthrough
-            .host_header
-            .as_deref()
-            .unwrap_or(&upstream.host);
         UpstreamClient {
             connector: Connector::new(Some(options)),
             peer,
             connect_timeout: upstream.connect_timeout,
             timeout: upstream.timeout,
-            default_host: http::HeaderValue::from_str(default_host)
-                .unwrap_or_else(|_| http::HeaderValue::from_static("localhost")),
-            operation_id_header: passthrough.operation_id_header.clone(),
+            head: UpstreamHead::new(upstream),
         }
     }
 
     /// Send an approved execution: as [`Self::send`], with its operation ID in the configured
-    /// header so the upstream can log it.
+    /// header so the upstream can log it, and a `200` event stream also passed to `tap` piece
+    /// by piece as it arrives.
     pub(crate) async fn send_approved(
         &self,
-        mut request: ForwardRequest,
+        request: ForwardRequest,
         operation_id: &str,
+        proxy: &ProxyContext,
         tap: Option<&Tap>,
     ) -> Result<RecordedResponse, ForwardError> {
-        if let Ok(value) = http::HeaderValue::from_str(operation_id) {
-            request
-                .headers
-                .retain(|(name, _)| *name != self.operation_id_header);
-            request
-                .headers
-                .push((self.operation_id_header.clone(), value));
-        }
-        self.send_tapped(request, &|_| false, tap).await
+        self.exchange(request, Some(operation_id), proxy, &|_| false, tap)
+            .await
     }
 
-    /// The request line and headers of a forward: its own headers, `Content-Length`, the proxy
-    /// headers of the request it is for (forwarded.rs) and `Host`.
-    fn request_header(&self, request: &ForwardRequest) -> Result<RequestHeader, String> {
-        let mut header = RequestHeader::build(
-            request.method.clone(),
-            request.path_and_query.as_bytes(),
-            Some(request.headers.len() + 1),
-        )
-        .map_err(|e| e.to_string())?;
-        for (name, value) in &request.headers {
-            header
-                .append_header(name.clone(), value.clone())
-                .map_err(|e| e.to_string())?;
-        }
-        header
-            .insert_header(http::header::CONTENT_LENGTH, request.body.len().to_string())
-            .map_err(|e| e.to_string())?;
-        super::forwarded::apply_current(&mut header).map_err(|e| e.to_string())?;
-        if !header.headers.contains_key(http::header::HOST) {
-            header
-                .insert_header(http::header::HOST, self.default_host.clone())
-                .map_err(|e| e.to_string())?;
-        }
-        Ok(header)
-    }
-
-    /// The header an approved forward carries its operation ID in: the gateway's alone, so it
-    /// is stripped from every request the gateway did not approve.
-    pub(crate) fn operation_id_header(&self) -> &http::HeaderName {
-        &self.operation_id_header
+    /// How this upstream's request heads are built (the one upstream writer).
+    pub(crate) fn head(&self) -> &UpstreamHead {
+        &self.head
     }
 
     /// `connect_timeout`: how long getting a connection may take.
@@ -160,8 +120,9 @@ impl UpstreamClient {
     pub(crate) async fn send(
         &self,
         request: ForwardRequest,
+        proxy: &ProxyContext,
     ) -> Result<RecordedResponse, ForwardError> {
-        self.send_until(request, &|_| false).await
+        self.send_until(request, proxy, &|_| false).await
     }
 
     /// [`Self::send`], reading the answer only until `enough(body so far)` says it has what
@@ -169,22 +130,27 @@ impl UpstreamClient {
     pub(crate) async fn send_until(
         &self,
         request: ForwardRequest,
+        proxy: &ProxyContext,
         enough: &(dyn Fn(&[u8]) -> bool + Sync),
     ) -> Result<RecordedResponse, ForwardError> {
-        self.send_tapped(request, enough, None).await
+        self.exchange(request, None, proxy, enough, None).await
     }
 
-    /// [`Self::send_until`], and when the answer is a `200` event stream, each piece of it
+    /// Send `request` (its head built by the one upstream writer, `upstream_head.rs`) and read
+    /// the answer until `enough`; when the answer is a `200` event stream, each piece of it
     /// also goes to `tap` as it arrives (an MCP call's server requests must reach the client
     /// while the call runs); the whole answer is still returned.
-    pub(crate) async fn send_tapped(
+    async fn exchange(
         &self,
         request: ForwardRequest,
+        operation_id: Option<&str>,
+        proxy: &ProxyContext,
         enough: &(dyn Fn(&[u8]) -> bool + Sync),
         tap: Option<&Tap>,
     ) -> Result<RecordedResponse, ForwardError> {
         let header = self
-            .request_header(&request)
+            .head
+            .build(&request, operation_id, proxy)
             .map_err(|e| ForwardError::NotSent(format!("the request could not be built: {e}")))?;
         let (mut session, _reused) = self
             .connector
@@ -192,22 +158,7 @@ impl UpstreamClient {
             .await
             .map_err(|e| ForwardError::NotSent(e.to_string()))?;
         let exchange = async {
-            session
-                .write_request_header(Box::new(header))
-                .await
-                .map_err(|e| e.to_string())?;
-            if !request.body.is_empty() {
-                session
-                    .write_request_body(request.body.clone(), true)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            session
-                .finish_request_body()
-                .await
-                .map_err(|e| e.to_string())?;
-            session
-                .read_response_header()
+            write_request(&mut session, header, &request.body)
                 .await
                 .map_err(|e| e.to_string())?;
             let (status, headers) = {
@@ -223,7 +174,7 @@ impl UpstreamClient {
                     .collect();
                 (response.status.as_u16(), headers)
             };
-            super::forwarded::note(|notes| notes.upstream_status = Some(status));
+            proxy.upstream_status(status);
             let is_stream = headers.iter().any(|(name, value)| {
                 name == "content-type"
                     && value

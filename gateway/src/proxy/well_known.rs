@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use super::forwarded::ProxyContext;
 use super::upstream::UpstreamClient;
 use crate::ingress::ForwardRequest;
 
@@ -14,6 +15,7 @@ pub(crate) async fn document(
     upstream: &UpstreamClient,
     headers: &http::HeaderMap,
     fallback: Option<&Value>,
+    proxy: &ProxyContext,
 ) -> Value {
     let forwarded = headers
         .iter()
@@ -26,7 +28,7 @@ pub(crate) async fn document(
         headers: forwarded,
         body: Bytes::new(),
     };
-    let from_upstream = match upstream.send(request).await {
+    let from_upstream = match upstream.send(request, proxy).await {
         Ok(response) if response.status == 200 => serde_json::from_slice::<Value>(&response.body)
             .ok()
             .filter(Value::is_object),

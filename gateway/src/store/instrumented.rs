@@ -7,8 +7,8 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use super::{
-    ActionState, Claim, ClaimOutcome, Durability, InFlightOperation, MessageSlot, OperationRecord,
-    OperationStore, RecordedResponse, Resolution, ResolveOutcome, StoreError,
+    ActionState, Claim, ClaimOutcome, Durability, InFlightOperation, KeptRound, MessageSlot,
+    OperationRecord, OperationStore, RecordedResponse, Resolution, ResolveOutcome, StoreError,
 };
 use crate::metrics::{Metrics, StoreCall};
 use crate::protocol::OperationId;
@@ -139,6 +139,33 @@ impl OperationStore for InstrumentedStore {
     }
 
     // Conversation messages: not timed (their label set is the flow's calls), passed on.
+    async fn put_round(
+        &self,
+        id: &OperationId,
+        kept: &KeptRound<'_>,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner.put_round(id, kept, now_ms).await
+    }
+
+    async fn take_round(
+        &self,
+        id: &OperationId,
+        key: &str,
+        now_ms: i64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.take_round(id, key, now_ms).await
+    }
+
+    async fn set_lease(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        lease_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner.set_lease(id, owner, lease_until_ms).await
+    }
+
     async fn take_message(
         &self,
         key: &str,

@@ -10,10 +10,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
+use super::memory_rounds::MemoryRounds;
 use super::messages::{MemoryMessages, MessageSlot};
 use super::owner::{Finishable, Finisher};
 use super::{
-    ActionState, Claim, ClaimOutcome, InFlightOperation, MemoryLimits, OperationRecord,
+    ActionState, Claim, ClaimOutcome, InFlightOperation, KeptRound, MemoryLimits, OperationRecord,
     OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome, StoreError,
 };
 use crate::protocol::OperationId;
@@ -34,6 +35,8 @@ pub struct MemoryStore {
     limits: MemoryLimits,
     /// Conversations: answers to Personal Agents' messages (see `messages.rs`).
     messages: MemoryMessages,
+    /// Rounds of interim answers waiting for their follow-up.
+    rounds: MemoryRounds,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -87,6 +90,28 @@ impl MemoryStore {
             inner: Mutex::default(),
             limits,
             messages: MemoryMessages::with_limits(limits),
+            rounds: MemoryRounds::default(),
+        }
+    }
+
+    /// Change the lease of `owner`'s in-flight record of `id`; false if there is none.
+    fn lease(&self, id: &OperationId, owner: &str, new: impl FnOnce(i64) -> i64) -> bool {
+        let now = now_ms();
+        let mut inner = self.lock();
+        match inner
+            .records
+            .get_mut(id.as_str())
+            .filter(|entry| entry.live(now))
+            .map(|entry| &mut entry.value.state)
+        {
+            Some(RecordState::InFlight {
+                owner: holder,
+                lease_until_ms,
+            }) if holder == owner => {
+                *lease_until_ms = new(*lease_until_ms);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -455,6 +480,42 @@ impl OperationStore for MemoryStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    async fn put_round(
+        &self,
+        id: &OperationId,
+        kept: &KeptRound<'_>,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        if !self.lease(id, kept.owner, |lease| lease.max(kept.lease_until_ms)) {
+            return Ok(false);
+        }
+        self.rounds.put(
+            format!("{id}:{}", kept.key),
+            kept.round,
+            now_ms,
+            kept.until_ms,
+        )?;
+        Ok(true)
+    }
+
+    async fn set_lease(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        lease_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        Ok(self.lease(id, owner, |_| lease_until_ms))
+    }
+
+    async fn take_round(
+        &self,
+        id: &OperationId,
+        key: &str,
+        now_ms: i64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.rounds.take(&format!("{id}:{key}"), now_ms)
     }
 
     async fn take_message(

@@ -10,7 +10,10 @@
 //! - the action's **in-flight set**: the operations of this action claimed and not finished,
 //!   so that a new request (a mint) can see one whose outcome is unknown in the same round
 //!   trip as the generation ([`OperationStore::action_state`]);
-//! - an **index** of every in-flight operation, for operators ([`OperationStore::in_flight`]).
+//! - an **index** of every in-flight operation, for operators ([`OperationStore::in_flight`]);
+//! - the **rounds** of an approved call whose answer was interim, each taken once by its
+//!   follow-up ([`OperationStore::put_round`], [`OperationStore::take_round`]), expiring on
+//!   their own.
 //!
 //! An in-flight record never expires on its own: only `complete`, `release` and an operator's
 //! `resolve` end it, so an unknown outcome is never forgotten. A recorded answer is kept until
@@ -22,6 +25,7 @@
 mod check;
 mod instrumented;
 mod memory;
+mod memory_rounds;
 mod messages;
 mod owner;
 mod redis;
@@ -46,6 +50,21 @@ pub use redis::RedisStore;
 pub(crate) use redis::{CLUSTER_SCHEME, DEFAULT_NAMESPACE, MAX_WAIT_TIMEOUT, cluster_seeds};
 
 use crate::protocol::OperationId;
+
+/// A round of an interim answer, as [`OperationStore::put_round`] keeps it.
+#[derive(Debug, Clone, Copy)]
+pub struct KeptRound<'a> {
+    /// What its follow-up must present (a digest of what it is bound to).
+    pub key: &'a str,
+    /// What the follow-up needs to go on under the claim.
+    pub round: &'a [u8],
+    /// The claim's owner: the round is kept only while the record is in flight under it.
+    pub owner: &'a str,
+    /// Until when the round waits (wall-clock ms).
+    pub until_ms: i64,
+    /// The claim's new lease: the round's end and the follow-up's forward.
+    pub lease_until_ms: i64,
+}
 
 /// A store failure. The gateway fails closed on any of these: nothing is forwarded.
 #[derive(Debug, thiserror::Error)]
@@ -198,6 +217,46 @@ pub trait OperationStore: Send + Sync + 'static {
     /// so do the keys that could approve them).
     async fn durability(&self) -> Result<Option<Durability>, StoreError> {
         Ok(None)
+    }
+
+    // Rounds of an approved call whose answer was interim (an MCP `input_required` result,
+    // `crate::proxy` rounds): what its follow-up needs to go on under the same claim, on any
+    // gateway sharing the store. A store without them fails closed: the interim answer ends
+    // its operation as unknown.
+
+    /// Keep a round for operation `id` (replacing any under the same key), and lease its
+    /// claim until `kept.lease_until_ms` (never shorter than it was), in one atomic step;
+    /// only while the record is in flight under `kept.owner` (false: nothing written).
+    async fn put_round(
+        &self,
+        _id: &OperationId,
+        _kept: &KeptRound<'_>,
+        _now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        Err(StoreError::Unavailable("this store keeps no rounds".into()))
+    }
+
+    /// Take the round under `key` of operation `id`, if one is kept and has not expired by
+    /// `now_ms`: read and removed in one atomic step, so only one follow-up ever gets it.
+    async fn take_round(
+        &self,
+        _id: &OperationId,
+        _key: &str,
+        _now_ms: i64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        Err(StoreError::Unavailable("this store keeps no rounds".into()))
+    }
+
+    /// Set the lease of `owner`'s in-flight claim of `id`, longer or shorter (false: not in
+    /// flight under `owner`, nothing written): a round's lease ends with its follow-up's
+    /// forward when that forward's outcome is unknown.
+    async fn set_lease(
+        &self,
+        _id: &OperationId,
+        _owner: &str,
+        _lease_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        Err(StoreError::Unavailable("this store keeps no rounds".into()))
     }
 
     // Conversations (`crate::conversations`, see `messages.rs`): the answer the operations

@@ -14,7 +14,15 @@ restream_exchange closes its SSE stream right after the priming event (SEP-1699:
 `close_sse_stream`), then waits at the gate; its result reaches a client that resumes the
 stream (GET with `Last-Event-ID`, from the in-memory event store). SSE mode only.
 
-    python upstream.py [--json]
+standalone_confirm_exchange asks the user on the session's standalone GET stream (an
+`elicitation/create` not related to the call), then waits for the answer;
+`standalone_confirm_exchange:asked` counts the questions.
+
+With --refuse-resume, a GET that resumes a stream (`Last-Event-ID`) is answered 405 and
+counted as `resume_refused`, as by a server (or a proxy before it) that offers no resumption:
+restream_exchange then closes its stream and its result reaches nobody.
+
+    python upstream.py [--json] [--refuse-resume]
 """
 
 import asyncio
@@ -143,6 +151,29 @@ async def confirm_exchange(
     )
 
 
+@server.tool()
+async def standalone_confirm_exchange(
+    order_id: str, item_id: str, replacement_sku: str, ctx: Context
+) -> Exchange:
+    """Exchange an item once the user confirmed it, asked on the GET stream (needs approval)."""
+    counts["standalone_confirm_exchange:asked"] += 1
+    answer = await ctx.session.elicit_form(
+        f"Exchange an item of order {order_id}?",
+        {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]},
+        related_request_id=None,
+    )
+    counts["standalone_confirm_exchange"] += 1
+    execution = counts["standalone_confirm_exchange"]
+    confirmed = answer.action == "accept" and (answer.content or {}).get("confirm") is True
+    return Exchange(
+        exchange_id=f"exg_g{execution}" if confirmed else "declined",
+        order_id=order_id,
+        item_id=item_id,
+        replacement_sku=replacement_sku,
+        execution=execution,
+    )
+
+
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 async def lookup_order(order_id: str) -> Order:
     """Look an order up (needs no approval)."""
@@ -186,10 +217,26 @@ def counting_cancellations(app):
     return counted
 
 
+def refusing_resumption(app):
+    """Answers every GET with `Last-Event-ID` 405, as a server without resumption does."""
+
+    async def refusing(scope, receive, send):
+        headers = dict(scope.get("headers") or []) if scope["type"] == "http" else {}
+        if scope["type"] == "http" and scope["method"] == "GET" and b"last-event-id" in headers:
+            counts["resume_refused"] += 1
+            response = JSONResponse({"error": "resumption is not supported"}, status_code=405)
+            return await response(scope, receive, send)
+        return await app(scope, receive, send)
+
+    return refusing
+
+
 async def main() -> None:
     json_response = "--json" in sys.argv[1:]
     resumable = {} if json_response else {"event_store": MemoryEventStore(), "retry_interval": 100}
     app = counting_cancellations(server.streamable_http_app(json_response=json_response, **resumable))
+    if "--refuse-resume" in sys.argv[1:]:
+        app = refusing_resumption(app)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

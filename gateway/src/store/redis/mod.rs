@@ -28,6 +28,7 @@ mod codec;
 mod durability;
 mod link;
 mod messages;
+mod rounds;
 mod script;
 mod url;
 
@@ -48,7 +49,7 @@ use self::script::{Lua, Ran};
 pub(crate) use self::url::{CLUSTER_SCHEME, cluster_seeds};
 use super::owner::Finisher;
 use super::{
-    ActionState, Claim, ClaimOutcome, InFlightOperation, MessageSlot, OperationRecord,
+    ActionState, Claim, ClaimOutcome, InFlightOperation, KeptRound, MessageSlot, OperationRecord,
     OperationStore, RecordState, RecordedResponse, ReplicaWait, Resolution, ResolveOutcome,
     StoreError, StoreOptions,
 };
@@ -86,6 +87,8 @@ pub struct RedisStore {
     action: Lua,
     /// Conversation messages (`messages.rs`).
     messages: messages::Scripts,
+    /// Rounds of interim answers (`rounds.rs`).
+    rounds: rounds::Scripts,
 }
 
 impl fmt::Debug for RedisStore {
@@ -137,6 +140,7 @@ impl RedisStore {
             lookup: Lua::new(LOOKUP_LUA),
             action: Lua::new(ACTION_LUA),
             messages: messages::Scripts::new(),
+            rounds: rounds::Scripts::new(),
         })
     }
 
@@ -574,6 +578,33 @@ impl OperationStore for RedisStore {
 
     async fn durability(&self) -> Result<Option<Durability>, StoreError> {
         durability::read(&self.links).await.map(Some)
+    }
+
+    async fn put_round(
+        &self,
+        id: &OperationId,
+        kept: &KeptRound<'_>,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.put_round_now(id, kept, now_ms).await
+    }
+
+    async fn take_round(
+        &self,
+        id: &OperationId,
+        key: &str,
+        _now_ms: i64,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.take_round_now(id, key).await
+    }
+
+    async fn set_lease(
+        &self,
+        id: &OperationId,
+        owner: &str,
+        lease_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.set_lease_now(id, owner, lease_until_ms).await
     }
 
     async fn take_message(
