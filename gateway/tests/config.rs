@@ -650,7 +650,7 @@ fn conversations_are_checked_where_they_are_written() {
         &files.errors_with(config::load),
         &files.gateway(),
         10,
-        &["already the proxy's"],
+        &["already another listener's address"],
     );
     let files = Files::new(
         &with("listen = \"127.0.0.1:8090\"\ntoken_env = \"POPPY_E2E_NO_SUCH_VARIABLE_EVER\"\n"),
@@ -670,7 +670,7 @@ fn conversations_are_checked_where_they_are_written() {
         &files.errors_with(config::load),
         &files.gateway(),
         11,
-        &["cannot read"],
+        &["token_file", "cannot be read"],
     );
     let files = Files::new(
         &with("listen = \"127.0.0.1:8090\"\ntoken_file = \"short.token\"\n"),

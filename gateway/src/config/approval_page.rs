@@ -10,6 +10,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::ConfigError;
+use super::secret::{SecretSource, check_listen, read_secret};
 
 /// `[approval_page]` as written.
 #[derive(Debug, Deserialize)]
@@ -78,17 +79,14 @@ pub(super) fn compile(
     let before = errors.len();
     let file = table.get_ref();
     let listen = file.listen.get_ref();
-    if listen.parse::<std::net::SocketAddr>().is_err() {
-        errors.push(at(
-            file.listen.span(),
-            format!("approval_page.listen: `{listen}` is not an address like 127.0.0.1:8091"),
-        ));
-    } else if taken.contains(&listen.as_str()) {
-        errors.push(at(
-            file.listen.span(),
-            format!("approval_page.listen: `{listen}` is already another listener's address (server, admin or conversations)"),
-        ));
-    }
+    check_listen(
+        "approval_page",
+        "127.0.0.1:8091",
+        &file.listen,
+        taken,
+        at,
+        errors,
+    );
     let public_url = web_origin("approval_page.public_url", &file.public_url, at, errors);
     let issuer = web_origin("approval_page.issuer", &file.issuer, at, errors);
     let client_id = file.client_id.get_ref().trim();
@@ -121,18 +119,29 @@ pub(super) fn compile(
             }
         },
     };
-    let secret = match (&file.client_secret_env, &file.client_secret_file) {
-        (Some(name), None) => from_env(name, at, errors),
-        (None, Some(path)) => from_file(path, folder, at, errors),
-        _ => {
-            errors.push(at(
-                table.span(),
-                "approval_page: set exactly one of client_secret_env (an environment variable's name) and client_secret_file (a file holding the OpenID client secret); the secret itself never goes in gateway.toml".into(),
-            ));
-            None
-        }
-    };
+    let secret = read_secret(
+        &SecretSource {
+            section: "approval_page",
+            key: "client_secret",
+            what: "the OpenID client secret",
+            env: file.client_secret_env.as_ref(),
+            file: file.client_secret_file.as_ref(),
+            table: table.span(),
+        },
+        folder,
+        at,
+        errors,
+    );
     let (secret, client_secret_source) = secret?;
+    let Ok(secret) = String::from_utf8(secret) else {
+        errors.push(at(
+            table.span(),
+            format!(
+                "approval_page: the OpenID client secret ({client_secret_source}) is not UTF-8"
+            ),
+        ));
+        return None;
+    };
     (errors.len() == before).then(|| ApprovalPage {
         listen: listen.clone(),
         public_url: public_url.unwrap_or_default(),
@@ -178,52 +187,6 @@ fn web_origin(
             None
         }
     }
-}
-
-fn from_env(
-    name: &Spanned<String>,
-    at: &dyn Fn(Range<usize>, String) -> ConfigError,
-    errors: &mut Vec<ConfigError>,
-) -> Option<(String, String)> {
-    let var = name.get_ref();
-    match std::env::var(var) {
-        Ok(value) if !value.trim().is_empty() => Some((
-            value.trim().to_owned(),
-            format!("environment variable {var}"),
-        )),
-        _ => {
-            errors.push(at(
-                name.span(),
-                format!("approval_page.client_secret_env: the environment variable `{var}` is not set (or empty, or not UTF-8); it must hold the OpenID client secret"),
-            ));
-            None
-        }
-    }
-}
-
-fn from_file(
-    file: &Spanned<String>,
-    folder: &Path,
-    at: &dyn Fn(Range<usize>, String) -> ConfigError,
-    errors: &mut Vec<ConfigError>,
-) -> Option<(String, String)> {
-    let path = folder.join(file.get_ref());
-    let problem = match std::fs::read_to_string(&path) {
-        // A file's trailing newline is not part of the secret.
-        Ok(text) if !text.trim().is_empty() => {
-            return Some((text.trim().to_owned(), format!("file {}", path.display())));
-        }
-        Ok(_) => "is empty".to_owned(),
-        Err(e) => format!("cannot be read: {e}"),
-    };
-    errors.push(at(
-        file.span(),
-        format!(
-            "approval_page.client_secret_file: {} {problem}",
-            path.display()
-        ),
-    ));
-    None
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use toml::Spanned;
 
 use super::error::ConfigError;
+use super::secret::{SecretSource, check_listen, read_secret};
 
 /// The shortest service token accepted, in bytes.
 const MIN_TOKEN_BYTES: usize = 16;
@@ -72,30 +73,29 @@ pub(super) fn compile(
     let before = errors.len();
     let file = table.get_ref();
     let listen = file.listen.get_ref();
-    if listen.parse::<std::net::SocketAddr>().is_err() {
-        errors.push(at(
-            file.listen.span(),
-            format!("conversations.listen: `{listen}` is not an address like 127.0.0.1:8090"),
-        ));
-    } else if taken.contains(&listen.as_str()) {
-        errors.push(at(
-            file.listen.span(),
-            format!("conversations.listen: `{listen}` is already the proxy's or the admin listener's address"),
-        ));
-    }
-    let token = match (&file.token_env, &file.token_file) {
-        (Some(name), None) => from_env(name, at, errors),
-        (None, Some(file)) => from_file(file, folder, at, errors),
-        _ => {
-            errors.push(at(
-                table.span(),
-                "conversations: set exactly one of token_env (an environment variable's name) and token_file (a file holding the service token); the token itself never goes in gateway.toml".into(),
-            ));
-            None
-        }
-    };
+    check_listen(
+        "conversations",
+        "127.0.0.1:8090",
+        &file.listen,
+        taken,
+        at,
+        errors,
+    );
+    let token = read_secret(
+        &SecretSource {
+            section: "conversations",
+            key: "token",
+            what: "the service token",
+            env: file.token_env.as_ref(),
+            file: file.token_file.as_ref(),
+            table: table.span(),
+        },
+        folder,
+        at,
+        errors,
+    );
     let (token, token_source) = token?;
-    if token.trim_ascii().len() < MIN_TOKEN_BYTES {
+    if token.len() < MIN_TOKEN_BYTES {
         let span = file
             .token_env
             .as_ref()
@@ -108,53 +108,9 @@ pub(super) fn compile(
     }
     (errors.len() == before).then(|| Conversations {
         listen: listen.clone(),
-        // A file's trailing newline is not part of the token.
-        token: ServiceToken::new(token.trim_ascii()),
+        token: ServiceToken::new(&token),
         token_source,
     })
-}
-
-fn from_env(
-    name: &Spanned<String>,
-    at: &dyn Fn(Range<usize>, String) -> ConfigError,
-    errors: &mut Vec<ConfigError>,
-) -> Option<(Vec<u8>, String)> {
-    let var = name.get_ref();
-    match std::env::var_os(var) {
-        Some(value) if !value.is_empty() => Some((
-            value.into_encoded_bytes(),
-            format!("environment variable {var}"),
-        )),
-        _ => {
-            errors.push(at(
-                name.span(),
-                format!("conversations.token_env: the environment variable `{var}` is not set (or empty); it must hold the service token"),
-            ));
-            None
-        }
-    }
-}
-
-fn from_file(
-    file: &Spanned<String>,
-    folder: &Path,
-    at: &dyn Fn(Range<usize>, String) -> ConfigError,
-    errors: &mut Vec<ConfigError>,
-) -> Option<(Vec<u8>, String)> {
-    let path = folder.join(file.get_ref());
-    match std::fs::read(&path) {
-        Ok(bytes) => Some((bytes, format!("file {}", path.display()))),
-        Err(e) => {
-            errors.push(at(
-                file.span(),
-                format!(
-                    "conversations.token_file: cannot read {}: {e}",
-                    path.display()
-                ),
-            ));
-            None
-        }
-    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! each table is here too, so `file.rs` only names them.
 
 use std::net::IpAddr;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -12,7 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::duration::parse_duration;
-use super::error::ConfigError;
+use super::error::{At, ConfigError};
 
 /// `[server.tls]`, as written.
 #[derive(Debug, Deserialize)]
@@ -138,8 +137,6 @@ pub enum LogFormat {
     /// nginx's `combined`, with the request ID, duration and operation appended.
     Combined,
 }
-
-type At<'a> = &'a dyn Fn(Range<usize>, String) -> ConfigError;
 
 /// `[server.tls]`: both files must load, and the key must be the certificate's.
 pub(super) fn compile_tls(

@@ -16,6 +16,7 @@ mod lookup;
 mod policy_file;
 mod receipts;
 mod routes;
+mod secret;
 mod server;
 mod session;
 mod store;

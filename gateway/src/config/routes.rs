@@ -10,7 +10,7 @@ use toml::Spanned;
 use super::duration::parse_duration;
 use super::edge;
 use super::edge::Passthrough;
-use super::error::ConfigError;
+use super::error::{At, ConfigError};
 use super::file::{GatewayFile, McpFile, UpstreamFile};
 use super::policy_file::load_policy_file;
 use super::tool_policy::{Mcp, check_tools, compile_mcp};
@@ -18,8 +18,6 @@ use crate::policy::{Policy, PolicySet};
 
 /// The default route's name (access log, logs).
 pub const DEFAULT_ROUTE: &str = "default";
-
-type At<'a> = &'a dyn Fn(std::ops::Range<usize>, String) -> ConfigError;
 
 /// One route, validated.
 #[derive(Debug, Clone)]
