@@ -42,3 +42,11 @@ pub(crate) fn unsigned_jwt(payload: &serde_json::Value) -> String {
         part(payload.to_string())
     )
 }
+
+/// Terms from `(name, value)` pairs.
+pub(crate) fn terms(pairs: &[(&str, serde_json::Value)]) -> crate::policy::Terms {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}

@@ -495,14 +495,8 @@ impl Parser {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::terms;
     use serde_json::json;
-
-    fn terms(pairs: &[(&str, Value)]) -> Terms {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
-    }
 
     fn eval(text: &str, pairs: &[(&str, Value)]) -> Result<Value, EvalError> {
         Expression::parse(text)

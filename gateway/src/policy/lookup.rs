@@ -207,14 +207,8 @@ pub(crate) fn extract_from_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::terms;
     use serde_json::json;
-
-    fn terms(pairs: &[(&str, Value)]) -> Terms {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
-    }
 
     #[test]
     fn fills_and_encodes_values() {

@@ -157,6 +157,7 @@ fn escape_each_char(raw: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::terms;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -168,13 +169,6 @@ mod tests {
             }
             prop_assert_eq!(escape_value(&raw), escape_each_char(&raw));
         }
-    }
-
-    fn terms(pairs: &[(&str, Value)]) -> Terms {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
     }
 
     #[test]
