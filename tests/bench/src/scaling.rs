@@ -218,26 +218,23 @@ pub fn render(rows: &[RowResult], held: Option<&HeldSizes>) -> String {
             ));
         }
         if let Some(held) = held {
-            out.push_str("| RSS per approved execution in flight, bytes (× body + 16 KiB) |");
-            for b in BODY_SIZES {
-                let point = held.points.iter().find(|p| p.body_bytes == b);
-                match point {
-                    Some(p) => {
-                        let per = p.per_request_bytes(held.held);
-                        let bound = HELD_PER_BODY_BYTE * b as f64 + HELD_OVERHEAD_BYTES;
-                        let _ = write!(
-                            out,
-                            " {per:.0} ({:.2}×) |",
-                            per / (b as f64 + HELD_OVERHEAD_BYTES)
-                        );
-                        verdicts.push(format!(
-                            "| RSS per approved execution in flight, {b}-byte body ≤ {HELD_PER_BODY_BYTE}× body + 16 KiB | {per:.0} bytes vs {bound:.0} ({} held) | {} |",
-                            held.held,
-                            verdict(per <= bound)
-                        ));
-                    }
-                    None => out.push_str(" – |"),
-                }
+            out.push_str(
+                "| RSS per approved execution in flight, bytes (× the bound, 1.2 × body + 16 KiB) |",
+            );
+            // Points come in BODY_SIZES order; the first body is the unpadded 63 bytes.
+            for point in held.points.iter().take(BODY_SIZES.len()) {
+                let body = point.body_bytes;
+                let per = point.per_request_bytes(held.held);
+                let bound = HELD_PER_BODY_BYTE * body as f64 + HELD_OVERHEAD_BYTES;
+                let _ = write!(out, " {per:.0} ({:.2}×) |", per / bound);
+                verdicts.push(format!(
+                    "| RSS per approved execution in flight, {body}-byte body ≤ {HELD_PER_BODY_BYTE}× body + 16 KiB | {per:.0} bytes vs {bound:.0} ({} held) | {} |",
+                    held.held,
+                    verdict(per <= bound)
+                ));
+            }
+            for _ in held.points.len()..BODY_SIZES.len() {
+                out.push_str(" – |");
             }
             out.push('\n');
         }
