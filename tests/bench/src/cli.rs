@@ -53,7 +53,9 @@ pub struct RunArgs {
     /// Gateway threads, and nginx worker processes.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
-    /// Rows to run, comma-separated (1,2,2p,3,1g,2g,2pg,3g,2a,2pa,4,5,6,7a,7b,7c) or `all`.
+    /// Rows to run, comma-separated (1,2,2p,3,1g,2g,2pg,3g,2a,2pa,4,5,6,7a,7b,7c) or `all`;
+    /// `scaling` for issue 28's scaling rows (p1m…p10000m, p1r…, p1g…, b4km…b1Mm, b64a…b1Ma),
+    /// which also measure in-flight memory per body size.
     #[arg(long, default_value = "all", value_delimiter = ',')]
     pub rows: Vec<String>,
     /// The poppy-gateway binary [default: next to poppy-bench].

@@ -134,12 +134,14 @@ impl Env {
         self.redis.as_ref().map(|r| r.proc.pid())
     }
 
-    /// A fresh gateway in front of `upstream`.
+    /// A fresh gateway in front of `upstream`, with `policies` policies (see
+    /// [`gateway::policy_file`]).
     pub fn gateway(
         &mut self,
         store: Store,
         upstream: SocketAddr,
         max_body_bytes: usize,
+        policies: usize,
     ) -> anyhow::Result<(Proc, SocketAddr)> {
         let store_url = match store {
             Store::Memory => "memory://".to_owned(),
@@ -150,6 +152,7 @@ impl Env {
             store_url,
             upstream,
             max_body_bytes,
+            policies,
             log_level: self.opts.gateway_log.clone(),
         };
         let dir = self.folder("gateway")?;

@@ -38,8 +38,39 @@ pub struct GatewayConfig {
     pub store_url: String,
     pub upstream: SocketAddr,
     pub max_body_bytes: usize,
+    /// Policies in the policy file: `policies - 1` generated ones, then [`POLICY`], last in
+    /// file order (the policy-scaling rows; 1 elsewhere).
+    pub policies: usize,
     /// `RUST_LOG` of the gateway.
     pub log_level: String,
+}
+
+/// The policy file of `count` policies: `count - 1` others first, then [`POLICY`], so a
+/// request of the PA rows matches the last policy in file order. The others are POSTs (as the
+/// exchange is) on `/orders/{order_id}/act{i}`: the same method and the same first two
+/// segments as the exchange's path, so neither a scan by method nor the first segments tell
+/// them apart, and no two of them can match the same request (no overlap to declare).
+pub fn policy_file(count: usize) -> String {
+    let mut out = String::with_capacity(count * 260 + POLICY.len());
+    for i in 1..count {
+        out.push_str(&format!(
+            r#"
+[[operation]]
+name = "act{i}"
+method = "POST"
+path = "/orders/{{order_id}}/act{i}"
+id_prefix = "a{i}"
+expires_in = "15m"
+same_action = ["order_id"]
+summary = "Action {i} on order {{order_id}}."
+
+[operation.terms]
+order_id = {{ path = "order_id" }}
+"#
+        ));
+    }
+    out.push_str(POLICY);
+    out
 }
 
 /// gateway.toml for these ports.
@@ -99,7 +130,10 @@ pub fn start(
         );
     }
     std::fs::create_dir_all(dir.join("policies"))?;
-    std::fs::write(dir.join("policies/bench.toml"), POLICY)?;
+    std::fs::write(
+        dir.join("policies/bench.toml"),
+        policy_file(config.policies.max(1)),
+    )?;
     let listen = free_port()?;
     let admin = loop {
         let port = free_port()?;
@@ -124,7 +158,8 @@ pub fn start(
     }
     .start()?;
     let (listen, admin) = (loopback(listen), loopback(admin));
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // Generous: 10000 policies are compiled (and checked for overlaps) at start-up.
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         proc.check_running()?;
         let healthy = matches!(
@@ -144,4 +179,19 @@ pub fn start(
     }
     proc.wait_for_port(listen, Duration::from_secs(10))?;
     Ok((proc, listen))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exchange_is_the_last_of_the_generated_policies() {
+        let file = policy_file(3);
+        assert_eq!(file.matches("[[operation]]").count(), 3);
+        let exchange = file.find("name = \"exchange\"").unwrap();
+        assert!(file.find("name = \"act2\"").unwrap() < exchange);
+        assert!(file.contains("path = \"/orders/{order_id}/act1\""));
+        assert_eq!(policy_file(1), POLICY);
+    }
 }

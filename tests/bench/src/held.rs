@@ -71,10 +71,30 @@ pub fn measure(env: &mut Env, held: usize, limit: usize) -> anyhow::Result<HeldM
     })
 }
 
+/// In-flight memory at each body size of the scaling rows, one fresh gateway per size, all
+/// with the same body limit (the largest size).
+pub fn measure_sizes(
+    env: &mut Env,
+    held: usize,
+    sizes: &[usize],
+) -> anyhow::Result<crate::scaling::HeldSizes> {
+    let limit = sizes
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0)
+        .max(ITEM_BODY.len());
+    let points = sizes
+        .iter()
+        .map(|&bytes| point(env, held, limit, Scenario::pad_for(bytes)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(crate::scaling::HeldSizes { held, points })
+}
+
 /// A fresh gateway, a little small traffic, then `held` pairs padded by `pad` held in flight.
 fn point(env: &mut Env, held: usize, limit: usize, pad: usize) -> anyhow::Result<HeldPoint> {
     let (_upstream, upstream_addr) = env.upstream()?;
-    let (gateway, addr) = env.gateway(Store::Memory, upstream_addr, limit)?;
+    let (gateway, addr) = env.gateway(Store::Memory, upstream_addr, limit, 1)?;
     let pid = gateway.pid();
     let body_bytes = crate::scenario::item_body(pad).len();
     let spec = |scenario: Scenario, connections: usize, iterations: u64| LoadSpec {

@@ -17,6 +17,7 @@ pub mod report;
 pub mod roundtrips;
 pub mod rows;
 pub mod run;
+pub mod scaling;
 pub mod scenario;
 pub mod upstream;
 pub mod wrk;

@@ -28,6 +28,8 @@ pub struct Report {
     pub rows: Vec<RowResult>,
     pub roundtrips: Option<RoundTrips>,
     pub held: Option<HeldMemory>,
+    /// In-flight memory per body size (the scaling rows).
+    pub held_sizes: Option<crate::scaling::HeldSizes>,
 }
 
 pub fn render(report: &Report) -> String {
@@ -48,6 +50,10 @@ pub fn render(report: &Report) -> String {
     out.push_str(&memory_lines(report));
     out.push('\n');
     out.push_str(&targets_table(report));
+    out.push_str(&crate::scaling::render(
+        &report.rows,
+        report.held_sizes.as_ref(),
+    ));
     out
 }
 
@@ -542,6 +548,7 @@ mod tests {
                 replay: [("HGETALL".to_owned(), 1.0)].into(),
             }),
             held: None,
+            held_sizes: None,
         };
         let verdicts = verdicts(&report);
         let get = |name: &str| {

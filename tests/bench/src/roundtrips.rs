@@ -33,7 +33,7 @@ pub fn total(per_op: &PerOp) -> f64 {
 
 pub fn measure(env: &mut Env, ops: u64) -> anyhow::Result<RoundTrips> {
     let (_upstream, upstream_addr) = env.upstream()?;
-    let (_gateway, addr) = env.gateway(Store::Redis, upstream_addr, env.opts.max_body_bytes)?;
+    let (_gateway, addr) = env.gateway(Store::Redis, upstream_addr, env.opts.max_body_bytes, 1)?;
     let redis_addr = env.redis()?.addr;
     let spec = |scenario: Scenario, iterations: u64| LoadSpec {
         addr,

@@ -52,6 +52,9 @@ pub struct Row {
     pub target: Target,
     pub scenario: Scenario,
     pub generator: Generator,
+    /// Policies the gateway is given (the exchange last in file order); 1 but in the
+    /// policy-scaling rows.
+    pub policies: usize,
 }
 
 /// Every row, in table order. Ids ending in `g` are the GET variants of rows 1–3; `2p` and
@@ -66,6 +69,7 @@ pub fn all(replay_ops: usize) -> Vec<Row> {
         target,
         scenario,
         generator: Generator::Poppy,
+        policies: 1,
     };
     let replay = Scenario::Replay { ops: replay_ops };
     vec![
@@ -255,7 +259,9 @@ pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
             (Some(proc), addr)
         }
         Target::Gateway(store) => {
-            let (proc, addr) = env.gateway(store, upstream_addr, env.opts.max_body_bytes)?;
+            // A body-scaling row's body always fits.
+            let limit = env.opts.max_body_bytes.max(row.scenario.body_bytes());
+            let (proc, addr) = env.gateway(store, upstream_addr, limit, row.policies)?;
             (Some(proc), addr)
         }
     };

@@ -9,22 +9,31 @@ use anyhow::{Context, bail};
 use crate::env::{Env, Options, Store};
 use crate::report::Report;
 use crate::rows::{self, Row, Target};
-use crate::{held, roundtrips};
+use crate::{held, roundtrips, scaling};
 
-/// Row ids in table order, from a comma-separated list (`all` for every row).
-pub fn select(wanted: &[String], all: Vec<Row>) -> anyhow::Result<Vec<Row>> {
-    if wanted.iter().any(|w| w == "all") {
-        return Ok(all);
-    }
+/// Row ids in table order, from a comma-separated list: `all` for every row of the main table,
+/// `scaling` for every scaling row (issue 28), or ids of either.
+pub fn select(wanted: &[String], all: Vec<Row>, scaling: Vec<Row>) -> anyhow::Result<Vec<Row>> {
+    let group = |name: &str| wanted.iter().any(|w| w == name);
+    let (every_main, every_scaling) = (group("all"), group("scaling"));
     for id in wanted {
-        if !all.iter().any(|row| row.id == id) {
-            let ids: Vec<&str> = all.iter().map(|row| row.id).collect();
-            bail!("unknown row {id:?}; rows are {}", ids.join(", "));
+        if id != "all" && id != "scaling" && !all.iter().chain(&scaling).any(|row| row.id == id) {
+            let ids: Vec<&str> = all.iter().chain(&scaling).map(|row| row.id).collect();
+            bail!(
+                "unknown row {id:?}; rows are all, scaling, {}",
+                ids.join(", ")
+            );
         }
     }
+    let named = |row: &Row| wanted.iter().any(|w| w == row.id);
     Ok(all
         .into_iter()
-        .filter(|row| wanted.iter().any(|w| w == row.id))
+        .filter(|row| every_main || named(row))
+        .chain(
+            scaling
+                .into_iter()
+                .filter(|row| every_scaling || named(row)),
+        )
         .collect())
 }
 
@@ -82,7 +91,11 @@ fn preflight(opts: &Options, rows: &[Row]) -> anyhow::Result<()> {
 }
 
 pub fn run(opts: Options, command_line: String) -> anyhow::Result<Report> {
-    let mut rows = select(&opts.rows, rows::all(opts.replay_ops))?;
+    let mut rows = select(
+        &opts.rows,
+        rows::all(opts.replay_ops),
+        scaling::rows(opts.replay_ops),
+    )?;
     if opts.with_wrk {
         rows = rows::with_wrk(rows);
     }
@@ -114,6 +127,19 @@ pub fn run(opts: Options, command_line: String) -> anyhow::Result<Report> {
         eprintln!("poppy-bench: memory with {} held requests", env.opts.held);
         let (k, limit) = (env.opts.held, env.opts.held_body_limit);
         Some(held::measure(&mut env, k, limit).context("held requests")?)
+    } else {
+        None
+    };
+    let held_sizes = if env.opts.held > 0 && rows.iter().any(|row| scaling::is_body_row(row.id)) {
+        eprintln!(
+            "poppy-bench: memory with {} held requests per body size",
+            env.opts.held
+        );
+        let held = env.opts.held;
+        Some(
+            held::measure_sizes(&mut env, held, &scaling::BODY_SIZES)
+                .context("held requests per body size")?,
+        )
     } else {
         None
     };
@@ -149,6 +175,7 @@ pub fn run(opts: Options, command_line: String) -> anyhow::Result<Report> {
         rows: results,
         roundtrips,
         held,
+        held_sizes,
     })
 }
 

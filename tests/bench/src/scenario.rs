@@ -27,6 +27,11 @@ pub enum Scenario {
     Plain { method: String, path: String },
     /// A Personal Agent request with no approval: `403 approval_required`.
     Mint,
+    /// A mint whose body carries a `note` of `pad_bytes` (an ignored member, not a term): the
+    /// body-size scaling rows.
+    MintPadded { pad_bytes: usize },
+    /// A Personal Agent `GET /orders/ord_bench`, a read no policy names: forwarded, `200`.
+    AgentGet,
     /// Mint, then approve with the returned operation_id and revision: `403`, then the
     /// upstream's `201`. Every pair is a fresh operation (its own order_id). `pad_bytes` adds a
     /// `note` of that many bytes to the body (not a term), for the memory measurement.
@@ -62,6 +67,23 @@ impl Scenario {
         }
     }
 
+    /// The padding that makes [`item_body`] exactly `bytes` long (none below its unpadded size).
+    pub fn pad_for(bytes: usize) -> usize {
+        bytes.saturating_sub(ITEM_BODY.len() + NOTE_OVERHEAD)
+    }
+
+    /// Bytes of the request body this scenario sends (0 for a GET).
+    pub fn body_bytes(&self) -> usize {
+        match self {
+            Scenario::Plain { method, .. } if method == "GET" => 0,
+            Scenario::AgentGet => 0,
+            Scenario::MintPadded { pad_bytes } | Scenario::Approve { pad_bytes, .. } => {
+                item_body(*pad_bytes).len()
+            }
+            _ => ITEM_BODY.len(),
+        }
+    }
+
     /// Requests per iteration.
     pub fn requests_per_iteration(&self) -> u64 {
         match self {
@@ -80,6 +102,9 @@ pub fn session_jwt() -> String {
     format!("{header}.{payload}.sig")
 }
 
+/// What the `note` member adds to [`ITEM_BODY`] besides its padding: `,"note":""`.
+const NOTE_OVERHEAD: usize = 10;
+
 /// The exchange body, with a `note` of `pad` bytes when `pad > 0`.
 pub fn item_body(pad: usize) -> Vec<u8> {
     if pad == 0 {
@@ -92,14 +117,29 @@ pub fn item_body(pad: usize) -> Vec<u8> {
     body
 }
 
-/// A Personal Agent `POST /orders/{order}/exchanges`, with an approval when given.
-pub fn agent_request(session: &str, order: &str, body: &[u8], approval: Option<&str>) -> Vec<u8> {
-    let mut headers = vec![
+/// The headers every Personal Agent request carries.
+fn agent_headers(session: &str) -> Vec<(&str, &str)> {
+    vec![
         ("Poppy-Session", session),
         ("Poppy-Version", "0.4"),
         ("Poppy-Extensions", "\"operations\";v=\"2\""),
-        ("Content-Type", "application/json"),
-    ];
+    ]
+}
+
+/// A Personal Agent `GET /orders/ord_bench`: a read no policy names.
+pub fn agent_get(session: &str) -> Vec<u8> {
+    http1::request(
+        "GET",
+        &format!("/orders/{ORDER}"),
+        &agent_headers(session),
+        b"",
+    )
+}
+
+/// A Personal Agent `POST /orders/{order}/exchanges`, with an approval when given.
+pub fn agent_request(session: &str, order: &str, body: &[u8], approval: Option<&str>) -> Vec<u8> {
+    let mut headers = agent_headers(session);
+    headers.push(("Content-Type", "application/json"));
     if let Some(approval) = approval {
         headers.push(("Poppy-Approval", approval));
     }
@@ -180,7 +220,9 @@ pub struct Prepared {
     session: String,
     plain: Vec<u8>,
     plain_status: u16,
+    /// A mint, padded on `MintPadded` rows.
     mint: Vec<u8>,
+    agent_get: Vec<u8>,
     /// Replay rows: the approved requests to retry.
     replays: Vec<Vec<u8>>,
     /// Distinguishes this run's order_ids from any earlier run's against the same store.
@@ -208,7 +250,13 @@ impl Prepared {
             Scenario::Plain { method, path } => (http1::request(method, path, &[], b""), 200),
             _ => (Vec::new(), 0),
         };
-        let mint = agent_request(&session, ORDER, ITEM_BODY.as_bytes(), None);
+        let mint = match scenario {
+            Scenario::MintPadded { pad_bytes } => {
+                agent_request(&session, ORDER, &item_body(*pad_bytes), None)
+            }
+            _ => agent_request(&session, ORDER, ITEM_BODY.as_bytes(), None),
+        };
+        let agent_get = agent_get(&session);
         let run_tag = format!(
             "{:x}{:x}",
             std::process::id(),
@@ -222,6 +270,7 @@ impl Prepared {
             plain,
             plain_status,
             mint,
+            agent_get,
             replays: Vec::new(),
             run_tag,
         };
@@ -277,8 +326,11 @@ impl Worker {
                 )
                 .await?;
             }
-            Scenario::Mint => {
+            Scenario::Mint | Scenario::MintPadded { .. } => {
                 timed(record, self.link.expect(&prepared.mint, 403)).await?;
+            }
+            Scenario::AgentGet => {
+                timed(record, self.link.expect(&prepared.agent_get, 200)).await?;
             }
             Scenario::Approve {
                 order_prefix,
@@ -327,6 +379,17 @@ mod tests {
         assert_eq!(body["note"], "xxxxxxxxxx");
         assert_eq!(body["item_id"], "itm_4Qa");
         assert_eq!(item_body(0), ITEM_BODY.as_bytes());
+    }
+
+    #[test]
+    fn padding_gives_bodies_of_the_size_asked() {
+        for bytes in [4096, 65536, 1 << 20] {
+            let pad = Scenario::pad_for(bytes);
+            assert_eq!(item_body(pad).len(), bytes);
+            assert_eq!(Scenario::MintPadded { pad_bytes: pad }.body_bytes(), bytes);
+        }
+        assert_eq!(Scenario::pad_for(64), 0);
+        assert_eq!(Scenario::AgentGet.body_bytes(), 0);
     }
 
     #[test]

@@ -22,7 +22,10 @@ use crate::scenario::{
 
 /// Whether wrk can drive this scenario.
 pub fn supports(scenario: &Scenario) -> bool {
-    !matches!(scenario, Scenario::Approve { .. })
+    matches!(
+        scenario,
+        Scenario::Plain { .. } | Scenario::Mint | Scenario::Replay { .. }
+    )
 }
 
 /// The requests a wrk row cycles through, and the status each one must get. A replay row first
@@ -57,6 +60,9 @@ pub fn requests(spec: &LoadSpec) -> anyhow::Result<(Vec<Vec<u8>>, u16)> {
             (approved, 201)
         }
         Scenario::Approve { .. } => bail!("wrk cannot drive mint + approve pairs"),
+        Scenario::MintPadded { .. } | Scenario::AgentGet => {
+            bail!("the scaling rows are driven by poppy-bench's own client only")
+        }
     })
 }
 
