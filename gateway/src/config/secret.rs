@@ -55,13 +55,15 @@ pub(super) fn read_secret(
     let SecretSource {
         section, key, what, ..
     } = source;
-    let (bytes, from, span, key_name) = match (source.env, source.file) {
+    // `from` is what `check` prints; `named` what an error names.
+    let (bytes, from, named, span, key_name) = match (source.env, source.file) {
         (Some(name), None) => {
             let var = name.get_ref();
             let bytes = std::env::var_os(var).map(|v| v.into_encoded_bytes());
             (
                 bytes.ok_or("is not set".to_owned()),
                 format!("environment variable {var}"),
+                format!("the environment variable `{var}`"),
                 name.span(),
                 format!("{key}_env"),
             )
@@ -72,6 +74,7 @@ pub(super) fn read_secret(
             (
                 bytes,
                 format!("file {}", path.display()),
+                format!("the file {}", path.display()),
                 file.span(),
                 format!("{key}_file"),
             )
@@ -93,7 +96,7 @@ pub(super) fn read_secret(
     };
     errors.push(at(
         span,
-        format!("{section}.{key_name}: {from} {problem}; it must hold {what}"),
+        format!("{section}.{key_name}: {named} {problem}; it must hold {what}"),
     ));
     None
 }
