@@ -1,5 +1,5 @@
-//! What two config sections share: a listener's own address, and a secret named by an
-//! environment variable or a file (`token_env` / `token_file`, `client_secret_env` /
+//! What several config sections share: a listener's own address (`[server]`, `[admin]`,
+//! `[conversations]`, `[approval_page]`), and a secret named by an environment variable or a file (`token_env` / `token_file`, `client_secret_env` /
 //! `client_secret_file`), never written in gateway.toml.
 
 use std::ops::Range;

@@ -8,6 +8,7 @@ use super::edge;
 use super::edge::Tls;
 use super::error::{At, ConfigError};
 use super::file::{AdminFile, ServerFile};
+use super::secret::check_listen;
 use toml::Spanned;
 
 /// Worker threads.
@@ -58,12 +59,7 @@ pub(super) fn compile_server(
     errors: &mut Vec<ConfigError>,
 ) -> Server {
     let listen = server.listen.get_ref().clone();
-    if listen.parse::<std::net::SocketAddr>().is_err() {
-        errors.push(at(
-            server.listen.span(),
-            format!("server.listen: `{listen}` is not an address like 127.0.0.1:8080"),
-        ));
-    }
+    check_listen("server", "127.0.0.1:8080", &server.listen, &[], at, errors);
     let threads = count(
         &server.threads,
         DEFAULT_THREADS,
@@ -209,15 +205,7 @@ pub(super) fn compile_admin(
     errors: &mut Vec<ConfigError>,
 ) -> Option<String> {
     admin.map(|a| {
-        if a.listen.get_ref().parse::<std::net::SocketAddr>().is_err() {
-            errors.push(at(
-                a.listen.span(),
-                format!(
-                    "admin.listen: `{}` is not an address like 127.0.0.1:9100",
-                    a.listen.get_ref()
-                ),
-            ));
-        }
+        check_listen("admin", "127.0.0.1:9100", &a.listen, &[], at, errors);
         a.listen.get_ref().clone()
     })
 }
