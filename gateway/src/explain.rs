@@ -183,6 +183,7 @@ fn explain_policy(
         Bytes::from(request.body.clone()),
         ApprovalSource::Header,
         approver,
+        admit::Via::Agent,
     )
     .map_err(|refused| (refused.status(), refused.error_body()))?;
     let approver = admitted.approver;
@@ -357,6 +358,7 @@ fn explain_tool(
             place: "the approval",
         },
         approver,
+        admit::Via::Agent,
     );
     let (approver, mut terms, fingerprint) = match admitted {
         Ok(admitted) => (admitted.approver, admitted.terms, admitted.fingerprint),

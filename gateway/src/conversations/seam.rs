@@ -19,7 +19,8 @@ use crate::metrics::Metrics;
 use crate::operation::Decision;
 use crate::protocol::{ErrorBody, SigningKey};
 use crate::proxy::{
-    Arrival, Executor, Operated, RequestOutcome, UpstreamSlots, admit_request, refused_outcome,
+    Arrival, Executor, Operated, Ran, RequestOutcome, UpstreamSlots, admit_request, offer_page,
+    refused_outcome,
 };
 use crate::store::OperationStore;
 
@@ -85,10 +86,10 @@ impl Seam {
                 value: approval,
                 place: APPROVAL_PLACE,
             },
-            page: false,
         };
         let body = async move { body_size(body.len(), max_body_bytes).map(|()| body) };
-        match admit_request(&self.claims, arrival, body).await {
+        let page_offered = self.executor.page_url().is_some();
+        match admit_request(&self.claims, page_offered, arrival, body).await {
             Ok(mut admitted) => {
                 admitted.fingerprint =
                     bound_to_conversation(conversation_id, &admitted.fingerprint);
@@ -116,14 +117,26 @@ impl Seam {
             Ok(slot) => slot,
             Err(busy) => return refused_answer(&Refused::Request(busy)),
         };
-        match self.executor.operate(admitted).await {
-            Operated::Decided(executed) => {
+        let via = admitted.via;
+        let operated = self.executor.operate(admitted).await;
+        match offer_page(&self.executor, via, &policy, operated) {
+            Ran::Operated(Operated::Decided(executed)) => {
                 executed.outcome.record(&self.metrics);
                 render(executed.decision, &named, call)
             }
-            Operated::Refused(refusal, outcome) => {
+            // The same link the proxy gives the Personal Agent's own request.
+            Ran::Page(link, outcome) => {
+                outcome.record(&self.metrics);
+                Answer::error(403, &link.error_body())
+            }
+            Ran::Operated(Operated::Refused(refusal, outcome)) => {
                 // A lookup that failed, or a term it can't be filled from: nothing forwarded.
                 let answer = refused_answer(&Refused::Request(refusal));
+                RequestOutcome::refused(&policy.name, outcome, answer.status).record(&self.metrics);
+                answer
+            }
+            Ran::Refused(refused, outcome) => {
+                let answer = refused_answer(&refused);
                 RequestOutcome::refused(&policy.name, outcome, answer.status).record(&self.metrics);
                 answer
             }

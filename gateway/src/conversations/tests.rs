@@ -146,10 +146,9 @@ fn by_conversation(description: &Description) -> Result<Admitted, (u16, String)>
             value: None,
             place: "message.extensions.operations.approval",
         },
-        page: false,
     };
     let body = async move { admit::body_size(body.len(), MAX_BODY_BYTES).map(|()| body) };
-    run(admit_request(&claims(), arrival, body)).map_err(|r| refused(&r))
+    run(admit_request(&claims(), false, arrival, body)).map_err(|r| refused(&r))
 }
 
 /// The proxy's reading of the same request: its raw target and headers routed
@@ -195,11 +194,10 @@ fn by_http(description: &Description) -> Result<Admitted, (u16, String)> {
             target,
         },
         approval: ApprovalSource::Header,
-        page: false,
     };
     let body = Bytes::from(body);
     let body = async move { admit::body_size(body.len(), MAX_BODY_BYTES).map(|()| body) };
-    run(admit_request(&claims(), arrival, body)).map_err(|r| refused(&r))
+    run(admit_request(&claims(), false, arrival, body)).map_err(|r| refused(&r))
 }
 
 /// The MCP endpoint's reading of a call of the tool whose arguments are `arguments` (JSON
@@ -238,10 +236,9 @@ fn by_mcp(arguments: &str) -> Result<Admitted, (u16, String)> {
             value: call.approval.as_ref(),
             place: "params._meta approval",
         },
-        page: false,
     };
     let body = std::future::ready(Ok(Bytes::from(call.forward_body)));
-    run(admit_request(&claims(), arrival, body)).map_err(|r| refused(&r))
+    run(admit_request(&claims(), false, arrival, body)).map_err(|r| refused(&r))
 }
 
 #[test]

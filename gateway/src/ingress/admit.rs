@@ -3,7 +3,8 @@
 //! service, and `explain`), in the spec's order:
 //!
 //! 1. [`route`]: the header rules, the target read once, the Personal Agent rules, the route;
-//! 2. [`extension`]: the operations extension is declared (spec 2);
+//! 2. [`via`]: the operations extension is declared (spec 2), or else the policy lets the
+//!    User approve on the Company's page (issue 29; docs/approval-page.md);
 //! 3. who may approve (the Session and token: `identity`, the one step with I/O, which the
 //!    runner makes between 2 and 4);
 //! 4. [`body_size`] (or the body read within the same limit);
@@ -123,7 +124,34 @@ pub(crate) fn route(
     Ok((target, matched))
 }
 
-/// Step 2: the request declares `Poppy-Extensions: "operations";v="2"`.
+/// How the User approves the request (step 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// Through the Personal Agent, which declares the operations extension.
+    Agent,
+    /// On the Company's approval page: the request declares no extension, on a policy that
+    /// allows it (`approval = "either"`), and the gateway has a page. Such a request never
+    /// gets an operation (spec 2) and its approval is never read from the request.
+    Page,
+}
+
+/// Step 2: the request declares the operations extension ([`extension`]), or else it may be
+/// approved on the Company's page (`page_offered`: the gateway has one).
+pub(crate) fn via(
+    request_headers: &HeaderMap,
+    policy: &Policy,
+    page_offered: bool,
+) -> Result<Via, Refused> {
+    match extension(request_headers) {
+        Ok(()) => Ok(Via::Agent),
+        Err(Refused::ExtensionRequired) if page_offered && policy.approval.allows_page() => {
+            Ok(Via::Page)
+        }
+        Err(refused) => Err(refused),
+    }
+}
+
+/// The request declares `Poppy-Extensions: "operations";v="2"`.
 pub(crate) fn extension(request_headers: &HeaderMap) -> Result<(), Refused> {
     let values = request_headers
         .get_all("poppy-extensions")
@@ -197,6 +225,8 @@ pub(crate) struct Admitted {
     pub(crate) policy: Arc<Policy>,
     pub(crate) approver: Approver,
     pub(crate) approval: Option<ApprovalHeader>,
+    /// How the User approves it: through the agent, or on the Company's page.
+    pub(crate) via: Via,
     /// Every term but a lookup's.
     pub(crate) terms: Terms,
     /// What the revision covers.
@@ -208,15 +238,21 @@ pub(crate) struct Admitted {
 }
 
 /// Step 5: the approval's syntax, then the request read strictly, and what is forwarded.
-/// `body`: the request's body (a tool call's: the call without its approval, as forwarded).
+/// `body`: the request's body (a tool call's: the call without its approval, as forwarded);
+/// `via`: step 2's answer (a page request's approval is not read: the agent sends none, and
+/// one it did send is not its to give).
 pub(crate) fn admit(
     action: Action,
     request_headers: HeaderMap,
     body: Bytes,
     approval: ApprovalSource<'_>,
     approver: Approver,
+    via: Via,
 ) -> Result<Admitted, Refused> {
-    let approval = read_approval(&request_headers, approval).map_err(Refused::Approval)?;
+    let approval = match via {
+        Via::Agent => read_approval(&request_headers, approval).map_err(Refused::Approval)?,
+        Via::Page => None,
+    };
     let (policy, terms, fingerprint, forward) = match action {
         Action::Http {
             policy,
@@ -272,6 +308,7 @@ pub(crate) fn admit(
         policy,
         approver,
         approval,
+        via,
         terms,
         fingerprint,
         headers: request_headers,

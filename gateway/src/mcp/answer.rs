@@ -84,6 +84,17 @@ pub(crate) fn extension_required_result(tool: &str) -> Value {
     ))
 }
 
+/// The tool error for a held call from a client without the extension, on a policy the User
+/// may approve on the Company's page: the link and what it approves, as text the model can
+/// pass to the User (no operation: spec section 2), and the link in `_meta` for programs.
+pub(crate) fn page_approval_result(url: &str, summary: &str, expires_at: &str) -> Value {
+    let mut result = tool_error_result(&format!(
+        "Not done yet. This needs the user's approval: {summary} Ask the user to open {url} , sign in and approve (before {expires_at}), then make the same call again. Nothing was performed."
+    ));
+    result["_meta"] = json!({RETRY_META_KEY: {"error": "approval_required", "approval_url": url}});
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

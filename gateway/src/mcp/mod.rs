@@ -19,7 +19,7 @@ mod version;
 pub(crate) use answer::RETRY_META_KEY;
 pub(crate) use answer::{
     already_performed_result, approval_required_result, error_response, extension_required_result,
-    result_response, retry_result, tool_error_result,
+    page_approval_result, result_response, retry_result, tool_error_result,
 };
 pub(crate) use call_answer::{CallAnswer, cancelled_requests, follow_up_of, read_call_answer};
 pub(crate) use fingerprint::{MCP_CONNECTION_HEADERS, call_fingerprint};

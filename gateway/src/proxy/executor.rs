@@ -40,6 +40,8 @@ pub(crate) struct ExecutorParts {
     /// route (`[upstream]`), whose revisions are as they always were.
     pub(crate) route: Option<String>,
     pub(crate) remember_grace: Duration,
+    /// `[approval_page] public_url`: where the page's links point (none without the table).
+    pub(crate) page_url: Option<String>,
     /// The policies in force: a completion remembers the operation as long as a revision
     /// minted under them could be approved, even after a reload during the forward.
     pub(crate) policies: LivePolicies,
@@ -172,6 +174,11 @@ impl Executor {
     /// The key that signs now.
     pub(crate) fn signing_key(&self) -> &SigningKey {
         self.parts.keys.current()
+    }
+
+    /// Where the Company's approval page's links point, if the gateway has one.
+    pub(crate) fn page_url(&self) -> Option<&str> {
+        self.parts.page_url.as_deref()
     }
 
     /// This process, as claims name it.
@@ -831,6 +838,7 @@ order_id = { path = "order_id" }
             settings,
             route: route.map(str::to_owned),
             remember_grace: Duration::from_secs(60),
+            page_url: None,
             policies: LivePolicies::new(PolicySet::new(policies)),
             metrics: Arc::clone(&metrics),
             drain: Arc::new(Drain::default()),

@@ -33,8 +33,8 @@ use crate::ingress::{ForwardRequest, Target, forwarded_headers};
 use crate::mcp::{
     HeldCall, Incoming, McpVersion, Readdress, RpcError, already_performed_result,
     approval_required_result, cancelled_requests, check_standard_headers, codes, error_response,
-    extension_required_result, follow_up_of, read_post, readdress_response, result_response,
-    retry_result, tool_error_result,
+    extension_required_result, follow_up_of, page_approval_result, read_post, readdress_response,
+    result_response, retry_result, tool_error_result,
 };
 use crate::operation::Decision;
 use crate::policy::{PathTemplate, Policy};
@@ -198,7 +198,6 @@ async fn held_call(
             value: call.approval.as_ref(),
             place: APPROVAL_PLACE,
         },
-        page: false,
     };
     let (tap, taps) = tokio::sync::mpsc::unbounded_channel();
     let reading = Reading {
@@ -219,7 +218,14 @@ async fn held_call(
                     .await,
                 executed.outcome,
             ),
-            // Nothing is streamed before a forward, and a refusal comes before one.
+            // Nothing is streamed before a forward, and a refusal or a page request's
+            // operation comes before one.
+            Ran::Page(_, outcome) => Step::OperationStreamed(
+                streamed
+                    .finish(session, Decision::UpstreamUnavailable, |d| render(d, &to))
+                    .await,
+                outcome,
+            ),
             Ran::Operated(Operated::Refused(_, outcome)) | Ran::Refused(_, outcome) => {
                 Step::OperationStreamed(
                     streamed
@@ -234,6 +240,13 @@ async fn held_call(
         Ran::Operated(Operated::Decided(executed)) => {
             Step::Operation(render(executed.decision, &to), executed.outcome)
         }
+        Ran::Page(link, outcome) => Step::Operation(
+            tool_result(
+                &to,
+                page_approval_result(&link.url, &link.summary, &link.expires_at),
+            ),
+            outcome,
+        ),
         // Tool policies have no lookup; a computed term that has no value refuses, as a tool
         // error.
         Ran::Operated(Operated::Refused(refusal, outcome)) => Step::refused(

@@ -31,6 +31,7 @@ mod mcp_forward;
 mod mcp_stream;
 mod operations;
 mod outcome;
+mod page_offer;
 mod reply;
 mod rounds;
 mod routes;
@@ -57,4 +58,4 @@ pub(crate) use upstream::UpstreamClient;
 // runner (front door, executor) as the HTTP API, and records their outcomes the same way.
 pub(crate) use executor::Operated;
 pub(crate) use outcome::RequestOutcome;
-pub(crate) use runner::{Arrival, admit_request, refused_outcome};
+pub(crate) use runner::{Arrival, Ran, admit_request, offer_page, refused_outcome};

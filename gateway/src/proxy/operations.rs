@@ -18,6 +18,4 @@ pub(crate) struct Operations {
     /// How bodies of requests to actions are read and held.
     pub(crate) body_limits: BodyLimits,
     pub(crate) metrics: Arc<Metrics>,
-    /// `[approval_page] public_url`: where the page's links point (none without the table).
-    pub(crate) page_url: Option<String>,
 }

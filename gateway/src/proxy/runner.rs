@@ -9,16 +9,21 @@
 //! the claim, one forward). The interface renders what comes back in its own wire form.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::HeaderMap;
 
-use super::executor::{Executor, Operated, Reading};
+use super::executor::{Executed, Executor, Operated, Reading};
 use super::forwarded::ProxyContext;
+use super::outcome::RequestOutcome;
+use super::page_offer::PageLink;
 use crate::identity::{Approver, ApproverError, RequestTarget, SessionClaims};
 use crate::ingress::Refusal;
-use crate::ingress::admit::{self, Action, ApprovalSource, Refused};
+use crate::ingress::admit::{self, Action, ApprovalSource, Refused, Via};
 use crate::metrics::Outcome;
+use crate::operation::Decision;
+use crate::policy::Policy;
 
 /// A request for an operation as its interface read it off the wire, before any check.
 pub(crate) struct Arrival<'a> {
@@ -29,16 +34,15 @@ pub(crate) struct Arrival<'a> {
     pub(crate) signed_for: RequestTarget<'a>,
     pub(crate) action: Action,
     pub(crate) approval: ApprovalSource<'a>,
-    /// The request declares no operations extension, and its policy lets the User approve on
-    /// the Company's page (the HTTP API checked both): the operation is minted as for any
-    /// request, with no approval read, and the interface answers with the page's link.
-    pub(crate) page: bool,
 }
 
 /// What a request for an operation came to.
 pub(crate) enum Ran {
     /// The executor decided, or the policy's lookup refused.
     Operated(Operated),
+    /// A request without the extension (`Via::Page`) held for the User's approval on the
+    /// Company's page: each interface shows the link in its own wire form.
+    Page(PageLink, RequestOutcome),
     /// The front door refused: nothing decided, nothing forwarded.
     Refused(Refused, Outcome),
 }
@@ -65,8 +69,13 @@ pub(crate) async fn run_with(
     body: impl Future<Output = Result<Bytes, Refusal>>,
     reading: &Reading<'_>,
 ) -> Ran {
-    match admit_request(claims, arrival, body).await {
-        Ok(admitted) => Ran::Operated(executor.operate_with(admitted, reading).await),
+    match admit_request(claims, executor.page_url().is_some(), arrival, body).await {
+        Ok(admitted) => {
+            let via = admitted.via;
+            let policy = Arc::clone(&admitted.policy);
+            let operated = executor.operate_with(admitted, reading).await;
+            offer_page(executor, via, &policy, operated)
+        }
         Err(refused) => {
             let outcome = refused_outcome(&refused);
             Ran::Refused(refused, outcome)
@@ -82,27 +91,50 @@ pub(crate) fn refused_outcome(refused: &Refused) -> Outcome {
     }
 }
 
-/// The front door's steps, in order (module comment).
+/// An operation a page request (`Via::Page`) is held for goes to the User as the page's
+/// link, never to the agent as an operation (spec 2); anything else is as decided.
+pub(crate) fn offer_page(
+    executor: &Executor,
+    via: Via,
+    policy: &Policy,
+    operated: Operated,
+) -> Ran {
+    match (via, operated) {
+        (
+            Via::Page,
+            Operated::Decided(Executed {
+                decision: Decision::ApprovalRequired { operation, .. },
+                outcome,
+            }),
+        ) => match PageLink::for_operation(executor, policy, &operation) {
+            Some(link) => Ran::Page(link, outcome),
+            None => Ran::Refused(Refused::ExtensionRequired, Outcome::ExtensionRequired),
+        },
+        (_, operated) => Ran::Operated(operated),
+    }
+}
+
+/// The front door's steps, in order (module comment). `page_offered`: the gateway has an
+/// approval page (step 2 lets a request without the extension through to it).
 pub(crate) async fn admit_request(
     claims: &SessionClaims,
+    page_offered: bool,
     arrival: Arrival<'_>,
     body: impl Future<Output = Result<Bytes, Refusal>>,
 ) -> Result<admit::Admitted, Refused> {
-    let approval = if arrival.page {
-        // An agent without the extension sends no approval; one it did send is not read.
-        ApprovalSource::Json {
-            value: None,
-            place: "Poppy-Approval",
-        }
-    } else {
-        admit::extension(&arrival.headers)?;
-        arrival.approval
-    };
+    let via = admit::via(&arrival.headers, arrival.action.policy(), page_offered)?;
     let approver = approver(claims, &arrival.headers, &arrival.signed_for)
         .await
         .map_err(Refused::Approver)?;
     let body = body.await?;
-    admit::admit(arrival.action, arrival.headers, body, approval, approver)
+    admit::admit(
+        arrival.action,
+        arrival.headers,
+        body,
+        arrival.approval,
+        approver,
+        via,
+    )
 }
 
 /// Who may approve, from the request's `Poppy-Session` and `Authorization`. `signed_for`:
