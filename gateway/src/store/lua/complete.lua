@@ -5,7 +5,7 @@
 -- the answer is written as a new record), or an operator resolving it as performed
 -- (ARGV[1] 'any', ARGV[2] the operator's clock in ms: whoever owns it, once its lease ran
 -- out; while it is live the forward may be at the upstream).
--- One atomic step: nothing changes unless the record is in flight (under that owner). Every
+-- `finishable` and `unlist` are finish_check.lua's, prepended. One atomic step: nothing changes unless the record is in flight (under that owner). Every
 -- check that can fail runs before the first write, since a script error does not roll back.
 -- KEYS[1] record, KEYS[2] generation counter, KEYS[3] the action's in-flight set (same hash
 -- tag, same cluster slot), KEYS[4] the operators' index (only when ARGV[8] = '1')
@@ -17,28 +17,12 @@ local mode = ARGV[1]
 if mode ~= 'owner' and mode ~= 'any' and mode ~= 'restore' then
   return redis.error_reply('ERR unknown mode')
 end
-local function unlist()
-  redis.call('HDEL', KEYS[3], ARGV[7])
-  if ARGV[8] == '1' then
-    redis.call('ZREM', KEYS[4], ARGV[7])
-  end
+local fields, answer = finishable(KEYS[1], mode, ARGV[2])
+if answer == 0 then
+  unlist(KEYS[3], KEYS[4], ARGV[7], ARGV[8])
 end
-local fields = redis.call('HMGET', KEYS[1], 'state', 'owner', 'lease_until')
-if not fields[1] and mode ~= 'restore' then
-  unlist()
-  return 0
-end
-if fields[1] == 'done' then
-  return 2
-end
-if fields[1] and fields[1] ~= 'in_flight' then
-  return redis.error_reply('CORRUPT unknown record state')
-end
-if fields[1] and mode ~= 'any' and fields[2] ~= ARGV[2] then
-  return 3
-end
-if fields[1] and mode == 'any' and tonumber(fields[3] or '0') >= tonumber(ARGV[2]) then
-  return 4
+if answer then
+  return answer
 end
 local counter = redis.call('GET', KEYS[2])
 if counter and not string.match(counter, '^%d+$') then
@@ -77,7 +61,7 @@ redis.call('HSET', KEYS[1],
   'body', ARGV[5])
 redis.call('HDEL', KEYS[1], 'owner', 'lease_until')
 keep_until(KEYS[1])
-unlist()
+unlist(KEYS[3], KEYS[4], ARGV[7], ARGV[8])
 
 redis.call('INCR', KEYS[2])
 keep_until(KEYS[2])

@@ -3,7 +3,8 @@
 -- performed (ARGV[1] 'any', ARGV[2] the operator's clock in ms: only once the record's lease
 -- ran out, since until then its forward may be at the upstream and a retry would be forwarded
 -- again). The record is deleted; the generation counter is left alone, so the same approval
--- can be claimed again. One atomic step.
+-- can be claimed again. One atomic step (`finishable` and `unlist`: finish_check.lua's,
+-- prepended).
 -- KEYS[1] record, KEYS[2] the action's in-flight set, KEYS[3] the operators' index (only
 -- when ARGV[4] = '1'); ARGV: mode, owner, operation_id, indexed.
 -- Returns 1 when deleted, 0 when there is no record, 2 when it is done (never deleted), 3 when
@@ -11,29 +12,13 @@
 if ARGV[1] ~= 'owner' and ARGV[1] ~= 'any' then
   return redis.error_reply('ERR unknown mode')
 end
-local function unlist()
-  redis.call('HDEL', KEYS[2], ARGV[3])
-  if ARGV[4] == '1' then
-    redis.call('ZREM', KEYS[3], ARGV[3])
-  end
+local _, answer = finishable(KEYS[1], ARGV[1], ARGV[2])
+if answer == 0 then
+  unlist(KEYS[2], KEYS[3], ARGV[3], ARGV[4])
 end
-local fields = redis.call('HMGET', KEYS[1], 'state', 'owner', 'lease_until')
-if not fields[1] then
-  unlist()
-  return 0
-end
-if fields[1] == 'done' then
-  return 2
-end
-if fields[1] ~= 'in_flight' then
-  return redis.error_reply('CORRUPT unknown record state')
-end
-if ARGV[1] == 'owner' and fields[2] ~= ARGV[2] then
-  return 3
-end
-if ARGV[1] == 'any' and tonumber(fields[3] or '0') >= tonumber(ARGV[2]) then
-  return 4
+if answer then
+  return answer
 end
 redis.call('DEL', KEYS[1])
-unlist()
+unlist(KEYS[2], KEYS[3], ARGV[3], ARGV[4])
 return 1

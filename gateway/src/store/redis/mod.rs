@@ -63,8 +63,15 @@ pub(crate) const DEFAULT_NAMESPACE: &str = "poppy";
 pub(crate) const MAX_WAIT_TIMEOUT: Duration = Duration::from_secs(1);
 
 const CLAIM_LUA: &str = include_str!("../lua/claim.lua");
-const COMPLETE_LUA: &str = include_str!("../lua/complete.lua");
-const RELEASE_LUA: &str = include_str!("../lua/release.lua");
+// The checks before finishing an in-flight record, shared by the two scripts that finish one.
+const COMPLETE_LUA: &str = concat!(
+    include_str!("../lua/finish_check.lua"),
+    include_str!("../lua/complete.lua")
+);
+const RELEASE_LUA: &str = concat!(
+    include_str!("../lua/finish_check.lua"),
+    include_str!("../lua/release.lua")
+);
 const LOOKUP_LUA: &str = include_str!("../lua/lookup.lua");
 const ACTION_LUA: &str = include_str!("../lua/action.lua");
 
