@@ -4,11 +4,11 @@
 //! answers what the test issued for that token, and `{"active": false}` for any other.
 
 use std::collections::HashMap;
+use std::future::IntoFuture;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
+use crate::served::Served;
 use axum::extract::{Form, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -16,7 +16,6 @@ use axum::routing::post;
 use axum::{Json, Router};
 use base64::Engine as _;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 /// The gateway's client at the endpoint.
 pub const CLIENT_ID: &str = "gateway";
@@ -34,8 +33,8 @@ struct Shared {
 pub struct AuthServer {
     base: String,
     shared: Arc<Shared>,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    /// Stops the server when this is dropped.
+    _served: Served,
 }
 
 impl AuthServer {
@@ -49,35 +48,16 @@ impl AuthServer {
         let app = Router::new()
             .route("/introspect", post(introspect))
             .with_state(Arc::clone(&shared));
-        let (shutdown, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("auth-server-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .expect("the auth server's tokio runtime");
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .expect("tokio listener for the auth server");
-                    tokio::select! {
-                        result = axum::serve(listener, app) => {
-                            if let Err(error) = result {
-                                eprintln!("auth server stopped: {error}");
-                            }
-                        }
-                        _ = stopped => {}
-                    }
-                });
-                runtime.shutdown_timeout(Duration::from_millis(500));
-            })
-            .expect("spawn the auth server's thread");
+        let served = Served::start(
+            format!("auth server {}", addr.port()),
+            2,
+            listener,
+            move |listener| axum::serve(listener, app).into_future(),
+        );
         AuthServer {
             base: format!("http://{addr}"),
             shared,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
+            _served: served,
         }
     }
 
@@ -106,17 +86,6 @@ impl AuthServer {
             "\n[session.token]\nintrospection_url = \"{}\"\nclient_id = \"{CLIENT_ID}\"\nclient_secret = \"{CLIENT_SECRET}\"\n{extra}",
             self.introspection_url()
         )
-    }
-}
-
-impl Drop for AuthServer {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

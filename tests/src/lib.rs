@@ -32,6 +32,7 @@ pub mod redis;
 pub mod redis_cluster;
 pub mod rfc3339;
 pub mod run;
+pub mod served;
 pub mod shop;
 pub mod signer;
 pub mod stack;

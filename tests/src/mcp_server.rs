@@ -19,7 +19,6 @@ use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use axum::Router;
@@ -28,7 +27,9 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
+
+use crate::served::Served;
 
 /// How long the gate holds a call at most, so a forgotten `release` cannot hang a run.
 const MAX_HOLD: Duration = Duration::from_secs(60);
@@ -99,8 +100,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct McpServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    /// Stops the server when this is dropped (after `release`).
+    _served: Served,
 }
 
 impl McpServer {
@@ -125,34 +126,11 @@ impl McpServer {
             .fallback(handle)
             .with_state(Arc::clone(&shared))
             .layer(DefaultBodyLimit::disable());
-        let (shutdown, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("mcp-server-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("MCP server runtime");
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .expect("tokio listener for the MCP server");
-                    tokio::select! {
-                        result = axum::serve(listener, app) => {
-                            if let Err(error) = result {
-                                eprintln!("MCP server stopped: {error}");
-                            }
-                        }
-                        _ = stopped => {}
-                    }
-                });
-                runtime.shutdown_timeout(Duration::from_millis(500));
-            })
-            .expect("spawn the MCP server thread");
+        let served = Served::app(format!("MCP server {}", addr.port()), listener, app);
         McpServer {
             addr,
             shared,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
+            _served: served,
         }
     }
 
@@ -228,13 +206,8 @@ impl McpServer {
 
 impl Drop for McpServer {
     fn drop(&mut self) {
+        // Held calls go first; the server stops as `_served` drops.
         self.release();
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

@@ -9,7 +9,6 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use axum::Router;
@@ -17,7 +16,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
 
@@ -25,6 +24,7 @@ use crate::agent::Session;
 use crate::gateway::GatewayBuilder;
 use crate::identity::jwks_of;
 use crate::ports::refusing_port;
+use crate::served::Served;
 use crate::signer::{DEFAULT_LONG_TERM_KEY, PUBLIC_ORIGIN};
 use crate::testtls::TestCa;
 
@@ -67,8 +67,9 @@ pub struct TestAgent {
     long_term: String,
     shared: Arc<Shared>,
     ca: Option<TestCa>,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    /// The metadata server, stopped when this is dropped (after `release`); none for an
+    /// unreachable agent.
+    served: Option<Served>,
     /// The port of an unreachable agent, kept taken and refusing.
     _refusing: Option<tokio::net::TcpSocket>,
     /// The http server a redirecting agent points to.
@@ -112,8 +113,7 @@ impl TestAgent {
             base,
             long_term: DEFAULT_LONG_TERM_KEY.to_owned(),
             ca: None,
-            shutdown: None,
-            thread: None,
+            served: None,
             _refusing: Some(socket),
             _target: None,
         }
@@ -146,43 +146,23 @@ impl TestAgent {
         let app = Router::new()
             .fallback(handle)
             .with_state(Arc::clone(&shared));
-        let (shutdown, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("test-agent-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("the agent's tokio runtime");
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .expect("tokio listener for the agent");
-                    let served = async move {
-                        let result = match acceptor {
-                            Some(acceptor) => {
-                                axum::serve(TlsListener { listener, acceptor }, app).await
-                            }
-                            None => axum::serve(listener, app).await,
-                        };
-                        if let Err(error) = result {
-                            eprintln!("test agent stopped: {error}");
-                        }
-                    };
-                    tokio::select! {
-                        () = served => {}
-                        _ = stopped => {}
-                    }
-                });
-                runtime.shutdown_timeout(Duration::from_millis(500));
-            })
-            .expect("spawn the agent's thread");
+        let served = Served::start(
+            format!("test agent {}", addr.port()),
+            1,
+            listener,
+            move |listener| async move {
+                match acceptor {
+                    Some(acceptor) => axum::serve(TlsListener { listener, acceptor }, app).await,
+                    None => axum::serve(listener, app).await,
+                }
+            },
+        );
         TestAgent {
             base,
             long_term: long_term.to_owned(),
             shared,
             ca,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
+            served: Some(served),
             _refusing: None,
             _target: None,
         }
@@ -264,13 +244,9 @@ impl TestAgent {
 
 impl Drop for TestAgent {
     fn drop(&mut self) {
+        // Held fetches go first; then the server stops.
         self.release();
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.served.take();
     }
 }
 

@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use axum::Router;
@@ -20,7 +19,9 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
+
+use crate::served::Served;
 
 /// How long the gate holds a request at most, so a forgotten `release` cannot hang a run.
 const MAX_HOLD: Duration = Duration::from_secs(60);
@@ -101,8 +102,8 @@ impl Shared {
 pub struct Upstream {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    /// Stops the server when the upstream is dropped (after `release`).
+    _served: Served,
 }
 
 /// The document served at `/.well-known/poppy.json`.
@@ -144,34 +145,11 @@ impl Upstream {
             .fallback(handle)
             .with_state(Arc::clone(&shared))
             .layer(DefaultBodyLimit::disable());
-        let (shutdown, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("upstream-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("upstream tokio runtime");
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)
-                        .expect("tokio listener for the upstream");
-                    tokio::select! {
-                        result = axum::serve(listener, app) => {
-                            if let Err(error) = result {
-                                eprintln!("counting upstream stopped: {error}");
-                            }
-                        }
-                        _ = stopped => {}
-                    }
-                });
-                runtime.shutdown_timeout(Duration::from_millis(500));
-            })
-            .expect("spawn the upstream thread");
+        let served = Served::app(format!("counting upstream {}", addr.port()), listener, app);
         Upstream {
             addr,
             shared,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
+            _served: served,
         }
     }
 
@@ -275,13 +253,8 @@ impl Upstream {
 
 impl Drop for Upstream {
     fn drop(&mut self) {
+        // Held requests go first; the server stops as `_served` drops.
         self.release();
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 
