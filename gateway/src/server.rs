@@ -273,10 +273,15 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             name: route.name.clone(),
             host: route.host.clone(),
             path_prefix: route.path_prefix.clone(),
-            mcp: route
-                .mcp
-                .as_ref()
-                .map(|mcp| McpEndpoint::new(mcp, &upstream, &route.upstream)),
+            mcp: route.mcp.as_ref().map(|mcp| {
+                McpEndpoint::new(
+                    mcp,
+                    &upstream,
+                    &route.upstream,
+                    &route.name,
+                    executor.store(),
+                )
+            }),
             operations: Operations {
                 policies: route_policies,
                 executor,

@@ -223,3 +223,26 @@ x = { value = 1 }
         &["mcp_post", "[[tool]]"],
     );
 }
+
+/// `approval` on a `[[tool]]`, as on an `[[operation]]`: `"either"` with `[approval_page]`,
+/// an unknown value refused at its line.
+#[test]
+fn a_tool_may_be_approved_on_the_page() {
+    let page = "\n[approval_page]\nlisten = \"127.0.0.1:8091\"\npublic_url = \"https://approve.shop.example/\"\ncompany_name = \"Shop\"\nissuer = \"https://id.shop.example\"\nclient_id = \"page\"\nclient_secret_file = \"page.secret\"\n";
+    let either = TOOL.replacen("expires_in", "approval = \"either\"\nexpires_in", 1);
+    let files = Files::new(&format!("{GATEWAY}{page}"), &either);
+    std::fs::write(files.dir().join("page.secret"), "s3cret\n").unwrap();
+    let config = files.load_with(config::load).unwrap();
+    let policy = config.policies.find_tool("exchange_item").unwrap();
+    assert!(policy.approval == poppy_gateway::policy::ApprovalVia::Either);
+    // Line 5 of the policy is the key.
+    let wrong = TOOL.replacen("expires_in", "approval = \"page\"\nexpires_in", 1);
+    let files = Files::new(&format!("{GATEWAY}{page}"), &wrong);
+    std::fs::write(files.dir().join("page.secret"), "s3cret\n").unwrap();
+    assert_error_at(
+        &files.errors_with(config::load),
+        &files.policy(),
+        5,
+        &["exchange_tool", "is not one of"],
+    );
+}

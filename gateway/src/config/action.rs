@@ -11,7 +11,8 @@ use super::duration::parse_duration;
 use super::error::ConfigError;
 use super::file::TermFile;
 use crate::policy::{
-    Expression, FormName, PathTemplate, SummaryTemplate, TermSource, is_valid_json_path,
+    ApprovalVia, Expression, FormName, PathTemplate, SummaryTemplate, TermSource,
+    is_valid_json_path,
 };
 
 /// The longest approval window a policy may ask for: records are kept that long.
@@ -30,6 +31,25 @@ impl Table {
             Table::Operation => "operation",
             Table::Tool => "tool",
         }
+    }
+}
+
+/// `approval`, on either table: how the User approves (`Err`: the value's span and what is
+/// wrong with it).
+pub(super) fn approval_via(
+    approval: Option<&Spanned<String>>,
+) -> Result<ApprovalVia, (std::ops::Range<usize>, String)> {
+    match approval.map(|a| (a.get_ref().as_str(), a.span())) {
+        None | Some(("poppy", _)) => Ok(ApprovalVia::Poppy),
+        Some(("either", _)) => Ok(ApprovalVia::Either),
+        Some(("company_page", span)) => Err((
+            span,
+            "approval: \"company_page\" (only on the approval page) is not supported yet; use \"either\" (Poppy agents approve as before, requests without the extension get the page's link)".into(),
+        )),
+        Some((other, span)) => Err((
+            span,
+            format!("approval: `{other}` is not one of \"poppy\" (the default) and \"either\""),
+        )),
     }
 }
 

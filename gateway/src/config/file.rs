@@ -300,4 +300,6 @@ pub(crate) struct ToolFile {
     pub terms: BTreeMap<Spanned<String>, Spanned<TermFile>>,
     /// JSONPaths of `arguments` that are not terms and do not affect the action.
     pub ignore: Option<Spanned<Vec<String>>>,
+    /// How the User approves, as on `[[operation]]`: `"poppy"` (default) or `"either"`.
+    pub approval: Option<Spanned<String>>,
 }

@@ -139,28 +139,11 @@ fn compile_operation(
             ));
         }
     }
-    let approval = match op
-        .approval
-        .as_ref()
-        .map(|a| (a.get_ref().as_str(), a.span()))
-    {
-        None | Some(("poppy", _)) => ApprovalVia::Poppy,
-        Some(("either", _)) => ApprovalVia::Either,
-        Some(("company_page", span)) => {
-            errors.push(at(
-                span,
-                "approval: \"company_page\" (only on the approval page) is not supported yet; use \"either\" (Poppy agents approve as before, requests without the extension get the page's link)".into(),
-            ));
+    let approval =
+        super::action::approval_via(op.approval.as_ref()).unwrap_or_else(|(span, problem)| {
+            errors.push(at(span, problem));
             ApprovalVia::Poppy
-        }
-        Some((other, span)) => {
-            errors.push(at(
-                span,
-                format!("approval: `{other}` is not one of \"poppy\" (the default) and \"either\""),
-            ));
-            ApprovalVia::Poppy
-        }
-    };
+        });
     let lookups = super::lookup::compile_lookups(
         op.lookup.as_ref(),
         &op.lookups,

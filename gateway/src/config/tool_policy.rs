@@ -4,7 +4,7 @@ use std::path::Path;
 
 use toml::Spanned;
 
-use super::action::{ActionKeys, Table, compile_action};
+use super::action::{ActionKeys, Table, approval_via, compile_action};
 use super::error::ConfigError;
 use super::file::{McpFile, ToolFile};
 use crate::policy::{PathTemplate, Policy};
@@ -59,6 +59,15 @@ pub(super) fn compile_tool(
         ignore: tool.ignore.as_ref(),
     };
     let action = compile_action(path, source, &keys, None, errors);
+    let approval = approval_via(tool.approval.as_ref()).unwrap_or_else(|(span, problem)| {
+        errors.push(ConfigError::at(
+            path,
+            source,
+            Some(span),
+            format!("tool `{}`: {problem}", tool.name.get_ref()),
+        ));
+        crate::policy::ApprovalVia::Poppy
+    });
     if errors.len() > start {
         return None;
     }
@@ -77,8 +86,7 @@ pub(super) fn compile_tool(
         ignore_query: Vec::new(),
         ignore_headers: Vec::new(),
         overrides: Vec::new(),
-        // MCP tools get no approval page yet (issue 29's later part).
-        approval: crate::policy::ApprovalVia::Poppy,
+        approval,
         source: action.source,
     })
 }

@@ -38,7 +38,7 @@ pub(crate) fn check_standard_headers(
             }
             Ok(())
         }
-        Incoming::Other { .. } => match name {
+        Incoming::Other { .. } | Incoming::ToGateway => match name {
             // Not a held call, yet the header names a held tool (or can't be read).
             Some(None) => mismatch(Value::Null, "Mcp-Name"),
             Some(Some(n)) if needs_approval(&n) => mismatch(Value::Null, "Mcp-Name"),

@@ -9,6 +9,9 @@ use serde_json::{Map, Value};
 
 use super::codes::{INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
 use super::no_duplicates::duplicate_member;
+use super::page::{
+    PageCall, answers_the_gateway, initialize_declares_url_elicitation, take_page_round,
+};
 use super::version::McpVersion;
 
 /// Where the approval is, in `params._meta` (spec section 6, "MCP").
@@ -21,7 +24,15 @@ pub(crate) enum Incoming {
     Held(HeldCall),
     /// Anything else, to forward: the body as received, or re-serialized without an
     /// approval in `_meta` (approvals are the gateway's business, never the upstream's).
-    Other { body: Option<Vec<u8>> },
+    /// `declares_url_elicitation`: it is an `initialize` whose client declares URL-mode
+    /// elicitation (`mcp::page`).
+    Other {
+        body: Option<Vec<u8>>,
+        declares_url_elicitation: bool,
+    },
+    /// Only answers to the gateway's own requests (the page's URL elicitation,
+    /// `mcp::page`): accepted, never forwarded.
+    ToGateway,
 }
 
 /// A `tools/call` request of a tool that needs approval, well-formed as far as the
@@ -37,8 +48,11 @@ pub(crate) struct HeldCall {
     /// the extension and Session checks, with the reader the header and conversations use.
     pub(crate) approval: Option<Value>,
     /// The message to forward once approved: the same, without the approval in `_meta`
-    /// (and without `_meta` if nothing else was in it).
+    /// (and without `_meta` if nothing else was in it), and without the answer to the
+    /// approval page's round (`mcp::page`).
     pub(crate) forward_body: Vec<u8>,
+    /// What it says about the approval page.
+    pub(crate) page: PageCall,
 }
 
 /// A JSON-RPC error the gateway answers with, instead of forwarding anything.
@@ -113,6 +127,9 @@ fn classify_value(
             ),
         ));
     }
+    if answers_the_gateway(&value) {
+        return Ok(Incoming::ToGateway);
+    }
     match value {
         Value::Object(message) => {
             if let Some(tool) = held_tool(&message, &needs_approval) {
@@ -125,8 +142,10 @@ fn classify_value(
                     "Invalid Request: not a JSON-RPC request, notification or response",
                 ));
             }
+            let declares_url_elicitation = initialize_declares_url_elicitation(&message);
             Ok(Incoming::Other {
                 body: without_approval(Value::Object(message)),
+                declares_url_elicitation,
             })
         }
         Value::Array(items) => {
@@ -150,6 +169,7 @@ fn classify_value(
             }
             Ok(Incoming::Other {
                 body: without_approval(Value::Array(items)),
+                declares_url_elicitation: false,
             })
         }
         _ => Err(RpcError::new(
@@ -221,6 +241,7 @@ fn held_call(mut message: Map<String, Value>, tool: String) -> Result<HeldCall, 
             ));
         }
     };
+    let page = take_page_round(params);
     let approval = match params.get_mut("_meta") {
         None => None,
         Some(Value::Object(meta)) => {
@@ -245,6 +266,7 @@ fn held_call(mut message: Map<String, Value>, tool: String) -> Result<HeldCall, 
         arguments,
         approval,
         forward_body,
+        page,
     })
 }
 
@@ -389,6 +411,8 @@ mod tests {
     fn everything_else_is_forwarded_as_it_came() {
         for message in [
             json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                   "params": {"capabilities": {"elicitation": {}}}}),
             json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
             json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
             call(json!(3), json!({"name": "lookup_order", "arguments": {}})),
@@ -397,10 +421,48 @@ mod tests {
         ] {
             assert_eq!(
                 classify_json(&message),
-                Ok(Incoming::Other { body: None }),
+                Ok(Incoming::Other {
+                    body: None,
+                    declares_url_elicitation: false
+                }),
                 "{message}"
             );
         }
+        let url_mode = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"capabilities": {"elicitation": {"form": {}, "url": {}}}}});
+        assert_eq!(
+            classify_json(&url_mode),
+            Ok(Incoming::Other {
+                body: None,
+                declares_url_elicitation: true
+            })
+        );
+    }
+
+    #[test]
+    fn answers_to_the_gateways_requests_stay_here() {
+        use crate::mcp::page::{PAGE_INPUT_KEY, PAGE_REQUEST_ID_PREFIX, PAGE_REQUEST_STATE};
+        let answer = json!({"jsonrpc": "2.0", "id": format!("{PAGE_REQUEST_ID_PREFIX}1"),
+            "result": {"action": "accept"}});
+        assert_eq!(classify_json(&answer), Ok(Incoming::ToGateway));
+        // A 2026-07-28 call answering the page's round: held, the round taken out.
+        let follow_up = call(
+            json!(9),
+            json!({"name": "exchange_item", "arguments": {"order_id": "o1"},
+                   "inputResponses": {PAGE_INPUT_KEY: {"action": "accept"}},
+                   "requestState": PAGE_REQUEST_STATE}),
+        );
+        let Ok(Incoming::Held(held)) = classify_json(&follow_up) else {
+            panic!("expected a held call");
+        };
+        assert!(held.page.answered);
+        assert_eq!(
+            serde_json::from_slice::<Value>(&held.forward_body).unwrap(),
+            call(
+                json!(9),
+                json!({"name": "exchange_item", "arguments": {"order_id": "o1"}})
+            )
+        );
     }
 
     #[test]
@@ -409,7 +471,10 @@ mod tests {
             json!(3),
             json!({"name": "lookup_order", "_meta": {APPROVAL_META_KEY: {"operation_id": "a", "revision": "b"}}}),
         );
-        let Ok(Incoming::Other { body: Some(body) }) = classify_json(&message) else {
+        let Ok(Incoming::Other {
+            body: Some(body), ..
+        }) = classify_json(&message)
+        else {
             panic!("expected a re-serialized body");
         };
         let forwarded: Value = serde_json::from_slice(&body).unwrap();

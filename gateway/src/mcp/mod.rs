@@ -11,6 +11,7 @@ mod headers;
 mod message;
 mod no_duplicates;
 mod output_schema;
+mod page;
 mod rewrite;
 mod sse;
 mod version;
@@ -29,9 +30,12 @@ pub(crate) use message::classify;
 pub(crate) use message::{HeldCall, Incoming, RpcError, read_post};
 pub(crate) use no_duplicates::duplicate_member;
 pub(crate) use output_schema::{is_tools_list, widen_tools_list_body};
+pub(crate) use page::{
+    PageOffer, event_stream, page_input_required_result, url_elicitation_request,
+};
 pub(crate) use rewrite::{Readdress, readdress_response};
 pub(crate) use sse::events as sse_events;
-pub(crate) use version::McpVersion;
+pub(crate) use version::{McpVersion, UrlElicitation};
 
 /// JSON-RPC error codes the gateway answers with.
 pub(crate) mod codes {

@@ -51,6 +51,16 @@ impl McpVersion {
         }
     }
 
+    /// How a server asks this version's client to open a URL while it answers a request
+    /// (URL-mode elicitation, new in 2025-11-25).
+    pub(crate) fn url_elicitation(&self) -> UrlElicitation {
+        match self.0.as_deref() {
+            _ if self.results_have_type() => UrlElicitation::InResult,
+            Some("2025-11-25") => UrlElicitation::Request,
+            _ => UrlElicitation::None,
+        }
+    }
+
     /// A result the gateway wrote, completed for this version.
     pub(crate) fn finish(&self, mut result: Value) -> Value {
         if self.results_have_type() {
@@ -62,6 +72,19 @@ impl McpVersion {
         }
         result
     }
+}
+
+/// How a protocol version carries a URL-mode elicitation to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UrlElicitation {
+    /// Before 2025-11-25: there is no URL mode.
+    None,
+    /// 2025-11-25: an `elicitation/create` request, sent on the POST's event stream before
+    /// the response, to a client that declared the mode in `initialize`.
+    Request,
+    /// 2026-07-28: inside an `input_required` result, to a client that declares the mode in
+    /// the request's `_meta`.
+    InResult,
 }
 
 fn from_meta(message: &Value) -> Option<String> {
@@ -108,6 +131,23 @@ mod tests {
         assert!(
             !version(Some("2025-11-25"), &in_meta).results_have_type(),
             "the header wins"
+        );
+        assert_eq!(
+            version(None, &call).url_elicitation(),
+            UrlElicitation::None,
+            "no header: 2025-03-26"
+        );
+        assert_eq!(
+            version(Some("2025-06-18"), &call).url_elicitation(),
+            UrlElicitation::None
+        );
+        assert_eq!(
+            version(Some("2025-11-25"), &call).url_elicitation(),
+            UrlElicitation::Request
+        );
+        assert_eq!(
+            version(Some("2026-07-28"), &call).url_elicitation(),
+            UrlElicitation::InResult
         );
         let typed = json!({"resultType": "input_required"});
         assert_eq!(

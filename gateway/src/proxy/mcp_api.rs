@@ -7,6 +7,10 @@
 //! is forwarded as it is, its answer streamed back ([`StreamingForwarder`]). Requests to the
 //! endpoint that are not POSTs, or not from a Personal Agent, never come here: they take
 //! pingora's proxy path untouched.
+//!
+//! A held call from a client without the extension, on a policy the User may approve on the
+//! Company's page, gets the page's link in the form its protocol version and declared
+//! capabilities can carry ([`page_reply`], `mcp::page`).
 
 use std::sync::Arc;
 
@@ -18,9 +22,11 @@ use super::executor::{Operated, Reading};
 use super::forwarded::ProxyContext;
 use super::limits::read_body;
 use super::mcp_calls::{HeldCalls, McpAnswers};
+use super::mcp_clients::McpClients;
 use super::mcp_forward::StreamingForwarder;
 use super::mcp_stream::stream_while;
 use super::operations::Operations;
+use super::page_offer::PageLink;
 use super::reply::Reply;
 use super::runner::{self, Arrival, Ran};
 use super::step::Step;
@@ -31,14 +37,15 @@ use crate::ingress::admit::{Action, ApprovalSource, Refused};
 use crate::ingress::headers::check_operation_request;
 use crate::ingress::{ForwardRequest, Target, forwarded_headers};
 use crate::mcp::{
-    HeldCall, Incoming, McpVersion, Readdress, RpcError, already_performed_result,
-    approval_required_result, cancelled_requests, check_standard_headers, codes, error_response,
-    extension_required_result, follow_up_of, page_approval_result, read_post, readdress_response,
-    result_response, retry_result, tool_error_result,
+    HeldCall, Incoming, McpVersion, PageOffer, Readdress, RpcError, UrlElicitation,
+    already_performed_result, approval_required_result, cancelled_requests, check_standard_headers,
+    codes, error_response, event_stream, extension_required_result, follow_up_of,
+    page_approval_result, page_input_required_result, read_post, readdress_response,
+    result_response, retry_result, tool_error_result, url_elicitation_request,
 };
 use crate::operation::Decision;
 use crate::policy::{PathTemplate, Policy};
-use crate::store::RecordedResponse;
+use crate::store::{OperationStore, RecordedResponse};
 
 /// The MCP endpoint: where it is, and how messages that need no approval are forwarded.
 pub(crate) struct McpEndpoint {
@@ -46,14 +53,25 @@ pub(crate) struct McpEndpoint {
     forwarder: StreamingForwarder,
     /// Held calls being answered, whose cancellations are not forwarded (`mcp_calls`).
     calls: HeldCalls,
+    /// Which MCP sessions' clients declared URL-mode elicitation (`mcp_clients`).
+    clients: McpClients,
 }
 
 impl McpEndpoint {
-    pub(crate) fn new(mcp: &Mcp, client: &UpstreamClient, settings: &Upstream) -> McpEndpoint {
+    /// `route`: the route's name; `store`: the operation store, where what clients declared
+    /// is kept for every replica.
+    pub(crate) fn new(
+        mcp: &Mcp,
+        client: &UpstreamClient,
+        settings: &Upstream,
+        route: &str,
+        store: Arc<dyn OperationStore>,
+    ) -> McpEndpoint {
         McpEndpoint {
             path: mcp.template.clone(),
             forwarder: StreamingForwarder::new(client, settings),
             calls: HeldCalls::default(),
+            clients: McpClients::new(store, route),
         }
     }
 
@@ -112,7 +130,18 @@ impl McpEndpoint {
         });
         match read {
             Err(error) => Step::Respond(rpc_error(&error)),
-            Ok((Incoming::Other { body: stripped }, _)) => {
+            // The client's answer to the page's URL elicitation: the user agreed to open the
+            // page or not; either way the call was answered, and the MCP server never asked.
+            Ok((Incoming::ToGateway, _)) => Step::Respond(accepted(
+                headers.get("mcp-session-id").map(|v| v.as_bytes()),
+            )),
+            Ok((
+                Incoming::Other {
+                    body: stripped,
+                    declares_url_elicitation,
+                },
+                _,
+            )) => {
                 let body = stripped.map(Bytes::from).unwrap_or(body);
                 let session_id = headers.get("mcp-session-id").map(|v| v.as_bytes());
                 if self.calls.all_held(session_id, &cancelled_requests(&body)) {
@@ -126,8 +155,9 @@ impl McpEndpoint {
                     headers: forwarded_headers(&headers),
                     body,
                 };
+                let url_elicitation = declares_url_elicitation.then_some(&self.clients);
                 self.forwarder
-                    .stream(session, request, proxy, needs_approval)
+                    .stream(session, request, proxy, needs_approval, url_elicitation)
                     .await
             }
             Ok((Incoming::Held(call), version)) => match ops.policies.find_tool(&call.tool) {
@@ -145,6 +175,7 @@ impl McpEndpoint {
                         call,
                         version,
                         proxy,
+                        &self.clients,
                     )
                     .await
                 }
@@ -171,7 +202,9 @@ async fn held_call(
     call: HeldCall,
     version: McpVersion,
     proxy: &ProxyContext,
+    clients: &McpClients,
 ) -> Step {
+    let page_call = call.page;
     let to = ReplyTo {
         id: call.id,
         session_id: headers.get("mcp-session-id").map(|v| v.as_bytes().to_vec()),
@@ -240,13 +273,24 @@ async fn held_call(
         Ran::Operated(Operated::Decided(executed)) => {
             Step::Operation(render(executed.decision, &to), executed.outcome)
         }
-        Ran::Page(link, outcome) => Step::Operation(
-            tool_result(
-                &to,
-                page_approval_result(&link.url, &link.summary, &link.expires_at),
-            ),
-            outcome,
-        ),
+        Ran::Page(link, outcome) => {
+            let form = match to.version.url_elicitation() {
+                // One round: its follow-up gets the tool error, whatever the user chose.
+                UrlElicitation::InResult
+                    if page_call.declares_url_elicitation && !page_call.answered =>
+                {
+                    PageForm::InputRequired
+                }
+                UrlElicitation::Request => match &to.session_id {
+                    Some(id) if clients.declared_url_elicitation(id).await => {
+                        PageForm::WithElicitation
+                    }
+                    _ => PageForm::ToolError,
+                },
+                _ => PageForm::ToolError,
+            };
+            Step::Operation(page_reply(&link, form, &to), outcome)
+        }
         // Tool policies have no lookup; a computed term that has no value refuses, as a tool
         // error.
         Ran::Operated(Operated::Refused(refusal, outcome)) => Step::refused(
@@ -256,6 +300,49 @@ async fn held_call(
         ),
         Ran::Refused(why, outcome) => {
             Step::refused(&policy.name, outcome, refused(&why, &call.tool, &to))
+        }
+    }
+}
+
+/// How a held call is shown the approval page (`mcp::page`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PageForm {
+    /// The tool error with the link: what every client reads.
+    ToolError,
+    /// 2025-11-25: the tool error, after a URL elicitation on the call's event stream.
+    WithElicitation,
+    /// 2026-07-28: an `input_required` result with the URL elicitation.
+    InputRequired,
+}
+
+/// The answer to a held call from a client without the extension: the page's link, in
+/// `form`. Never the operation (spec section 2): its ID and revision are inside the link.
+fn page_reply(link: &PageLink, form: PageForm, to: &ReplyTo) -> Reply {
+    let offer = PageOffer {
+        url: &link.url,
+        summary: &link.summary,
+        expires_at: &link.expires_at,
+    };
+    let tool_error = page_approval_result(&link.url, &link.summary, &link.expires_at);
+    match form {
+        PageForm::ToolError => tool_result(to, tool_error),
+        PageForm::InputRequired => tool_result(to, page_input_required_result(&offer)),
+        PageForm::WithElicitation => {
+            let events = event_stream(&[
+                url_elicitation_request(&offer, rand::random()),
+                result_response(&to.id, to.version.finish(tool_error)),
+            ]);
+            let reply = Reply {
+                status: 200,
+                headers: Vec::new(),
+                body: Bytes::from(events),
+            }
+            .with_header("content-type", "text/event-stream")
+            .with_header("cache-control", "no-store");
+            match &to.session_id {
+                Some(session_id) => reply.with_header("mcp-session-id", session_id.clone()),
+                None => reply,
+            }
         }
     }
 }
@@ -509,6 +596,68 @@ mod tests {
             body["result"]["_meta"][crate::mcp::RETRY_META_KEY]["operation_id"],
             "exc_sAAAAAAAAAAAAAAAABBBBBBBB"
         );
+    }
+
+    #[test]
+    fn the_page_goes_in_the_form_the_client_reads() {
+        let link = PageLink {
+            url: "https://approve.example/approve/exc_1?r=1-a&d=x&m=y".into(),
+            summary: "Exchange item **i1**.".into(),
+            terms: Some(json!({"item_id": "i1"})),
+            expires_at: "2026-12-04T14:15:00Z".into(),
+        };
+        let header = |reply: &Reply, name: &str| {
+            reply
+                .headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+        };
+        let old = reply_to(json!(3), Some("s1"), "2025-11-25");
+        let plain = page_reply(&link, PageForm::ToolError, &old);
+        let body: Value = serde_json::from_slice(&plain.body).unwrap();
+        assert_eq!(body["id"], 3);
+        assert_eq!(body["result"]["isError"], true);
+        assert!(
+            body["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains(&link.url)
+        );
+
+        let streamed = page_reply(&link, PageForm::WithElicitation, &old);
+        assert_eq!(streamed.status, 200);
+        assert_eq!(
+            header(&streamed, "content-type").as_deref(),
+            Some("text/event-stream")
+        );
+        assert_eq!(header(&streamed, "mcp-session-id").as_deref(), Some("s1"));
+        let text = std::str::from_utf8(&streamed.body).unwrap();
+        let events: Vec<Value> = crate::mcp::sse_events(text)
+            .iter()
+            .map(|e| serde_json::from_str(&e.data).unwrap())
+            .collect();
+        assert_eq!(events.len(), 2, "{text}");
+        assert_eq!(events[0]["method"], "elicitation/create");
+        assert_eq!(events[0]["params"]["mode"], "url");
+        assert_eq!(events[0]["params"]["url"], link.url.as_str());
+        assert_eq!(events[1], body, "then the same tool error, the response");
+
+        let new = reply_to(json!("c"), None, "2026-07-28");
+        let asked = page_reply(&link, PageForm::InputRequired, &new);
+        let body: Value = serde_json::from_slice(&asked.body).unwrap();
+        assert_eq!(body["id"], "c");
+        assert_eq!(body["result"]["resultType"], "input_required");
+        let final_answer = page_reply(&link, PageForm::ToolError, &new);
+        let body: Value = serde_json::from_slice(&final_answer.body).unwrap();
+        assert_eq!(body["result"]["resultType"], "complete");
+        for reply in [plain, streamed, asked, final_answer] {
+            let text = String::from_utf8_lossy(&reply.body);
+            assert!(
+                !text.contains("operation_id") && !text.contains("\"revision\""),
+                "no operation for a client without the extension: {text}"
+            );
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod limits;
 mod lookup;
 mod mcp_api;
 mod mcp_calls;
+mod mcp_clients;
 mod mcp_forward;
 mod mcp_stream;
 mod operations;
