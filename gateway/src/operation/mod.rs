@@ -19,6 +19,7 @@
 
 mod decision;
 pub(crate) mod outcome;
+pub(crate) mod page;
 mod receipt;
 pub(crate) mod record;
 mod remember;
