@@ -139,28 +139,42 @@ fn compile_operation(
             ));
         }
     }
-    let approval = match op
+    let mut approval = match op
         .approval
         .as_ref()
         .map(|a| (a.get_ref().as_str(), a.span()))
     {
-        None | Some(("poppy", _)) => ApprovalVia::Poppy,
-        Some(("either", _)) => ApprovalVia::Either,
-        Some(("company_page", span)) => {
-            errors.push(at(
-                span,
-                "approval: \"company_page\" (only on the approval page) is not supported yet; use \"either\" (Poppy agents approve as before, requests without the extension get the page's link)".into(),
-            ));
-            ApprovalVia::Poppy
-        }
+        None | Some(("poppy", _)) => ApprovalVia::POPPY,
+        Some(("either", _)) => ApprovalVia {
+            page: true,
+            page_proof: false,
+        },
+        // On the page only: a Poppy agent still gets the operation, but its approval alone
+        // never suffices (as with `proof = "company_page"`).
+        Some(("company_page", _)) => ApprovalVia {
+            page: true,
+            page_proof: true,
+        },
         Some((other, span)) => {
             errors.push(at(
                 span,
-                format!("approval: `{other}` is not one of \"poppy\" (the default) and \"either\""),
+                format!(
+                    "approval: `{other}` is not one of \"poppy\" (the default), \"either\" and \"company_page\""
+                ),
             ));
-            ApprovalVia::Poppy
+            ApprovalVia::POPPY
         }
     };
+    match op.proof.as_ref().map(|p| (p.get_ref().as_str(), p.span())) {
+        None => {}
+        Some(("company_page", _)) => approval.page_proof = true,
+        Some((other, span)) => errors.push(at(
+            span,
+            format!(
+                "proof: `{other}` is not \"company_page\" (the User approves each revision on the Company's approval page too)"
+            ),
+        )),
+    }
     let lookups = super::lookup::compile_lookups(
         op.lookup.as_ref(),
         &op.lookups,

@@ -78,7 +78,7 @@ pub(super) fn compile_tool(
         ignore_headers: Vec::new(),
         overrides: Vec::new(),
         // MCP tools get no approval page yet (issue 29's later part).
-        approval: crate::policy::ApprovalVia::Poppy,
+        approval: crate::policy::ApprovalVia::POPPY,
         source: action.source,
     })
 }

@@ -8,7 +8,9 @@
 //! the same checks 1 to 3, the same claim, one forward. A Declined decision for a revision
 //! that is still valid for this very request is answered as declined: nothing is performed.
 
-use crate::protocol::{ApprovalHeader, OperationId};
+use super::verdict::{Approved, revision_input, rfc3339};
+use super::{Prepared, terms_value};
+use crate::protocol::{ApprovalHeader, Keys, Operation, OperationId, Revision};
 
 /// What the User decided on the page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +110,82 @@ pub(crate) fn subject_is_account(subject: &str, account: Option<&str>) -> bool {
         return false;
     };
     !subject.is_empty() && account.strip_prefix("verified:").unwrap_or(account) == subject
+}
+
+/// What a request without the extension comes to, given its action's page decisions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PageRead {
+    /// No decision stands for this very request: hold it for the User (mint, with the
+    /// action's state already read).
+    Hold,
+    /// The account declined a revision minted for exactly this request, still open: answer
+    /// that, perform nothing. Once it expires, the same request is held again.
+    Declined(OperationId),
+    /// The account approved a revision minted for exactly this request: check it as a
+    /// `Poppy-Approval` of that operation and revision (its record, then checks 1 to 3).
+    Approved(PageDecision),
+}
+
+/// The decision that stands for `prepared`: the latest one by the account the request acts
+/// for whose revision verifies against this very request (its terms, its fingerprint, its
+/// approver) and has not expired. A decision for other terms, another account or an expired
+/// revision is not this request's.
+pub(crate) fn read_decisions(
+    keys: &Keys,
+    prepared: &Prepared,
+    decisions: &[PageDecision],
+    now_ms: i64,
+) -> PageRead {
+    let account = prepared.request.approver.who.account.as_deref();
+    let now = now_ms.div_euclid(1000);
+    let standing = decisions
+        .iter()
+        .filter(|d| subject_is_account(&d.subject, account))
+        .filter(|d| {
+            let input = revision_input(&d.operation_id, prepared);
+            matches!(
+                Revision::check(keys, &d.revision, &input, now),
+                Revision::Valid { .. }
+            )
+        })
+        .max_by_key(|d| (d.at_ms, d.verdict == PageVerdict::Approved));
+    match standing {
+        None => PageRead::Hold,
+        Some(d) if d.verdict == PageVerdict::Declined => PageRead::Declined(d.operation_id.clone()),
+        Some(d) => PageRead::Approved(d.clone()),
+    }
+}
+
+/// Whether a `Poppy-Approval` of `approved` may be used under `proof = "company_page"`: the
+/// account approved that very revision on the page.
+pub(crate) fn proven_on_page(
+    prepared: &Prepared,
+    id: &OperationId,
+    revision: &str,
+    decisions: &[PageDecision],
+) -> Option<PageDecision> {
+    let account = prepared.request.approver.who.account.as_deref();
+    decisions
+        .iter()
+        .find(|d| {
+            d.operation_id == *id
+                && d.revision == revision
+                && d.verdict == PageVerdict::Approved
+                && subject_is_account(&d.subject, account)
+        })
+        .cloned()
+}
+
+/// The operation an approval names, held again as it is (same ID, same revision): under
+/// `proof = "company_page"` until the account approved that revision on the page.
+pub(crate) fn held_again(prepared: &Prepared, approved: &Approved) -> Operation {
+    Operation {
+        operation_id: approved.id.to_string(),
+        revision: approved.revision.clone(),
+        summary: prepared.summary.clone(),
+        terms: Some(terms_value(&prepared.request.terms)),
+        expires_at: rfc3339(approved.expires_at),
+    }
 }
 
 #[cfg(test)]

@@ -897,7 +897,7 @@ fn a_receipt_names_who_approved_which_terms() {
     let Verdict::Claim(approval) = decide(&prepared, None, 0, NOW_MS) else {
         panic!("not claimed")
     };
-    let receipt = draft_receipt(&prepared, &approval, NOW_MS);
+    let receipt = draft_receipt(&prepared, &approval, NOW_MS, None);
     assert_eq!(receipt.operation_id, operation.operation_id);
     assert_eq!(receipt.revision, operation.revision);
     assert_eq!(receipt.summary.as_deref(), Some(operation.summary.as_str()));

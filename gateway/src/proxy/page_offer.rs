@@ -32,9 +32,10 @@ impl PageLink {
         executor: &Executor,
         policy: &Policy,
         operation: &Operation,
+        account: Option<&str>,
     ) -> Option<PageLink> {
         let public_url = executor.page_url()?;
-        match mint_path(executor, policy, operation) {
+        match mint_path(executor, policy, operation, account) {
             Ok(path) => Some(PageLink {
                 url: format!("{public_url}{path}"),
                 summary: operation.summary.clone(),
@@ -67,12 +68,13 @@ impl PageLink {
     }
 }
 
-/// The page's path for `operation`: its details (what the page shows) MACed with the
-/// gateway's signing key, with its ID and revision.
+/// The page's path for `operation`: its details (what the page shows, and the account it
+/// may be approved by) MACed with the gateway's signing key, with its ID and revision.
 fn mint_path(
     executor: &Executor,
     policy: &Policy,
     operation: &Operation,
+    account: Option<&str>,
 ) -> Result<String, LinkError> {
     let expires_at = time::OffsetDateTime::parse(
         &operation.expires_at,
@@ -91,6 +93,7 @@ fn mint_path(
             .and_then(|t| t.as_object().cloned())
             .unwrap_or_default(),
         expires_at,
+        account: account.map(|a| page_link::account_binding(executor.signing_key(), a)),
     };
     page_link::mint(executor.signing_key(), &id, &operation.revision, &details)
 }
