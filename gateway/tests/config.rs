@@ -928,11 +928,7 @@ fn the_approval_page_is_checked_where_it_is_written() {
         ("approval", "page", "is not one of"),
         ("proof", "agent", "is not \"company_page\""),
     ] {
-        let policy = POLICY.replacen(
-            "expires_in",
-            &format!("{key} = \"{value}\"\nexpires_in"),
-            1,
-        );
+        let policy = POLICY.replacen("expires_in", &format!("{key} = \"{value}\"\nexpires_in"), 1);
         let files = Files::new(GATEWAY, &policy);
         assert_error_at(
             &files.errors_with(config::load),

@@ -1153,7 +1153,11 @@ mod suite {
         }
         store.claim(&id, &claim_by("o")).await.unwrap();
         let (state, mut decisions) = store.page_state(id.action_tag()).await.unwrap();
-        assert_eq!(state.in_flight.len(), 1, "the action's state comes with them");
+        assert_eq!(
+            state.in_flight.len(),
+            1,
+            "the action's state comes with them"
+        );
         decisions.sort_by_key(|d| (d.operation_id.to_string(), d.revision.clone()));
         let mut expected = vec![approved, later, elsewhere];
         expected.sort_by_key(|d| (d.operation_id.to_string(), d.revision.clone()));

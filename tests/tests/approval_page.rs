@@ -3,7 +3,7 @@
 //! with the page's link (never an operation) and is never forwarded; the link opens the page
 //! on its own listener with the Company's name, the summary (the extension's Markdown subset,
 //! hostile input as text), the terms and the expiry, under a strict CSP; a changed link shows
-//! nothing. Sign-in and Approve / Decline are not built yet: no test here approves.
+//! nothing. Signing in, approving and declining: tests/page_approval.rs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -286,7 +286,7 @@ fn check_prints_the_page_and_its_policies() {
     );
     assert!(!out.contains("page-client-secret-for-tests"), "{out}");
     assert_eq!(
-        out.matches("approval either").count(),
+        out.matches("approval on the page").count(),
         1,
         "only exchange offers it: {out}"
     );

@@ -55,6 +55,9 @@ pub(crate) struct ApprovalPageApp {
     /// `[approval_page] public_url`, without a trailing `/`.
     public_url: String,
     signin: SignIn,
+    /// The page's `Content-Security-Policy`: [`SECURITY_HEADERS`]' with the provider's origin
+    /// added to `form-action` (browsers apply it to the sign-in form's redirect there).
+    csp: String,
 }
 
 /// One request to the page, as read off the wire.
@@ -94,6 +97,7 @@ impl ApprovalPageApp {
             grace,
             public_url: settings.public_url.clone(),
             signin: SignIn::new(settings)?,
+            csp: csp_for(&settings.issuer),
         })
     }
 
@@ -159,7 +163,9 @@ impl ApprovalPageApp {
             "/callback" if matches!(method, "GET" | "HEAD") => {
                 return self.callback(request, now).await;
             }
-            "/signin" | "/callback" => return self.error(405, "Method not allowed", "Use the page's buttons."),
+            "/signin" | "/callback" => {
+                return self.error(405, "Method not allowed", "Use the page's buttons.");
+            }
             _ => {}
         }
         let Some(id) = request.path.strip_prefix("/approve/") else {
@@ -252,7 +258,11 @@ impl ApprovalPageApp {
         let id = &link.operation_id;
         let unavailable = |e: crate::store::StoreError| {
             tracing::warn!(operation_id = %id, error = %e, "approval page: store unavailable");
-            self.error(503, "Try again shortly", "The page cannot read its records now. Nothing was changed.")
+            self.error(
+                503,
+                "Try again shortly",
+                "The page cannot read its records now. Nothing was changed.",
+            )
         };
         let (_, decisions) = self
             .store
@@ -297,13 +307,25 @@ impl ApprovalPageApp {
             self.error(status, title, detail)
         };
         if !self.same_origin(request) {
-            return refuse(403, "Not sent from this page", "Decide on the approval page itself. Nothing was changed.");
+            return refuse(
+                403,
+                "Not sent from this page",
+                "Decide on the approval page itself. Nothing was changed.",
+            );
         }
         if link.details.expires_at <= now {
-            return refuse(410, "This request expired", "Nothing was changed; ask for it again.");
+            return refuse(
+                410,
+                "This request expired",
+                "Nothing was changed; ask for it again.",
+            );
         }
         let Some((sealed, payload)) = self.cookie(request, Purpose::Session, now) else {
-            return refuse(401, "Sign in first", "Your sign-in is missing or expired: open the link again and sign in. Nothing was changed.");
+            return refuse(
+                401,
+                "Sign in first",
+                "Your sign-in is missing or expired: open the link again and sign in. Nothing was changed.",
+            );
         };
         let subject = String::from_utf8_lossy(&payload).into_owned();
         let form = form_pairs(&request.body);
@@ -315,15 +337,29 @@ impl ApprovalPageApp {
             link.operation_id.as_str(),
             &link.revision,
         ) {
-            return refuse(403, "This form has expired", "Open the link again and decide there. Nothing was changed.");
+            return refuse(
+                403,
+                "This form has expired",
+                "Open the link again and decide there. Nothing was changed.",
+            );
         }
         if !self.binds(link, &subject) {
-            return refuse(403, "Another account", "You are signed in as another account than the one this request acts for: only that account can approve it. Nothing was changed.");
+            return refuse(
+                403,
+                "Another account",
+                "You are signed in as another account than the one this request acts for: only that account can approve it. Nothing was changed.",
+            );
         }
         let verdict = match form_value(&form, "decision") {
             Some("approve") => PageVerdict::Approved,
             Some("decline") => PageVerdict::Declined,
-            _ => return refuse(400, "No decision", "Use the Approve or Decline button. Nothing was changed."),
+            _ => {
+                return refuse(
+                    400,
+                    "No decision",
+                    "Use the Approve or Decline button. Nothing was changed.",
+                );
+            }
         };
         let decision = PageDecision {
             operation_id: link.operation_id.clone(),
@@ -338,7 +374,11 @@ impl ApprovalPageApp {
             Ok(PageDecided::Exists(_)) => redirect(&format!("{path}&again=1")),
             Err(e) => {
                 tracing::warn!(operation_id = %link.operation_id, error = %e, "approval page: decision not stored");
-                self.error(503, "Try again shortly", "Your decision could not be saved. Nothing was changed.")
+                self.error(
+                    503,
+                    "Try again shortly",
+                    "Your decision could not be saved. Nothing was changed.",
+                )
             }
         }
     }
@@ -346,17 +386,29 @@ impl ApprovalPageApp {
     /// `POST /signin`: off to the provider, with the sign-in cookie.
     async fn sign_in(&self, request: &Request, now: i64) -> Page {
         if !self.same_origin(request) {
-            return self.error(403, "Not sent from this page", "Sign in from the approval page itself.");
+            return self.error(
+                403,
+                "Not sent from this page",
+                "Sign in from the approval page itself.",
+            );
         }
         let form = form_pairs(&request.body);
         // Only a page of this page: never an open redirect.
         let return_to = form_value(&form, "return").unwrap_or_default();
         let Some(rest) = return_to.strip_prefix("/approve/") else {
-            return self.error(400, "Nothing to return to", "Open the link you were given, and sign in there.");
+            return self.error(
+                400,
+                "Nothing to return to",
+                "Open the link you were given, and sign in there.",
+            );
         };
         let (id, query) = rest.split_once('?').unwrap_or((rest, ""));
         if link::read(&self.keys, id, query).is_err() {
-            return self.error(400, "Nothing to return to", "Open the link you were given, and sign in there.");
+            return self.error(
+                400,
+                "Nothing to return to",
+                "Open the link you were given, and sign in there.",
+            );
         }
         match self.signin.start(return_to).await {
             Ok((url, pending)) => {
@@ -383,7 +435,11 @@ impl ApprovalPageApp {
     async fn callback(&self, request: &Request, now: i64) -> Page {
         let failed = |detail: &str| {
             tracing::info!(detail, "approval page: sign-in failed");
-            self.error(400, "Sign-in failed", &format!("{detail}. Open the link again and sign in."))
+            self.error(
+                400,
+                "Sign-in failed",
+                &format!("{detail}. Open the link again and sign in."),
+            )
         };
         let Some((_, payload)) = self.cookie(request, Purpose::SignIn, now) else {
             return failed("This sign-in was not started here, or took too long");
@@ -478,6 +534,18 @@ fn page_path(link: &Link, query: &str) -> String {
     format!("/approve/{}?{}", link.operation_id.as_str(), kept.join("&"))
 }
 
+/// The CSP of [`SECURITY_HEADERS`], whose `form-action` also allows the provider's origin.
+fn csp_for(issuer: &str) -> String {
+    let base = SECURITY_HEADERS
+        .iter()
+        .find(|(name, _)| *name == "content-security-policy")
+        .map_or("", |(_, value)| value);
+    base.replace(
+        "form-action 'self'",
+        &format!("form-action 'self' {}", origin_of(issuer)),
+    )
+}
+
 /// `https://host:port` of a URL (its scheme and authority).
 fn origin_of(url: &str) -> &str {
     let after = url.find("://").map_or(0, |i| i + 3);
@@ -545,8 +613,12 @@ impl ServeHttp for ApprovalPageApp {
                     }
                     Ok(None) => break,
                     _ => {
-                        let page = self.error(413, "Too large", "This form is larger than the page reads.");
-                        return respond(page, false);
+                        let page = self.error(
+                            413,
+                            "Too large",
+                            "This form is larger than the page reads.",
+                        );
+                        return respond(page, false, &self.csp);
                     }
                 }
             }
@@ -554,11 +626,11 @@ impl ServeHttp for ApprovalPageApp {
         }
         let page = self.handle(&request, now_millis() / 1000).await;
         let head_only = request.method == "HEAD";
-        respond(page, head_only)
+        respond(page, head_only, &self.csp)
     }
 }
 
-fn respond(page: Page, head_only: bool) -> http::Response<Vec<u8>> {
+fn respond(page: Page, head_only: bool, csp: &str) -> http::Response<Vec<u8>> {
     let length = page.body.len();
     let body = if head_only {
         Vec::new()
@@ -575,6 +647,9 @@ fn respond(page: Page, head_only: bool) -> http::Response<Vec<u8>> {
     );
     for (name, value) in SECURITY_HEADERS {
         headers.insert(name, http::HeaderValue::from_static(value));
+    }
+    if let Ok(csp) = http::HeaderValue::from_str(csp) {
+        headers.insert("content-security-policy", csp);
     }
     for (name, value) in page.headers {
         if let Ok(value) = http::HeaderValue::from_str(&value) {
@@ -608,6 +683,7 @@ mod tests {
             store: Arc::new(MemoryStore::new()),
             grace: Duration::from_secs(60),
             public_url: "https://approve.shop.example".into(),
+            csp: csp_for("https://id.shop.example"),
             signin: SignIn::new(&ApprovalPage {
                 listen: "127.0.0.1:0".into(),
                 public_url: "https://approve.shop.example".into(),
@@ -682,7 +758,9 @@ mod tests {
         let now = 1_800_000_000;
         let sealed = signed_in(&app, "alice");
         let cookie = format!("__Host-poppy_page={sealed}");
-        let shown = app.handle(&request("GET", &path, &query, &cookie, ""), now).await;
+        let shown = app
+            .handle(&request("GET", &path, &query, &cookie, ""), now)
+            .await;
         assert!(shown.body.contains("id=\"approve\""), "{}", shown.body);
         let id = path.strip_prefix("/approve/").unwrap();
         let csrf = session::csrf_token(app.keys.current(), &sealed, id, "1900000000-abc");
@@ -695,20 +773,39 @@ mod tests {
                 format!("decision=approve&csrf={csrf}"),
             ),
         ] {
-            let page = app.handle(&request("POST", &path, &query, &cookie, &body), now).await;
+            let page = app
+                .handle(&request("POST", &path, &query, &cookie, &body), now)
+                .await;
             assert_eq!(page.status, 403, "{}", page.body);
         }
         let (_, kept) = app.store.page_state(&id[4..20]).await.unwrap();
         assert!(kept.is_empty());
         let body = format!("decision=approve&csrf={csrf}");
-        let page = app.handle(&request("POST", &path, &query, &cookie, &body), now).await;
+        let page = app
+            .handle(&request("POST", &path, &query, &cookie, &body), now)
+            .await;
         assert_eq!(page.status, 303);
         let again = app
-            .handle(&request("POST", &path, &query, &cookie, &body.replace("approve", "decline")), now)
+            .handle(
+                &request(
+                    "POST",
+                    &path,
+                    &query,
+                    &cookie,
+                    &body.replace("approve", "decline"),
+                ),
+                now,
+            )
             .await;
         assert!(again.headers.iter().any(|(_, v)| v.ends_with("again=1")));
-        let shown = app.handle(&request("GET", &path, &query, &cookie, ""), now).await;
-        assert!(shown.body.contains("Approved by <strong>alice</strong>"), "{}", shown.body);
+        let shown = app
+            .handle(&request("GET", &path, &query, &cookie, ""), now)
+            .await;
+        assert!(
+            shown.body.contains("Approved by <strong>alice</strong>"),
+            "{}",
+            shown.body
+        );
         assert!(shown.body.contains("Not performed yet"));
     }
 
@@ -717,7 +814,12 @@ mod tests {
         let app = app();
         let (path, query) = page_link(&app, "x");
         let get = |p: &str, q: &str| request("GET", p, q, "", "");
-        assert_eq!(app.handle(&request("PUT", &path, &query, "", ""), 0).await.status, 405);
+        assert_eq!(
+            app.handle(&request("PUT", &path, &query, "", ""), 0)
+                .await
+                .status,
+            405
+        );
         assert_eq!(app.handle(&get("/", ""), 0).await.status, 404);
         let forged = query.replace("r=1900000000-abc", "r=1900000000-abd");
         let page = app.handle(&get(&path, &forged), 0).await;
@@ -726,14 +828,22 @@ mod tests {
         assert_eq!(app.handle(&get("/approval.css", ""), 0).await.status, 200);
         // A sign-in that returns elsewhere is refused: no open redirect.
         let page = app
-            .handle(&request("POST", "/signin", "", "", "return=https://evil.example/"), 0)
+            .handle(
+                &request("POST", "/signin", "", "", "return=https://evil.example/"),
+                0,
+            )
             .await;
         assert_eq!(page.status, 400);
     }
 
     #[tokio::test]
     async fn every_answer_has_the_security_headers() {
-        let response = respond(app().handle(&request("GET", "/", "", "", ""), 0).await, false);
+        let app = app();
+        let response = respond(
+            app.handle(&request("GET", "/", "", "", ""), 0).await,
+            false,
+            &app.csp,
+        );
         let csp = response
             .headers()
             .get("content-security-policy")
@@ -741,13 +851,20 @@ mod tests {
         assert!(csp.to_str().is_ok_and(
             |v| v.contains("frame-ancestors 'none'") && v.starts_with("default-src 'none'")
         ));
+        assert!(
+            csp.to_str()
+                .is_ok_and(|v| v.contains("form-action 'self' https://id.shop.example;"))
+        );
         assert_eq!(response.headers()["x-frame-options"], "DENY");
         assert_eq!(response.headers()["referrer-policy"], "no-referrer");
     }
 
     #[test]
     fn origins_and_forms_read_as_meant() {
-        assert_eq!(origin_of("https://a.example:8443/x"), "https://a.example:8443");
+        assert_eq!(
+            origin_of("https://a.example:8443/x"),
+            "https://a.example:8443"
+        );
         assert_eq!(origin_of("http://127.0.0.1:9"), "http://127.0.0.1:9");
         let pairs = form_pairs(b"a=1&return=%2Fapprove%2Fx%3Fr%3D1&b=x+y");
         assert_eq!(form_value(&pairs, "return"), Some("/approve/x?r=1"));

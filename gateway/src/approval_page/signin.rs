@@ -75,9 +75,7 @@ struct Discovery {
 }
 
 impl SignIn {
-    pub(super) fn new(
-        settings: &crate::config::ApprovalPage,
-    ) -> Result<SignIn, String> {
+    pub(super) fn new(settings: &crate::config::ApprovalPage) -> Result<SignIn, String> {
         Ok(SignIn {
             issuer: settings.issuer.clone(),
             client_id: settings.client_id.clone(),
@@ -208,7 +206,9 @@ impl SignIn {
         }
         .map_err(|e| SignInError::Answer(format!("ID token: {e}")))?;
         if claims.get("nonce").and_then(Value::as_str) != Some(pending.n.as_str()) {
-            return Err(SignInError::Answer("the ID token's nonce is not this sign-in's".into()));
+            return Err(SignInError::Answer(
+                "the ID token's nonce is not this sign-in's".into(),
+            ));
         }
         match claims.get("sub").and_then(Value::as_str) {
             Some(sub) if !sub.is_empty() => Ok(sub.to_owned()),

@@ -104,12 +104,17 @@ pub(crate) fn field(id: &OperationId, revision: &str) -> String {
 }
 
 /// Whether a signed-in `subject` is the account a request acts for: the account as the
-/// approver reads it (`verified:<sub>` from a verified token, the token's claim otherwise).
+/// approver reads it, `verified:<sub>` from a verified token, `claim:<sub>` from an
+/// unverified JWT (`[session] verify = "off"`). An opaque token's account (`token:<hash>`)
+/// is no subject's.
 pub(crate) fn subject_is_account(subject: &str, account: Option<&str>) -> bool {
     let Some(account) = account else {
         return false;
     };
-    !subject.is_empty() && account.strip_prefix("verified:").unwrap_or(account) == subject
+    let named = account
+        .strip_prefix("verified:")
+        .or_else(|| account.strip_prefix("claim:"));
+    !subject.is_empty() && named == Some(subject)
 }
 
 /// What a request without the extension comes to, given its action's page decisions.
@@ -215,7 +220,9 @@ mod tests {
     #[test]
     fn the_subject_must_be_the_account() {
         assert!(subject_is_account("alice", Some("verified:alice")));
-        assert!(subject_is_account("alice", Some("alice")));
+        assert!(subject_is_account("alice", Some("claim:alice")));
+        assert!(!subject_is_account("alice", Some("alice")));
+        assert!(!subject_is_account("alice", Some("token:alice")));
         assert!(!subject_is_account("bob", Some("verified:alice")));
         assert!(!subject_is_account("alice", None));
         assert!(!subject_is_account("", Some("")));

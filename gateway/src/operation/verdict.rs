@@ -350,10 +350,7 @@ fn seconds(duration: std::time::Duration) -> i64 {
     i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
 }
 
-pub(super) fn revision_input<'a>(
-    id: &'a OperationId,
-    prepared: &'a Prepared,
-) -> RevisionInput<'a> {
+pub(super) fn revision_input<'a>(id: &'a OperationId, prepared: &'a Prepared) -> RevisionInput<'a> {
     RevisionInput {
         operation_id: id.as_str(),
         summary: &prepared.summary,

@@ -44,12 +44,12 @@ pub(crate) fn account_binding(key: &SigningKey, account: &str) -> String {
 }
 
 /// Whether a signed-in `subject` is the account `binding` was made for (under any key): the
-/// account as the approver reads it, `verified:<sub>` from a verified token or the token's
-/// claim otherwise (`operation::page::subject_is_account`).
+/// account as the approver reads it, `verified:<sub>` from a verified token or `claim:<sub>`
+/// from an unverified one (`operation::page::subject_is_account`).
 pub(crate) fn binds_subject(keys: &Keys, binding: &str, subject: &str) -> bool {
     !subject.is_empty()
         && keys.all().iter().any(|key| {
-            [subject.to_owned(), format!("verified:{subject}")]
+            [format!("claim:{subject}"), format!("verified:{subject}")]
                 .iter()
                 .any(|account| {
                     constant_time_eq(account_binding(key, account).as_bytes(), binding.as_bytes())
@@ -192,7 +192,7 @@ mod tests {
         assert!(binds_subject(&keys, &binding, "alice"));
         assert!(!binds_subject(&keys, &binding, "bob"));
         assert!(!binds_subject(&keys, &binding, ""));
-        let unverified = account_binding(keys.current(), "carol");
+        let unverified = account_binding(keys.current(), "claim:carol");
         assert!(binds_subject(&keys, &unverified, "carol"));
     }
 

@@ -239,7 +239,9 @@ impl Executor {
             fingerprint: admitted.fingerprint,
         };
         match via {
-            Via::Agent => Operated::Decided(self.run_with(request, &admitted.forward, reading).await),
+            Via::Agent => {
+                Operated::Decided(self.run_with(request, &admitted.forward, reading).await)
+            }
             Via::Page => self.run_page(request, &admitted.forward, reading).await,
         }
     }
@@ -303,7 +305,12 @@ impl Executor {
                         match self.parts.store.lookup_with_generation(id).await {
                             Ok((record, generation)) => {
                                 let verdict = operation::check(
-                                    keys, &approved, id, record, generation, self.now(),
+                                    keys,
+                                    &approved,
+                                    id,
+                                    record,
+                                    generation,
+                                    self.now(),
                                 );
                                 let decided = self
                                     .carry_out(
@@ -315,7 +322,9 @@ impl Executor {
                                         Some(&decision),
                                     )
                                     .await;
-                                return Operated::Decided(self.executed(&approved, decided, rejection));
+                                return Operated::Decided(
+                                    self.executed(&approved, decided, rejection),
+                                );
                             }
                             Err(e) => Err(e),
                         }
@@ -412,7 +421,14 @@ impl Executor {
             Start::Lookup(id) => {
                 // The action's generation comes in the same round trip, for check 1.
                 let (record, generation) = self.parts.store.lookup_with_generation(&id).await?;
-                operation::check(&self.parts.keys, prepared, &id, record, generation, self.now())
+                operation::check(
+                    &self.parts.keys,
+                    prepared,
+                    &id,
+                    record,
+                    generation,
+                    self.now(),
+                )
             }
         };
         self.carry_out(prepared, verdict, forward, reading, rejection, None)
@@ -443,8 +459,11 @@ impl Executor {
                     if page.is_none() && prepared.policy().approval.page_proof {
                         // `proof = "company_page"`: a Poppy approval counts only once the
                         // account approved this very revision on the page.
-                        let (_, decisions) =
-                            self.parts.store.page_state(approved.id.action_tag()).await?;
+                        let (_, decisions) = self
+                            .parts
+                            .store
+                            .page_state(approved.id.action_tag())
+                            .await?;
                         page = operation::proven_on_page(
                             prepared,
                             &approved.id,

@@ -36,11 +36,11 @@ mod owner;
 mod redis;
 
 // The core's vocabulary (operation/record.rs): the store keeps what the core decides with.
+pub use crate::operation::page::{PageDecided, PageDecision, PageVerdict};
 pub use crate::operation::record::{
     ActionState, Claim, ClaimOutcome, InFlightOperation, OperationRecord, RecordState,
     RecordedResponse, Resolution, ResolveOutcome,
 };
-pub use crate::operation::page::{PageDecided, PageDecision, PageVerdict};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -110,6 +110,7 @@ fn decode(field: &str, value: &[u8]) -> Result<(PageDecision, i64), StoreError> 
         .split_once(' ')
         .ok_or_else(|| corrupt("a page decision"))?;
     let until_ms = until.parse().map_err(|_| corrupt("a page decision"))?;
-    let decision = PageDecision::decode(field, decision).ok_or_else(|| corrupt("a page decision"))?;
+    let decision =
+        PageDecision::decode(field, decision).ok_or_else(|| corrupt("a page decision"))?;
     Ok((decision, until_ms))
 }
