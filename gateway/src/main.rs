@@ -242,9 +242,14 @@ fn print_policies(policies: &poppy_gateway::policy::PolicySet) {
                     policy.overrides.join(", ")
                 );
             }
-            if policy.approval == poppy_gateway::policy::ApprovalVia::Either {
+            if policy.approval.page {
                 println!(
-                    "          approval either: without the extension, the approval page's link"
+                    "          approval on the page: without the extension, the approval page's link"
+                );
+            }
+            if policy.approval.page_proof {
+                println!(
+                    "          proof company_page: a Poppy approval counts once approved on the page"
                 );
             }
         }

@@ -56,6 +56,8 @@ pub enum StartError {
     AccessLog(#[from] crate::proxy::AccessLogError),
     #[error("session: {0}")]
     Session(String),
+    #[error("approval_page: {0}")]
+    ApprovalPage(String),
 }
 
 /// Secrets this repository ships in its examples (deploy/kubernetes/secret.yaml): published,
@@ -310,7 +312,13 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     // `[approval_page]`: the Company's approval page, on its own listener, with the proxy's
     // connection cap and header deadline around it.
     if let Some(settings) = &config.approval_page {
-        let app = crate::approval_page::ApprovalPageApp::new(settings, keys.clone());
+        let app = crate::approval_page::ApprovalPageApp::new(
+            settings,
+            keys.clone(),
+            Arc::clone(&store),
+            config.store.remember_grace,
+        )
+        .map_err(StartError::ApprovalPage)?;
         let mut service = Service::new(
             "poppy-gateway approval page".to_owned(),
             LimitedApp {

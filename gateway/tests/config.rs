@@ -924,15 +924,11 @@ fn the_approval_page_is_checked_where_it_is_written() {
     );
 
     // Line 7 of the policy is the key.
-    for (value, message) in [
-        ("company_page", "not supported yet"),
-        ("page", "is not one of"),
+    for (key, value, message) in [
+        ("approval", "page", "is not one of"),
+        ("proof", "agent", "is not \"company_page\""),
     ] {
-        let policy = POLICY.replacen(
-            "expires_in",
-            &format!("approval = \"{value}\"\nexpires_in"),
-            1,
-        );
+        let policy = POLICY.replacen("expires_in", &format!("{key} = \"{value}\"\nexpires_in"), 1);
         let files = Files::new(GATEWAY, &policy);
         assert_error_at(
             &files.errors_with(config::load),
@@ -950,7 +946,7 @@ fn the_approval_page_is_checked_where_it_is_written() {
     assert!(
         errors
             .iter()
-            .any(|e| e.contains("approval = \"either\", which needs [approval_page]")),
+            .any(|e| e.contains("approval = \"either\" or \"company_page\", or proof = \"company_page\", which needs [approval_page]")),
         "{errors:#?}"
     );
 }

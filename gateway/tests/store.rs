@@ -15,8 +15,8 @@ use poppy_e2e::RedisServer;
 use poppy_gateway::protocol::{OperationId, ScopeKind, SigningKey};
 use poppy_gateway::store::{
     self, Claim, ClaimOutcome, KeptRound, MemoryStore, MessageSlot, OperationRecord,
-    OperationStore, RecordState, RecordedResponse, RedisStore, Resolution, ResolveOutcome,
-    StoreError,
+    OperationStore, PageDecided, PageDecision, PageVerdict, RecordState, RecordedResponse,
+    RedisStore, Resolution, ResolveOutcome, StoreError,
 };
 use redis::Value;
 
@@ -1103,6 +1103,123 @@ mod suite {
         }
         assert_eq!(taken, 1, "one follow-up goes on with a round");
     }
+
+    fn page_decision(id: &OperationId, revision: &str, verdict: PageVerdict) -> PageDecision {
+        PageDecision {
+            operation_id: id.clone(),
+            revision: revision.into(),
+            verdict,
+            subject: "alice of accounts".into(),
+            at_ms: now_ms(),
+        }
+    }
+
+    /// One decision per revision, set once; read back with the action's state until its time
+    /// is up; each revision and operation its own.
+    pub async fn page_decisions_are_set_once_per_revision(store: Arc<dyn OperationStore>) {
+        let action = fresh_action();
+        let (id, other) = (id_of(&action, 0), id_of(&action, 1));
+        let now = now_ms();
+        let (state, decisions) = store.page_state(id.action_tag()).await.unwrap();
+        assert_eq!((state.generation, decisions.len()), (0, 0));
+        let approved = page_decision(&id, "100-r1", PageVerdict::Approved);
+        assert_eq!(
+            store
+                .decide_on_page(&approved, now + 60_000, now)
+                .await
+                .unwrap(),
+            PageDecided::Stored
+        );
+        // A second decision of the same revision changes nothing, and says what was decided.
+        let declined = page_decision(&id, "100-r1", PageVerdict::Declined);
+        assert_eq!(
+            store
+                .decide_on_page(&declined, now + 60_000, now)
+                .await
+                .unwrap(),
+            PageDecided::Exists(approved.clone())
+        );
+        // Another revision, another operation of the action: their own decisions.
+        let later = page_decision(&id, "200-r2", PageVerdict::Declined);
+        let elsewhere = page_decision(&other, "100-r1", PageVerdict::Approved);
+        for decision in [&later, &elsewhere] {
+            assert_eq!(
+                store
+                    .decide_on_page(decision, now + 60_000, now)
+                    .await
+                    .unwrap(),
+                PageDecided::Stored
+            );
+        }
+        store.claim(&id, &claim_by("o")).await.unwrap();
+        let (state, mut decisions) = store.page_state(id.action_tag()).await.unwrap();
+        assert_eq!(
+            state.in_flight.len(),
+            1,
+            "the action's state comes with them"
+        );
+        decisions.sort_by_key(|d| (d.operation_id.to_string(), d.revision.clone()));
+        let mut expected = vec![approved, later, elsewhere];
+        expected.sort_by_key(|d| (d.operation_id.to_string(), d.revision.clone()));
+        assert_eq!(decisions, expected);
+        // Another action sees none of them.
+        let (_, none) = store.page_state(fresh_id().action_tag()).await.unwrap();
+        assert!(none.is_empty());
+    }
+
+    /// A decision is gone once its time is up; its revision may then be decided again.
+    pub async fn page_decisions_expire(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        let now = now_ms();
+        let short = page_decision(&id, "100-r1", PageVerdict::Approved);
+        assert_eq!(
+            store.decide_on_page(&short, now + 300, now).await.unwrap(),
+            PageDecided::Stored
+        );
+        eventually("the decision is forgotten", || {
+            let store = store.clone();
+            let tag = id.action_tag().to_owned();
+            async move { store.page_state(&tag).await.unwrap().1.is_empty() }
+        })
+        .await;
+        let again = page_decision(&id, "100-r1", PageVerdict::Declined);
+        let later = now_ms();
+        assert_eq!(
+            store
+                .decide_on_page(&again, later + 60_000, later)
+                .await
+                .unwrap(),
+            PageDecided::Stored
+        );
+    }
+
+    pub async fn concurrent_page_decisions_have_one_winner(store: Arc<dyn OperationStore>) {
+        let id = fresh_id();
+        let now = now_ms();
+        let tries: Vec<_> = (0..8)
+            .map(|i| {
+                let (store, id) = (store.clone(), id.clone());
+                tokio::spawn(async move {
+                    let verdict = if i % 2 == 0 {
+                        PageVerdict::Approved
+                    } else {
+                        PageVerdict::Declined
+                    };
+                    let decision = page_decision(&id, "100-r1", verdict);
+                    store
+                        .decide_on_page(&decision, now + 60_000, now)
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut stored = 0;
+        for decided in tries {
+            stored += usize::from(decided.await.unwrap() == PageDecided::Stored);
+        }
+        assert_eq!(stored, 1, "one decision per revision");
+        assert_eq!(store.page_state(id.action_tag()).await.unwrap().1.len(), 1);
+    }
 }
 
 macro_rules! both_stores {
@@ -1168,6 +1285,9 @@ both_stores!(
     rounds_are_taken_once_under_their_key,
     concurrent_round_takes_have_one_winner,
     a_lease_is_set_only_by_its_owner,
+    page_decisions_are_set_once_per_revision,
+    page_decisions_expire,
+    concurrent_page_decisions_have_one_winner,
 );
 
 type Call<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + 'a>>;

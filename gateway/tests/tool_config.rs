@@ -234,7 +234,14 @@ fn a_tool_may_be_approved_on_the_page() {
     std::fs::write(files.dir().join("page.secret"), "s3cret\n").unwrap();
     let config = files.load_with(config::load).unwrap();
     let policy = config.policies.find_tool("exchange_item").unwrap();
-    assert!(policy.approval == poppy_gateway::policy::ApprovalVia::Either);
+    assert!(policy.approval.page && !policy.approval.page_proof);
+    // Page only is not offered on a tool yet: an MCP client is not shown the link for a Poppy
+    // operation.
+    let page_only = TOOL.replacen("expires_in", "approval = \"company_page\"\nexpires_in", 1);
+    let files = Files::new(&format!("{GATEWAY}{page}"), &page_only);
+    std::fs::write(files.dir().join("page.secret"), "s3cret\n").unwrap();
+    let errors = files.load_with(config::load).unwrap_err().to_string();
+    assert!(errors.contains("not supported on a [[tool]] yet"), "{errors}");
     // Line 5 of the policy is the key.
     let wrong = TOOL.replacen("expires_in", "approval = \"page\"\nexpires_in", 1);
     let files = Files::new(&format!("{GATEWAY}{page}"), &wrong);

@@ -12,8 +12,8 @@
 //! - On the wire: the two forms exactly, the client's answer to the gateway's elicitation
 //!   never reaching the MCP server, no elicitation to a client that did not declare the mode,
 //!   and (Redis) the declaration in `initialize` known to another replica.
-//! - The approved call completes once: written, ignored until the page's sign-in and approval
-//!   exist (branch `page`, `tests/src/page.rs`).
+//! - The approved call completes once: the User approves on the page (signed in at a real
+//!   OpenID provider, `tests/src/page.rs`), and the same call is performed once, then replayed.
 //!
 //! Needs `bash tests/deps/install.sh`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -25,6 +25,7 @@ use std::time::Duration;
 use poppy_e2e::mcp_client::{MCP_PATH, rpc_response, sse_messages};
 use poppy_e2e::mcp_server::{AnswerMode, McpServer};
 use poppy_e2e::mcp_stack::TOOL_POLICIES;
+use poppy_e2e::page::{PAGE_CLIENT_ID, PAGE_CLIENT_SECRET, PageProvider, approve_on_page};
 use poppy_e2e::ports::free_port;
 use poppy_e2e::python_mcp::PythonMcpServer;
 use poppy_e2e::thirdparty::{deps_dir, node_project, python};
@@ -54,10 +55,15 @@ fn policies() -> String {
 fn approval_page() -> (String, String) {
     let port = free_port();
     let page = format!("http://127.0.0.1:{port}");
-    let table = format!(
-        "[approval_page]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"{page}/\"\ncompany_name = \"Example Shop\"\nissuer = \"http://127.0.0.1:1\"\nclient_id = \"poppy-page\"\nclient_secret_env = \"{SECRET_ENV}\"\n"
-    );
+    let table = page_table(port, &page, "http://127.0.0.1:1");
     (page, table)
+}
+
+/// The `[approval_page]` table for a page on `port` at `page`, signing in at `issuer`.
+fn page_table(port: u16, page: &str, issuer: &str) -> String {
+    format!(
+        "[approval_page]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"{page}\"\ncompany_name = \"Example Shop\"\nissuer = \"{issuer}\"\nclient_id = \"{PAGE_CLIENT_ID}\"\nclient_secret_env = \"{SECRET_ENV}\"\n"
+    )
 }
 
 /// A gateway in front of `upstream` with `[mcp]`, the policies and `page_table` (its
@@ -65,7 +71,7 @@ fn approval_page() -> (String, String) {
 fn gateway(upstream: &str, page_table: &str, store_url: Option<&str>) -> Gateway {
     let mut builder = GatewayBuilder::new(upstream)
         .policy("tools.toml", &policies())
-        .env(SECRET_ENV, "page-client-secret-for-tests")
+        .env(SECRET_ENV, PAGE_CLIENT_SECRET)
         .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\"\n\n{page_table}"));
     if let Some(url) = store_url {
         builder = builder.store_url(url);
@@ -586,20 +592,16 @@ async fn the_declaration_is_known_to_every_replica() {
 // ---------------------------------------------------------------------------------------
 // Approved on the page.
 
-/// Approve `link` on the page, signed in as `account`. Not built yet: the page's sign-in and
-/// Approve form are on branch `page`, whose `tests/src/page.rs` brings the real helper (and
-/// the OpenID provider `[approval_page] issuer` must name); swapped for it when merging.
-async fn approve_on_page(link: &str, account: &str) {
-    panic!("approving {link} as {account} needs the page approval (branch page)")
-}
-
 /// The approved call completes once: a client without the extension gets the link, the User
 /// approves on the page, and the same call (same arguments, same account) is performed once;
 /// every retry gets the recorded answer.
 async fn mcp_page_approved_call_executes_once(store: Store) {
     let redis = redis_for(store);
     let server = McpServer::start(AnswerMode::Json);
-    let (page, table) = approval_page();
+    let port = free_port();
+    let page = format!("http://127.0.0.1:{port}");
+    let provider = PageProvider::start(&page);
+    let table = page_table(port, &page, &provider.issuer());
     let gateway = gateway(
         &server.url(),
         &table,
@@ -610,7 +612,12 @@ async fn mcp_page_approved_call_executes_once(store: Store) {
     let link = assert_page_tool_error(&as_read(&held["result"]), &page, "held");
     server.assert_executions(0, "held");
 
-    approve_on_page(&link, "acct-1").await;
+    let approved = approve_on_page(&link, "acct-1", "approve").await;
+    assert_eq!(
+        approved.status, 200,
+        "the page took the approval: {}",
+        approved.html
+    );
 
     let done = rpc_response(&client.call("a2", json!({})).await);
     assert_eq!(done["id"], "a2");
@@ -632,18 +639,5 @@ async fn mcp_page_approved_call_executes_once(store: Store) {
 store_tests!(
     sdks_without_the_extension_see_the_page_link,
     the_page_on_the_wire,
+    mcp_page_approved_call_executes_once,
 );
-
-mod mcp_page_approved_call_executes_once {
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "needs the page approval (branch page)"]
-    async fn memory() {
-        super::mcp_page_approved_call_executes_once(poppy_e2e::Store::Memory).await
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "needs the page approval (branch page)"]
-    async fn redis() {
-        super::mcp_page_approved_call_executes_once(poppy_e2e::Store::Redis).await
-    }
-}

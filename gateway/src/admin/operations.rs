@@ -348,6 +348,8 @@ pub(crate) async fn resolve(
                     user: None,
                     session: None,
                     account: None,
+                    approved_via: None,
+                    page_subject: None,
                     identity: None,
                     approved_at: before.as_ref().map(|r| rfc3339_ms(r.created_at_ms)),
                     performed_at: rfc3339_ms(now_millis()),

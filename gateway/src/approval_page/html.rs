@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::markdown::{escape, render};
+use crate::operation::page::PageVerdict;
 use crate::operation::rfc3339_ms;
 use crate::policy::canonical_json;
 use crate::protocol::page_link::Link;
@@ -32,6 +33,42 @@ pub(crate) struct View<'a> {
     pub(crate) link: &'a Link,
     /// Unix seconds now, to say whether the revision is still open.
     pub(crate) now: i64,
+    /// Where the User stands with it.
+    pub(crate) standing: Standing<'a>,
+}
+
+/// Where the User stands with one revision.
+pub(crate) enum Standing<'a> {
+    /// Not signed in: the sign-in form, returning to `return_to` (this page's path).
+    SignIn { return_to: &'a str },
+    /// Signed in as the account the request acts for: the Approve and Decline forms.
+    Decide {
+        subject: &'a str,
+        csrf: &'a str,
+        /// The forms' target (this page's path and query).
+        action: &'a str,
+    },
+    /// Signed in as someone else, or a request no account can approve here.
+    OtherAccount { subject: &'a str },
+    /// Decided already.
+    Decided {
+        verdict: PageVerdict,
+        subject: &'a str,
+        at_ms: i64,
+        done: Done,
+        /// A second decision was just refused: nothing changed.
+        again: bool,
+    },
+}
+
+/// What became of a decided revision.
+pub(crate) enum Done {
+    /// Approved; the agent has not sent the request again yet.
+    Waiting,
+    /// Being performed now (or its outcome is unknown).
+    InProgress,
+    /// Performed, once; the API's status.
+    Performed(u16),
 }
 
 /// The operation's page.
@@ -40,9 +77,17 @@ pub(crate) fn operation_page(view: &View<'_>) -> String {
     let company = escape(view.company);
     let expired = details.expires_at <= view.now;
     let expires = rfc3339_ms(details.expires_at.saturating_mul(1000));
+    let heading = match &view.standing {
+        Standing::Decided {
+            verdict: PageVerdict::Approved,
+            ..
+        } => "You approved this request",
+        Standing::Decided { .. } => "You declined this request",
+        _ => "Approve this request?",
+    };
     let mut body = String::new();
     body.push_str(&format!(
-        "<header><p class=\"company\">{company}</p><h1>Approve this request?</h1></header>\n<main>\n"
+        "<header><p class=\"company\">{company}</p><h1>{heading}</h1></header>\n<main>\n"
     ));
     body.push_str("<section aria-labelledby=\"what\"><h2 id=\"what\">What you approve</h2>\n<div class=\"summary\">");
     body.push_str(&render(&details.summary));
@@ -60,7 +105,16 @@ pub(crate) fn operation_page(view: &View<'_>) -> String {
         ));
     }
     body.push_str("</dl>\n</section>\n");
-    if expired {
+    if let Standing::Decided {
+        verdict,
+        subject,
+        at_ms,
+        done,
+        again,
+    } = &view.standing
+    {
+        body.push_str(&decided(*verdict, subject, *at_ms, done, *again));
+    } else if expired {
         body.push_str(&format!(
             "<p class=\"expired\" role=\"status\">This request expired at <time datetime=\"{0}\">{0}</time>. Nothing will be done; ask for it again.</p>\n",
             escape(&expires)
@@ -70,14 +124,63 @@ pub(crate) fn operation_page(view: &View<'_>) -> String {
             "<p>You can approve it until <time datetime=\"{0}\">{0}</time>. Approving it lets the request be performed once, with exactly these terms.</p>\n",
             escape(&expires)
         ));
-        // Sign-in (and with it the Approve and Decline forms) is the next part of issue 29.
-        body.push_str("<p class=\"notice\" role=\"status\">Approving on this page is not available yet: nothing will be done.</p>\n");
+        body.push_str(&forms(&view.standing));
     }
     body.push_str(&format!(
         "<footer><p>Operation <code>{}</code></p></footer>\n</main>\n",
         escape(view.link.operation_id.as_str())
     ));
     document(&format!("Approve – {company}"), &body)
+}
+
+/// What was decided, and what became of it.
+fn decided(verdict: PageVerdict, subject: &str, at_ms: i64, done: &Done, again: bool) -> String {
+    let mut html = String::new();
+    if again {
+        html.push_str("<p class=\"notice\" role=\"status\">This request was decided before; nothing was changed.</p>\n");
+    }
+    let at = escape(&rfc3339_ms(at_ms));
+    let (what, class) = match verdict {
+        PageVerdict::Approved => ("Approved", "approved"),
+        PageVerdict::Declined => ("Declined", "declined"),
+    };
+    html.push_str(&format!(
+        "<section aria-labelledby=\"decided\" class=\"{class}\"><h2 id=\"decided\">{what}</h2>\n<p>{what} by <strong>{}</strong> at <time datetime=\"{at}\">{at}</time>.</p>\n",
+        escape(subject)
+    ));
+    html.push_str(&match (verdict, done) {
+        (PageVerdict::Declined, _) => "<p id=\"outcome\">Nothing will be done.</p>\n".to_owned(),
+        (PageVerdict::Approved, Done::Waiting) => "<p id=\"outcome\">Not performed yet: it will be performed once, when the request is sent again.</p>\n".to_owned(),
+        (PageVerdict::Approved, Done::InProgress) => "<p id=\"outcome\">Being performed now.</p>\n".to_owned(),
+        (PageVerdict::Approved, Done::Performed(status)) => format!("<p id=\"outcome\">Performed, once (the service answered {status}).</p>\n"),
+    });
+    html.push_str("</section>\n");
+    html
+}
+
+/// The sign-in form, or the Approve and Decline forms.
+fn forms(standing: &Standing<'_>) -> String {
+    match standing {
+        Standing::SignIn { return_to } => format!(
+            "<form method=\"post\" action=\"/signin\"><input type=\"hidden\" name=\"return\" value=\"{}\"><button type=\"submit\" class=\"approve\" id=\"signin\">Sign in to approve</button></form>\n",
+            escape(return_to)
+        ),
+        Standing::Decide {
+            subject,
+            csrf,
+            action,
+        } => format!(
+            "<p>Signed in as <strong>{}</strong>.</p>\n<form method=\"post\" action=\"{}\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\" id=\"approve\">Approve</button><button type=\"submit\" name=\"decision\" value=\"decline\" class=\"decline\" id=\"decline\">Decline</button></form>\n",
+            escape(subject),
+            escape(action),
+            escape(csrf)
+        ),
+        Standing::OtherAccount { subject } => format!(
+            "<p class=\"notice\" role=\"status\">You are signed in as <strong>{}</strong>, but this request acts for another account: only that account can approve it. Nothing will be done.</p>\n",
+            escape(subject)
+        ),
+        Standing::Decided { .. } => String::new(),
+    }
 }
 
 /// An error page: `title` and `detail` are plain text.
@@ -115,6 +218,7 @@ mod tests {
                 summary: summary.into(),
                 terms,
                 expires_at: 1_900_000_000,
+                account: None,
             },
         }
     }
@@ -129,6 +233,7 @@ mod tests {
             company: "Shop <i>&</i>",
             link: &link,
             now: 1_800_000_000,
+            standing: Standing::SignIn { return_to: "/x" },
         });
         assert!(html.contains("Shop &lt;i&gt;&amp;&lt;/i&gt;"), "{html}");
         assert!(html.contains("<dt>&lt;b&gt;name</dt><dd>&lt;script&gt;x&lt;/script&gt;</dd>"));
@@ -146,6 +251,7 @@ mod tests {
             company: "Shop",
             link: &link,
             now: 1_900_000_000,
+            standing: Standing::SignIn { return_to: "/x" },
         });
         assert!(html.contains("This request expired"));
     }

@@ -38,19 +38,42 @@ impl Table {
 /// wrong with it).
 pub(super) fn approval_via(
     approval: Option<&Spanned<String>>,
-) -> Result<ApprovalVia, (std::ops::Range<usize>, String)> {
-    match approval.map(|a| (a.get_ref().as_str(), a.span())) {
-        None | Some(("poppy", _)) => Ok(ApprovalVia::Poppy),
-        Some(("either", _)) => Ok(ApprovalVia::Either),
-        Some(("company_page", span)) => Err((
+    proof: Option<&Spanned<String>>,
+    errors: &mut Vec<(std::ops::Range<usize>, String)>,
+) -> ApprovalVia {
+    let mut via = match approval.map(|a| (a.get_ref().as_str(), a.span())) {
+        None | Some(("poppy", _)) => ApprovalVia::POPPY,
+        Some(("either", _)) => ApprovalVia {
+            page: true,
+            page_proof: false,
+        },
+        // On the page only: a Poppy agent still gets the operation, but its approval alone
+        // never suffices (as with `proof = "company_page"`).
+        Some(("company_page", _)) => ApprovalVia {
+            page: true,
+            page_proof: true,
+        },
+        Some((other, span)) => {
+            errors.push((
+                span,
+                format!(
+                    "approval: `{other}` is not one of \"poppy\" (the default), \"either\" and \"company_page\""
+                ),
+            ));
+            ApprovalVia::POPPY
+        }
+    };
+    match proof.map(|p| (p.get_ref().as_str(), p.span())) {
+        None => {}
+        Some(("company_page", _)) => via.page_proof = true,
+        Some((other, span)) => errors.push((
             span,
-            "approval: \"company_page\" (only on the approval page) is not supported yet; use \"either\" (Poppy agents approve as before, requests without the extension get the page's link)".into(),
-        )),
-        Some((other, span)) => Err((
-            span,
-            format!("approval: `{other}` is not one of \"poppy\" (the default) and \"either\""),
+            format!(
+                "proof: `{other}` is not \"company_page\" (the User approves each revision on the Company's approval page too)"
+            ),
         )),
     }
+    via
 }
 
 /// The keys `[[operation]]` and `[[tool]]` share.

@@ -60,9 +60,13 @@ impl std::fmt::Debug for ClientSecret {
 
 impl ClientSecret {
     /// The secret, for the token request only.
-    #[allow(dead_code)] // Used by the sign-in, the next part of issue 29.
     pub(crate) fn expose(&self) -> &str {
         &self.0
+    }
+
+    #[cfg(test)]
+    pub(crate) fn for_tests(secret: &str) -> ClientSecret {
+        ClientSecret(secret.into())
     }
 }
 

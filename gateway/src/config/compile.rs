@@ -129,11 +129,11 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     // extension would get `extension_required` while the policy says otherwise.
     if approval_page.is_none() {
         for policy in routes.iter().flat_map(|r| r.policies.iter()) {
-            if policy.approval.allows_page() {
+            if policy.approval.needs_page() {
                 errors.push(ConfigError::whole_file(
                     path,
                     format!(
-                        "policy `{}` ({}) has approval = \"either\", which needs [approval_page] in this file",
+                        "policy `{}` ({}) has approval = \"either\" or \"company_page\", or proof = \"company_page\", which needs [approval_page] in this file",
                         policy.name, policy.source
                     ),
                 ));

@@ -239,9 +239,12 @@ pub(crate) struct OperationFile {
     /// Policies of the same route whose requests this more specific one holds where both
     /// match (policies/README.md, "Overlapping routes").
     pub overrides: Option<Spanned<Vec<String>>>,
-    /// How the User approves: `"poppy"` (default) or `"either"` (also on the approval page,
-    /// for requests without the extension).
+    /// How the User approves: `"poppy"` (default), `"either"` (also on the approval page,
+    /// for requests without the extension) or `"company_page"` (on the page only).
     pub approval: Option<Spanned<String>>,
+    /// `"company_page"`: a Poppy agent's approval counts only once the User approved the
+    /// same revision on the approval page, signed in.
+    pub proof: Option<Spanned<String>>,
 }
 
 /// One term: exactly one of these keys.

@@ -25,7 +25,7 @@ mod tool_policy;
 pub use crate::identity::{SessionSettings, VerifySettings};
 
 pub(crate) use crate::identity::SessionClaims;
-pub use approval_page::ApprovalPage;
+pub use approval_page::{ApprovalPage, ClientSecret};
 pub use compile::{Config, load};
 pub(crate) use conversations::{Conversations, ServiceToken};
 pub(crate) use edge::{AccessLog, LogFormat, LogTarget, Passthrough, ProxyHeaders};

@@ -8,7 +8,7 @@ use super::action::{ActionKeys, Table, compile_action};
 use super::error::{ConfigError, ConfigErrors, from_toml};
 use super::file::{OperationFile, PolicyFile};
 use super::tool_policy::compile_tool;
-use crate::policy::{ApprovalVia, PathTemplate, Policy, Route};
+use crate::policy::{PathTemplate, Policy, Route};
 
 /// Load one policy file.
 pub(crate) fn load_policy_file(path: &Path) -> Result<Vec<Policy>, ConfigErrors> {
@@ -139,11 +139,12 @@ fn compile_operation(
             ));
         }
     }
+    let mut problems = Vec::new();
     let approval =
-        super::action::approval_via(op.approval.as_ref()).unwrap_or_else(|(span, problem)| {
-            errors.push(at(span, problem));
-            ApprovalVia::Poppy
-        });
+        super::action::approval_via(op.approval.as_ref(), op.proof.as_ref(), &mut problems);
+    for (span, problem) in problems {
+        errors.push(at(span, problem));
+    }
     let lookups = super::lookup::compile_lookups(
         op.lookup.as_ref(),
         &op.lookups,

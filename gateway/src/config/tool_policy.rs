@@ -59,15 +59,28 @@ pub(super) fn compile_tool(
         ignore: tool.ignore.as_ref(),
     };
     let action = compile_action(path, source, &keys, None, errors);
-    let approval = approval_via(tool.approval.as_ref()).unwrap_or_else(|(span, problem)| {
+    let mut problems = Vec::new();
+    let mut approval = approval_via(tool.approval.as_ref(), None, &mut problems);
+    if approval.page_proof {
+        // A Poppy agent's MCP client is not shown the page's link yet: it could never prove
+        // the User's approval.
+        if let Some(span) = tool.approval.as_ref().map(|a| a.span()) {
+            problems.push((
+                span,
+                "approval: \"company_page\" is not supported on a [[tool]] yet; use \"either\""
+                    .to_owned(),
+            ));
+        }
+        approval.page_proof = false;
+    }
+    for (span, problem) in problems {
         errors.push(ConfigError::at(
             path,
             source,
             Some(span),
             format!("tool `{}`: {problem}", tool.name.get_ref()),
         ));
-        crate::policy::ApprovalVia::Poppy
-    });
+    }
     if errors.len() > start {
         return None;
     }

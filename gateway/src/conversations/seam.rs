@@ -118,8 +118,9 @@ impl Seam {
             Err(busy) => return refused_answer(&Refused::Request(busy)),
         };
         let via = admitted.via;
+        let account = admitted.approver.who.account.clone();
         let operated = self.executor.operate(admitted).await;
-        match offer_page(&self.executor, via, &policy, operated) {
+        match offer_page(&self.executor, via, &policy, account.as_deref(), operated) {
             Ran::Operated(Operated::Decided(executed)) => {
                 executed.outcome.record(&self.metrics);
                 render(executed.decision, &named, call)

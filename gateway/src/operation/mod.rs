@@ -19,6 +19,7 @@
 
 mod decision;
 pub(crate) mod outcome;
+pub(crate) mod page;
 mod receipt;
 pub(crate) mod record;
 mod remember;
@@ -36,6 +37,7 @@ use crate::policy::{Policy, Terms, canonical_json};
 use crate::protocol::{ApprovalHeader, OperationId, ScopeKind};
 
 pub(crate) use decision::Decision;
+pub(crate) use page::{PageRead, held_again, proven_on_page, read_decisions};
 pub(crate) use receipt::{Receipt, draft_receipt, rfc3339_ms};
 pub(crate) use remember::{ForwardRules, Remember, lease_until_ms, releases};
 pub(crate) use verdict::{
@@ -90,6 +92,13 @@ impl Prepared {
 
     pub(crate) fn policy(&self) -> &Policy {
         &self.request.policy
+    }
+
+    /// This request carrying `approval`: a page decision checked as a `Poppy-Approval`.
+    pub(crate) fn with_approval(&self, approval: ApprovalHeader) -> Prepared {
+        let mut prepared = self.clone();
+        prepared.request.approval = Some(approval);
+        prepared
     }
 }
 

@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use super::page::PageDecision;
 use super::{Approved, Prepared, terms_value};
 
 /// One receipt. Absent facts are `null`: an operator's resolution knows no summary or terms.
@@ -25,6 +26,12 @@ pub(crate) struct Receipt {
     /// `verified` (signatures checked by the gateway) or `unverified` (`[session] verify =
     /// "off"`, or an unverified bearer token).
     pub identity: Option<&'static str>,
+    /// How it was approved: `agent` (a Personal Agent's `Poppy-Approval`, its statement of
+    /// the User's approval) or `page` (on the Company's approval page, signed in; issue 29).
+    pub approved_via: Option<&'static str>,
+    /// Who approved it on the page: the subject signed in at the Company's OpenID provider.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_subject: Option<String>,
     /// RFC 3339, milliseconds.
     pub approved_at: Option<String>,
     pub performed_at: String,
@@ -46,10 +53,13 @@ pub(crate) fn rfc3339_ms(unix_ms: i64) -> String {
 
 /// A receipt for an approved operation, claimed at `approved_at_ms`: who approved which
 /// terms. `performed_at`, the upstream's status and the answer's digest come once recorded.
+/// `page`: the decision on the approval page it was approved by (then `approved_at` is its
+/// time), if it was.
 pub(crate) fn draft_receipt(
     prepared: &Prepared,
     approved: &Approved,
     approved_at_ms: i64,
+    page: Option<&PageDecision>,
 ) -> Receipt {
     let request = &prepared.request;
     let approver = &request.approver;
@@ -70,7 +80,9 @@ pub(crate) fn draft_receipt(
         } else {
             "unverified"
         }),
-        approved_at: Some(rfc3339_ms(approved_at_ms)),
+        approved_via: Some(if page.is_some() { "page" } else { "agent" }),
+        page_subject: page.map(|d| d.subject.clone()),
+        approved_at: Some(rfc3339_ms(page.map_or(approved_at_ms, |d| d.at_ms))),
         performed_at: String::new(),
         upstream_status: None,
         answer_sha256: None,

@@ -350,7 +350,7 @@ fn seconds(duration: std::time::Duration) -> i64 {
     i64::try_from(duration.as_secs()).unwrap_or(i64::MAX)
 }
 
-fn revision_input<'a>(id: &'a OperationId, prepared: &'a Prepared) -> RevisionInput<'a> {
+pub(super) fn revision_input<'a>(id: &'a OperationId, prepared: &'a Prepared) -> RevisionInput<'a> {
     RevisionInput {
         operation_id: id.as_str(),
         summary: &prepared.summary,
@@ -360,7 +360,7 @@ fn revision_input<'a>(id: &'a OperationId, prepared: &'a Prepared) -> RevisionIn
     }
 }
 
-fn rfc3339(unix_seconds: i64) -> String {
+pub(super) fn rfc3339(unix_seconds: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(unix_seconds)
         .ok()
         .and_then(|t| {

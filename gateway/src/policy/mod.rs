@@ -75,20 +75,34 @@ pub struct Policy {
     pub approval: ApprovalVia,
 }
 
-/// How the User may approve an action.
+/// How the User may approve an action (`approval` and `proof` in the policy file).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ApprovalVia {
-    /// Only through a Personal Agent with the operations extension (the default).
-    #[default]
-    Poppy,
-    /// Also on the Company's approval page, for a request without the extension.
-    Either,
+pub struct ApprovalVia {
+    /// A request without the extension gets the approval page's link, and is performed once
+    /// its account approved it there (`approval = "either"` or `"company_page"`).
+    pub page: bool,
+    /// A Poppy agent's approval counts only once the account it acts for approved the same
+    /// revision on the page, signed in (`proof = "company_page"`, or `approval =
+    /// "company_page"`).
+    pub page_proof: bool,
 }
 
 impl ApprovalVia {
+    /// Only through a Personal Agent with the operations extension (the default).
+    pub const POPPY: ApprovalVia = ApprovalVia {
+        page: false,
+        page_proof: false,
+    };
+
     /// Whether a request without the extension gets the approval page's link.
     pub(crate) fn allows_page(self) -> bool {
-        matches!(self, ApprovalVia::Either)
+        self.page
+    }
+
+    /// Whether the page is needed (`approval = "company_page"` or `proof`): a gateway
+    /// without `[approval_page]` can't load such a policy.
+    pub fn needs_page(self) -> bool {
+        self.page || self.page_proof
     }
 }
 

@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use super::{Keys, OperationId, SigningKey, constant_time_eq, is_id};
 
 const DOMAIN: &[u8] = b"poppy-approval-page-link-v1";
+const ACCOUNT_DOMAIN: &[u8] = b"poppy-approval-page-account-v1";
 /// 43 base64url characters: the whole HMAC-SHA-256.
 const MAC_LEN: usize = 43;
 /// The longest `d` accepted or minted: a link stays well under what browsers and proxies
@@ -29,6 +30,31 @@ pub(crate) struct Details {
     pub(crate) terms: Map<String, Value>,
     /// Unix seconds, the revision's own `expires_at`.
     pub(crate) expires_at: i64,
+    /// A keyed hash of the account the request acts for ([`account_binding`]): the page
+    /// stores a decision only by a subject that is that account. `None`: a request without
+    /// an account, which nobody can approve on the page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) account: Option<String>,
+}
+
+/// The account binding of a link: a keyed hash of the approver's account, so the link shows
+/// no account name and can't be bound to another.
+pub(crate) fn account_binding(key: &SigningKey, account: &str) -> String {
+    key.tag(ACCOUNT_DOMAIN, &[account.as_bytes()], MAC_LEN)
+}
+
+/// Whether a signed-in `subject` is the account `binding` was made for (under any key): the
+/// account as the approver reads it, `verified:<sub>` from a verified token or `claim:<sub>`
+/// from an unverified one (`operation::page::subject_is_account`).
+pub(crate) fn binds_subject(keys: &Keys, binding: &str, subject: &str) -> bool {
+    !subject.is_empty()
+        && keys.all().iter().any(|key| {
+            [format!("claim:{subject}"), format!("verified:{subject}")]
+                .iter()
+                .any(|account| {
+                    constant_time_eq(account_binding(key, account).as_bytes(), binding.as_bytes())
+                })
+        })
 }
 
 /// One link, as read from a request.
@@ -155,7 +181,19 @@ mod tests {
             summary: "Exchange **A1**.".into(),
             terms,
             expires_at: 1_900_000_000,
+            account: Some(account_binding(keys().current(), "verified:alice")),
         }
+    }
+
+    #[test]
+    fn the_account_binding_names_the_signed_in_subject_only() {
+        let keys = keys();
+        let binding = details().account.expect("bound");
+        assert!(binds_subject(&keys, &binding, "alice"));
+        assert!(!binds_subject(&keys, &binding, "bob"));
+        assert!(!binds_subject(&keys, &binding, ""));
+        let unverified = account_binding(keys.current(), "claim:carol");
+        assert!(binds_subject(&keys, &unverified, "carol"));
     }
 
     fn id() -> OperationId {

@@ -10,17 +10,20 @@ use std::time::Duration;
 use super::forwarded::ProxyContext;
 use super::lookup::lookup_terms;
 use super::outcome::RequestOutcome;
+use super::page_offer::PageLink;
 use super::rounds::{self, ROUND_TTL, Round};
 use super::upstream::{ForwardError, Tap, UpstreamClient};
 use crate::clock::Clock;
 use crate::config::Upstream;
 use crate::drain::{Drain, ForwardGuard};
 use crate::identity::Approver;
-use crate::ingress::admit::Admitted;
+use crate::ingress::admit::{Admitted, Via};
 use crate::ingress::{ForwardRequest, Refusal};
 use crate::metrics::{Metrics, Outcome, Rejection};
+use crate::operation::page::PageDecision;
 use crate::operation::{
-    self, Answer, Approved, Decision, Minted, OperationRequest, Prepared, Remember, Start, Verdict,
+    self, Answer, Approved, Decision, Minted, OperationRequest, PageRead, Prepared, Remember,
+    Start, Verdict,
 };
 use crate::policy::{LivePolicies, Policy};
 use crate::protocol::{ApprovalHeader, Keys, OperationId, SigningKey};
@@ -139,6 +142,9 @@ pub(crate) struct Executor {
 pub(crate) struct Executed {
     pub(crate) decision: Decision,
     pub(crate) outcome: RequestOutcome,
+    /// An operation held under `proof = "company_page"`: its page's link, which the User
+    /// opens to approve the same revision there (the HTTP API's `approval_url`).
+    pub(crate) page_url: Option<String>,
 }
 
 /// What became of a request the front door let in.
@@ -200,6 +206,12 @@ impl Executor {
     pub(crate) async fn operate_with(&self, admitted: Admitted, reading: &Reading<'_>) -> Operated {
         let policy = admitted.policy;
         let approval = admitted.approval;
+        let via = admitted.via;
+        if via == Via::Page && admitted.approver.who.account.is_none() {
+            // Only the account a request acts for can approve it on the page: without a
+            // token there is none, and a link would be one nobody can approve.
+            return Operated::Refused(page_sign_in_required(), Outcome::Challenged);
+        }
         if let Some(executed) = self
             .answer_from_record(&policy, &admitted.approver, approval.as_ref())
             .await
@@ -226,7 +238,12 @@ impl Executor {
             terms,
             fingerprint: admitted.fingerprint,
         };
-        Operated::Decided(self.run_with(request, &admitted.forward, reading).await)
+        match via {
+            Via::Agent => {
+                Operated::Decided(self.run_with(request, &admitted.forward, reading).await)
+            }
+            Via::Page => self.run_page(request, &admitted.forward, reading).await,
+        }
     }
 
     /// Decide a request, and carry the decision out: mint, replay, or claim and forward it
@@ -244,25 +261,113 @@ impl Executor {
     /// [`Self::run`], its answer read by `reading`.
     pub(crate) async fn run_with(
         &self,
-        mut request: OperationRequest,
+        request: OperationRequest,
         forward: &ForwardRequest,
         reading: &Reading<'_>,
     ) -> Executed {
+        let prepared = self.prepare(request);
+        let mut rejection = None;
+        let decision = self
+            .decide(&prepared, forward, reading, &mut rejection)
+            .await;
+        self.executed(&prepared, decision, rejection)
+    }
+
+    /// A request without the extension (`Via::Page`, docs/approval-page.md): its action's
+    /// state and page decisions, read in one round trip. No decision for this very request:
+    /// held (a mint, for the page's link). Declined by its account: answered as declined,
+    /// nothing performed. Approved by its account: that decision is checked exactly as a
+    /// `Poppy-Approval` of its operation and revision (its record, checks 1 to 3), and then
+    /// claimed and forwarded once, or replayed.
+    async fn run_page(
+        &self,
+        request: OperationRequest,
+        forward: &ForwardRequest,
+        reading: &Reading<'_>,
+    ) -> Operated {
+        let prepared = self.prepare(request);
+        let keys = &self.parts.keys;
+        let action = operation::action_tag(keys, &prepared);
+        let mut rejection = None;
+        let read = self.parts.store.page_state(action.as_str()).await;
+        let decision = match read {
+            Err(e) => Err(e),
+            Ok((state, decisions)) => {
+                match operation::read_decisions(keys, &prepared, &decisions, self.now()) {
+                    PageRead::Hold => Ok(self.minted(&prepared, &action, &state, false)),
+                    PageRead::Declined(id) => {
+                        tracing::info!(policy = %prepared.policy().name, operation_id = %id, outcome = "declined", "declined on the approval page; nothing performed");
+                        return Operated::Refused(declined(&id), Outcome::Rejected);
+                    }
+                    PageRead::Approved(decision) => {
+                        let approved = prepared.with_approval(decision.as_approval());
+                        let id = &decision.operation_id;
+                        match self.parts.store.lookup_with_generation(id).await {
+                            Ok((record, generation)) => {
+                                let verdict = operation::check(
+                                    keys,
+                                    &approved,
+                                    id,
+                                    record,
+                                    generation,
+                                    self.now(),
+                                );
+                                let decided = self
+                                    .carry_out(
+                                        &approved,
+                                        verdict,
+                                        forward,
+                                        reading,
+                                        &mut rejection,
+                                        Some(&decision),
+                                    )
+                                    .await;
+                                return Operated::Decided(
+                                    self.executed(&approved, decided, rejection),
+                                );
+                            }
+                            Err(e) => Err(e),
+                        }
+                    }
+                }
+            }
+        };
+        Operated::Decided(self.executed(&prepared, decision, rejection))
+    }
+
+    /// The request as the core reads it, bound to this executor's route.
+    fn prepare(&self, mut request: OperationRequest) -> Prepared {
         if let Some(route) = &self.parts.route {
             request.fingerprint = bound_to_route(route, &request.fingerprint);
         }
-        let prepared = Prepared::new(request);
+        Prepared::new(request)
+    }
+
+    /// What a decision comes to, for the interface: the store failing at any step fails
+    /// closed (nothing is forwarded).
+    fn executed(
+        &self,
+        prepared: &Prepared,
+        decision: Result<Decision, StoreError>,
+        rejection: Option<Rejection>,
+    ) -> Executed {
         let policy = prepared.policy();
-        let mut rejection = None;
-        let decision = match self
-            .decide(&prepared, forward, reading, &mut rejection)
-            .await
-        {
-            Ok(decision) => decision,
-            Err(e) => {
-                tracing::warn!(policy = %policy.name, error = %e, "store unavailable; nothing forwarded");
-                Decision::StoreUnavailable
+        let decision = decision.unwrap_or_else(|e| {
+            tracing::warn!(policy = %policy.name, error = %e, "store unavailable; nothing forwarded");
+            Decision::StoreUnavailable
+        });
+        let page_url = match &decision {
+            Decision::ApprovalRequired { operation, .. } if policy.approval.page_proof => {
+                PageLink::for_operation(
+                    self.parts.page_url.as_deref(),
+                    self.parts.keys.current(),
+                    policy,
+                    operation,
+                    prepared.request.approver.who.account.as_deref(),
+                )
+                .map(|link| link.url)
             }
+            _ => None,
         };
         let approval = prepared.request.approval.as_ref();
         Executed {
@@ -274,6 +379,7 @@ impl Executor {
                 policy.expires_in,
             ),
             decision,
+            page_url,
         }
     }
 
@@ -300,6 +406,7 @@ impl Executor {
                 policy.expires_in,
             ),
             decision,
+            page_url: None,
         })
     }
 
@@ -310,34 +417,85 @@ impl Executor {
         reading: &Reading<'_>,
         rejection: &mut Option<Rejection>,
     ) -> Result<Decision, StoreError> {
-        let keys = &self.parts.keys;
-        let policy = &prepared.policy().name;
-        let mut verdict = match operation::start(prepared) {
+        let verdict = match operation::start(prepared) {
             Start::Decided(verdict) => verdict,
             Start::Lookup(id) => {
                 // The action's generation comes in the same round trip, for check 1.
                 let (record, generation) = self.parts.store.lookup_with_generation(&id).await?;
-                operation::check(keys, prepared, &id, record, generation, self.now())
+                operation::check(
+                    &self.parts.keys,
+                    prepared,
+                    &id,
+                    record,
+                    generation,
+                    self.now(),
+                )
             }
         };
+        self.carry_out(prepared, verdict, forward, reading, rejection, None)
+            .await
+    }
+
+    /// Carry a verdict out: mint, answer, or claim and forward once. `page`: the approval
+    /// page's decision the approval is (a request without the extension), if it is.
+    async fn carry_out(
+        &self,
+        prepared: &Prepared,
+        mut verdict: Verdict,
+        forward: &ForwardRequest,
+        reading: &Reading<'_>,
+        rejection: &mut Option<Rejection>,
+        page: Option<&PageDecision>,
+    ) -> Result<Decision, StoreError> {
+        let keys = &self.parts.keys;
+        let policy = &prepared.policy().name;
         loop {
             return match verdict {
                 Verdict::Mint(refused) => {
                     *rejection = refused;
                     self.mint(prepared, refused.is_some()).await
                 }
-                Verdict::Claim(approved) => match self
-                    .perform(prepared, &approved, forward, reading)
-                    .await?
-                {
-                    Ok(decision) => Ok(decision),
-                    // Claimed by somebody else meanwhile: checks 1 and 2 against their record.
-                    Err(record) => {
-                        verdict =
-                            operation::existing(keys, prepared, &approved.id, record, self.now());
-                        continue;
+                Verdict::Claim(approved) => {
+                    let mut page = page.cloned();
+                    if page.is_none() && prepared.policy().approval.page_proof {
+                        // `proof = "company_page"`: a Poppy approval counts only once the
+                        // account approved this very revision on the page.
+                        let (_, decisions) = self
+                            .parts
+                            .store
+                            .page_state(approved.id.action_tag())
+                            .await?;
+                        page = operation::proven_on_page(
+                            prepared,
+                            &approved.id,
+                            &approved.revision,
+                            &decisions,
+                        );
+                        if page.is_none() {
+                            return Ok(Decision::ApprovalRequired {
+                                operation: operation::held_again(prepared, &approved),
+                                rejected: false,
+                            });
+                        }
                     }
-                },
+                    match self
+                        .perform(prepared, &approved, forward, reading, page.as_ref())
+                        .await?
+                    {
+                        Ok(decision) => Ok(decision),
+                        // Claimed by somebody else meanwhile: checks 1 and 2 against their record.
+                        Err(record) => {
+                            verdict = operation::existing(
+                                keys,
+                                prepared,
+                                &approved.id,
+                                record,
+                                self.now(),
+                            );
+                            continue;
+                        }
+                    }
+                }
                 Verdict::Answer(answer @ (Answer::InProgress(_) | Answer::Unknown(_)))
                     if reading.follow_up.is_some() =>
                 {
@@ -363,15 +521,24 @@ impl Executor {
         let keys = &self.parts.keys;
         let action = operation::action_tag(keys, prepared);
         let state = self.parts.store.action_state(action.as_str()).await?;
-        Ok(
-            match operation::mint_for(keys, prepared, &action, &state, self.now()) {
-                Minted::Hold(operation) => Decision::ApprovalRequired {
-                    operation,
-                    rejected,
-                },
-                Minted::Unknown(id) => self.unknown(id, &prepared.policy().name, LEASE_RAN_OUT),
+        Ok(self.minted(prepared, &action, &state, rejected))
+    }
+
+    /// [`Self::mint`], with the action's state read.
+    fn minted(
+        &self,
+        prepared: &Prepared,
+        action: &crate::protocol::ActionTag,
+        state: &crate::store::ActionState,
+        rejected: bool,
+    ) -> Decision {
+        match operation::mint_for(&self.parts.keys, prepared, action, state, self.now()) {
+            Minted::Hold(operation) => Decision::ApprovalRequired {
+                operation,
+                rejected,
             },
-        )
+            Minted::Unknown(id) => self.unknown(id, &prepared.policy().name, LEASE_RAN_OUT),
+        }
     }
 
     /// Claim the operation, forward it once, and record the answer before it is delivered.
@@ -382,6 +549,7 @@ impl Executor {
         approved: &Approved,
         forward: &ForwardRequest,
         reading: &Reading<'_>,
+        page: Option<&PageDecision>,
     ) -> Result<Result<Decision, OperationRecord>, StoreError> {
         let now_ms = self.now();
         let owner = format!(
@@ -412,11 +580,12 @@ impl Executor {
             .parts
             .receipts
             .as_ref()
-            .map(|_| operation::draft_receipt(prepared, approved, now_ms));
+            .map(|_| operation::draft_receipt(prepared, approved, now_ms, page));
         self.parts
             .metrics
             .approval_delay(name, approved.expires_at, policy.expires_in);
-        tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "approved; forwarding once");
+        let via = if page.is_some() { "page" } else { "agent" };
+        tracing::info!(policy = name, operation_id = %id, outcome = "claimed", approved_via = via, "approved; forwarding once");
         // With its operation ID in the configured header, for the upstream's logs.
         let sent = self.parts.upstream.send_approved(
             forward.clone(),
@@ -702,6 +871,26 @@ impl Executor {
     fn now(&self) -> i64 {
         self.parts.clock.now_millis()
     }
+}
+
+/// A request without the extension whose account declined it on the approval page.
+/// (The operation is not named: a request without the extension gets no operations.)
+fn declined(_id: &OperationId) -> Refusal {
+    Refusal::new(
+        403,
+        "approval_declined",
+        "the user declined this action on the company's approval page; nothing was performed. The same request gets this answer until the declined approval expires; a request with other terms gets a new approval link",
+    )
+}
+
+/// A request without the extension and without a bearer token: nobody can approve it on
+/// the page, which asks the account the request acts for to sign in.
+fn page_sign_in_required() -> Refusal {
+    Refusal::new(
+        401,
+        "sign_in_required",
+        "this action is approved on the company's approval page by the account it acts for: send the request with the user's token (Authorization: Bearer …) to get the approval link; nothing was performed",
+    )
 }
 
 /// How long one forward's claim is leased for: as the first forward's was.

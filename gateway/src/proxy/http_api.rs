@@ -48,7 +48,13 @@ pub(crate) async fn handle(
     let body = read_body(session, &ops.body_limits, &ops.metrics);
     match runner::run(&ops.session_claims, &ops.executor, arrival, body, proxy).await {
         Ran::Operated(Operated::Decided(executed)) => {
-            Step::Operation(Reply::decision(executed.decision), executed.outcome)
+            let reply = match executed.page_url {
+                // `proof = "company_page"`: the operation, and the page where the User
+                // approves the same revision.
+                Some(url) => Reply::decision_with_page(executed.decision, &url),
+                None => Reply::decision(executed.decision),
+            };
+            Step::Operation(reply, executed.outcome)
         }
         // `403` with the page's link, in the body and a `Link` header.
         Ran::Page(link, outcome) => Step::Operation(

@@ -68,6 +68,22 @@ impl Reply {
         self
     }
 
+    /// [`Reply::decision`] for an operation held under `proof = "company_page"`: the
+    /// operation also carries `approval_url`, the page where the User approves this revision
+    /// (and a `Link` header points there).
+    pub(crate) fn decision_with_page(decision: Decision, url: &str) -> Reply {
+        let Decision::ApprovalRequired { operation, .. } = &decision else {
+            return Reply::decision(decision);
+        };
+        let detail = "this action needs the user's approval of these terms on the company's approval page as well: open operation.approval_url (the user signs in and approves this revision), then retry the same request with a Poppy-Approval header; nothing was performed";
+        let mut operation = serde_json::to_value(operation).unwrap_or_default();
+        if let Some(members) = operation.as_object_mut() {
+            members.insert("approval_url".into(), url.into());
+        }
+        let body = ErrorBody::new("approval_required", detail).with("operation", operation);
+        Reply::error(403, &body).with_header("link", format!("<{url}>; rel=\"approval\""))
+    }
+
     /// The HTTP answer to a decision (the MCP adapter renders its own, but for a sign-in
     /// challenge).
     pub(crate) fn decision(decision: Decision) -> Reply {

@@ -146,6 +146,10 @@ struct Draft {
     session: Option<String>,
     account: Option<String>,
     identity: Option<String>,
+    #[serde(default)]
+    approved_via: Option<String>,
+    #[serde(default)]
+    page_subject: Option<String>,
     approved_at: Option<String>,
 }
 
@@ -170,6 +174,12 @@ fn receipt_of(value: Value) -> Option<Receipt> {
         session: draft.session,
         account: draft.account,
         identity,
+        approved_via: match draft.approved_via.as_deref() {
+            Some("page") => Some("page"),
+            Some("agent") => Some("agent"),
+            _ => None,
+        },
+        page_subject: draft.page_subject,
         approved_at: draft.approved_at,
         performed_at: String::new(),
         upstream_status: None,

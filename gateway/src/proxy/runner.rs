@@ -73,8 +73,9 @@ pub(crate) async fn run_with(
         Ok(admitted) => {
             let via = admitted.via;
             let policy = Arc::clone(&admitted.policy);
+            let account = admitted.approver.who.account.clone();
             let operated = executor.operate_with(admitted, reading).await;
-            offer_page(executor, via, &policy, operated)
+            offer_page(executor, via, &policy, account.as_deref(), operated)
         }
         Err(refused) => {
             let outcome = refused_outcome(&refused);
@@ -97,6 +98,7 @@ pub(crate) fn offer_page(
     executor: &Executor,
     via: Via,
     policy: &Policy,
+    account: Option<&str>,
     operated: Operated,
 ) -> Ran {
     match (via, operated) {
@@ -105,8 +107,15 @@ pub(crate) fn offer_page(
             Operated::Decided(Executed {
                 decision: Decision::ApprovalRequired { operation, .. },
                 outcome,
+                ..
             }),
-        ) => match PageLink::for_operation(executor, policy, &operation) {
+        ) => match PageLink::for_operation(
+            executor.page_url(),
+            executor.signing_key(),
+            policy,
+            &operation,
+            account,
+        ) {
             Some(link) => Ran::Page(link, outcome),
             None => Ran::Refused(Refused::ExtensionRequired, Outcome::ExtensionRequired),
         },

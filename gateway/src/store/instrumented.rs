@@ -8,7 +8,8 @@ use async_trait::async_trait;
 
 use super::{
     ActionState, Claim, ClaimOutcome, Durability, InFlightOperation, KeptRound, MessageSlot,
-    OperationRecord, OperationStore, RecordedResponse, Resolution, ResolveOutcome, StoreError,
+    OperationRecord, OperationStore, PageDecided, PageDecision, RecordedResponse, Resolution,
+    ResolveOutcome, StoreError,
 };
 use crate::metrics::{Metrics, StoreCall};
 use crate::protocol::OperationId;
@@ -164,6 +165,24 @@ impl OperationStore for InstrumentedStore {
         lease_until_ms: i64,
     ) -> Result<bool, StoreError> {
         self.inner.set_lease(id, owner, lease_until_ms).await
+    }
+
+    async fn decide_on_page(
+        &self,
+        decision: &PageDecision,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<PageDecided, StoreError> {
+        self.inner.decide_on_page(decision, until_ms, now_ms).await
+    }
+
+    async fn page_state(
+        &self,
+        action_tag: &str,
+    ) -> Result<(ActionState, Vec<PageDecision>), StoreError> {
+        // A page request's read: a mint's, with the action's page decisions.
+        self.timed(StoreCall::Generation, self.inner.page_state(action_tag))
+            .await
     }
 
     async fn take_message(

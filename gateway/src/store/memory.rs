@@ -10,12 +10,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
+use super::memory_pages::MemoryPages;
 use super::memory_rounds::MemoryRounds;
 use super::messages::{MemoryMessages, MessageSlot};
 use super::owner::{Finishable, Finisher};
 use super::{
     ActionState, Claim, ClaimOutcome, InFlightOperation, KeptRound, MemoryLimits, OperationRecord,
-    OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome, StoreError,
+    OperationStore, PageDecided, PageDecision, RecordState, RecordedResponse, Resolution,
+    ResolveOutcome, StoreError,
 };
 use crate::protocol::OperationId;
 
@@ -37,6 +39,8 @@ pub struct MemoryStore {
     messages: MemoryMessages,
     /// Rounds of interim answers waiting for their follow-up.
     rounds: MemoryRounds,
+    /// Decisions made on the approval page.
+    pages: MemoryPages,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -91,6 +95,7 @@ impl MemoryStore {
             limits,
             messages: MemoryMessages::with_limits(limits),
             rounds: MemoryRounds::default(),
+            pages: MemoryPages::default(),
         }
     }
 
@@ -516,6 +521,23 @@ impl OperationStore for MemoryStore {
         now_ms: i64,
     ) -> Result<Option<Vec<u8>>, StoreError> {
         self.rounds.take(&format!("{id}:{key}"), now_ms)
+    }
+
+    async fn decide_on_page(
+        &self,
+        decision: &PageDecision,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<PageDecided, StoreError> {
+        self.pages.decide(decision, until_ms, now_ms)
+    }
+
+    async fn page_state(
+        &self,
+        action_tag: &str,
+    ) -> Result<(ActionState, Vec<PageDecision>), StoreError> {
+        let state = self.action_state(action_tag).await?;
+        Ok((state, self.pages.of_action(action_tag, now_ms())))
     }
 
     async fn take_message(

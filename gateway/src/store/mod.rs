@@ -15,6 +15,10 @@
 //!   follow-up ([`OperationStore::put_round`], [`OperationStore::take_round`]), expiring on
 //!   their own.
 //!
+//! - the action's **page decisions**: what the User decided on the Company's approval page,
+//!   one per operation and revision, set once ([`OperationStore::decide_on_page`]) and read
+//!   with the action's state ([`OperationStore::page_state`]).
+//!
 //! An in-flight record never expires on its own: only `complete`, `release` and an operator's
 //! `resolve` end it, so an unknown outcome is never forgotten. A recorded answer is kept until
 //! the `remember_until_ms` its completion names (see RELIABILITY.md for how the flow picks it).
@@ -25,12 +29,14 @@
 mod check;
 mod instrumented;
 mod memory;
+mod memory_pages;
 mod memory_rounds;
 mod messages;
 mod owner;
 mod redis;
 
 // The core's vocabulary (operation/record.rs): the store keeps what the core decides with.
+pub use crate::operation::page::{PageDecided, PageDecision, PageVerdict};
 pub use crate::operation::record::{
     ActionState, Claim, ClaimOutcome, InFlightOperation, OperationRecord, RecordState,
     RecordedResponse, Resolution, ResolveOutcome,
@@ -257,6 +263,35 @@ pub trait OperationStore: Send + Sync + 'static {
         _lease_until_ms: i64,
     ) -> Result<bool, StoreError> {
         Err(StoreError::Unavailable("this store keeps no rounds".into()))
+    }
+
+    // The approval page (`crate::approval_page`, issue 29): what the User decided there, one
+    // decision per operation and revision. A store without them fails closed: the page
+    // stores nothing, and a page request is only ever held.
+
+    /// Keep `decision` for its operation's revision unless that revision has one already
+    /// (which is then returned, unchanged), until `until_ms` (the revision's expiry and the
+    /// store's grace). Decisions of the action whose time is up by `now_ms` may be dropped.
+    async fn decide_on_page(
+        &self,
+        _decision: &PageDecision,
+        _until_ms: i64,
+        _now_ms: i64,
+    ) -> Result<PageDecided, StoreError> {
+        Err(StoreError::Unavailable(
+            "this store keeps no page decisions".into(),
+        ))
+    }
+
+    /// The action's state (what a mint reads) and every page decision kept for its
+    /// operations, in one round trip: what a request without the extension reads.
+    async fn page_state(
+        &self,
+        _action_tag: &str,
+    ) -> Result<(ActionState, Vec<PageDecision>), StoreError> {
+        Err(StoreError::Unavailable(
+            "this store keeps no page decisions".into(),
+        ))
     }
 
     // Conversations (`crate::conversations`, see `messages.rs`): the answer the operations

@@ -28,6 +28,7 @@ mod codec;
 mod durability;
 mod link;
 mod messages;
+mod pages;
 mod rounds;
 mod script;
 mod url;
@@ -50,8 +51,8 @@ pub(crate) use self::url::{CLUSTER_SCHEME, cluster_seeds};
 use super::owner::Finisher;
 use super::{
     ActionState, Claim, ClaimOutcome, InFlightOperation, KeptRound, MessageSlot, OperationRecord,
-    OperationStore, RecordState, RecordedResponse, ReplicaWait, Resolution, ResolveOutcome,
-    StoreError, StoreOptions,
+    OperationStore, PageDecided, PageDecision, RecordState, RecordedResponse, ReplicaWait,
+    Resolution, ResolveOutcome, StoreError, StoreOptions,
 };
 use crate::protocol::OperationId;
 
@@ -96,6 +97,8 @@ pub struct RedisStore {
     messages: messages::Scripts,
     /// Rounds of interim answers (`rounds.rs`).
     rounds: rounds::Scripts,
+    /// Page decisions (`pages.rs`).
+    pages: pages::Scripts,
 }
 
 impl fmt::Debug for RedisStore {
@@ -148,6 +151,7 @@ impl RedisStore {
             action: Lua::new(ACTION_LUA),
             messages: messages::Scripts::new(),
             rounds: rounds::Scripts::new(),
+            pages: pages::Scripts::new(),
         })
     }
 
@@ -379,28 +383,13 @@ impl OperationStore for RedisStore {
             .key(self.generation_key(action_tag))
             .key(self.busy_key(action_tag));
         let ran = script::run(&self.links, &call, None).await?;
-        let Value::Array(mut parts) = ran.value else {
+        let Value::Array(parts) = ran.value else {
             return Err(corrupt("action script answered no pair"));
         };
-        if parts.len() != 2 {
-            return Err(corrupt("action script answered no pair"));
-        }
-        let busy = into_fields(parts.pop().unwrap_or(Value::Nil))?;
-        let generation = decode_generation(parts.pop().unwrap_or(Value::Nil))?;
-        let mut in_flight = Vec::with_capacity(busy.len());
-        for (id, lease) in busy {
-            let id = OperationId::parse(&id)
-                .ok_or_else(|| corrupt("in-flight set names no operation"))?;
-            let lease = std::str::from_utf8(&lease)
-                .ok()
-                .and_then(|t| t.parse().ok())
-                .ok_or_else(|| corrupt("in-flight lease is not a number"))?;
-            in_flight.push((id, lease));
-        }
-        Ok(ActionState {
-            generation,
-            in_flight,
-        })
+        let [generation, busy]: [Value; 2] = parts
+            .try_into()
+            .map_err(|_| corrupt("action script answered no pair"))?;
+        decode_action(generation, busy)
     }
 
     async fn in_flight(&self, limit: usize) -> Result<Vec<InFlightOperation>, StoreError> {
@@ -614,6 +603,23 @@ impl OperationStore for RedisStore {
         self.set_lease_now(id, owner, lease_until_ms).await
     }
 
+    async fn decide_on_page(
+        &self,
+        decision: &PageDecision,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<PageDecided, StoreError> {
+        self.decide_on_page_now(decision, until_ms, now_ms).await
+    }
+
+    async fn page_state(
+        &self,
+        action_tag: &str,
+    ) -> Result<(ActionState, Vec<PageDecision>), StoreError> {
+        self.page_state_now(action_tag, crate::clock::now_millis())
+            .await
+    }
+
     async fn take_message(
         &self,
         key: &str,
@@ -638,6 +644,26 @@ impl OperationStore for RedisStore {
 }
 
 /// A generation counter as Redis returns it: absent is 0.
+/// The action's state from its counter and its in-flight set, as the scripts read them.
+fn decode_action(generation: Value, busy: Value) -> Result<ActionState, StoreError> {
+    let busy = into_fields(busy)?;
+    let generation = decode_generation(generation)?;
+    let mut in_flight = Vec::with_capacity(busy.len());
+    for (id, lease) in busy {
+        let id =
+            OperationId::parse(&id).ok_or_else(|| corrupt("in-flight set names no operation"))?;
+        let lease = std::str::from_utf8(&lease)
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| corrupt("in-flight lease is not a number"))?;
+        in_flight.push((id, lease));
+    }
+    Ok(ActionState {
+        generation,
+        in_flight,
+    })
+}
+
 fn decode_generation(value: Value) -> Result<u64, StoreError> {
     match value {
         Value::Nil => Ok(0),

@@ -7,6 +7,11 @@
 // Clients (client_credentials): "agent" / "agent-secret" gets tokens; "gateway" /
 // "gateway-secret" introspects them. Resource "https://shop.test" gets JWT access tokens,
 // "urn:shop:opaque" opaque ones.
+//
+// With POPPY_PAGE_REDIRECT_URI set, also the approval page's client "poppy-page" /
+// "page-secret" (authorization code + PKCE, redirecting there), and a tiny login form at
+// /interaction/UID: any name signs in as that subject (a test provider: no password), and
+// consent is implied for the page's `openid` scope.
 import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -21,6 +26,22 @@ const keys = process.argv.slice(2).map((arg) => {
 });
 const firstAlg = keys[0].alg;
 
+const pageRedirect = process.env.POPPY_PAGE_REDIRECT_URI;
+
+function escapeHtml(text) {
+  return String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk) => { body += chunk; });
+    req.on('end', () => resolve(body));
+    req.on('error', reject);
+  });
+}
+
 const server = createServer();
 server.listen(0, '127.0.0.1', () => {
   const { port } = server.address();
@@ -28,7 +49,29 @@ server.listen(0, '127.0.0.1', () => {
     clients: [
       { client_id: 'agent', client_secret: 'agent-secret', grant_types: ['client_credentials'], redirect_uris: [], response_types: [] },
       { client_id: 'gateway', client_secret: 'gateway-secret', grant_types: ['client_credentials'], redirect_uris: [], response_types: [] },
+      ...(pageRedirect ? [{
+        client_id: 'poppy-page',
+        client_secret: 'page-secret',
+        grant_types: ['authorization_code'],
+        response_types: ['code'],
+        redirect_uris: [pageRedirect],
+        token_endpoint_auth_method: 'client_secret_basic',
+      }] : []),
     ],
+    interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+    // Consent is implied for the page's sign-in: only `openid` is asked for.
+    loadExistingGrant: async (ctx) => {
+      const grantId = ctx.oidc.result?.consent?.grantId
+        || ctx.oidc.session.grantIdFor(ctx.oidc.client.clientId);
+      if (grantId) return ctx.oidc.provider.Grant.find(grantId);
+      const grant = new ctx.oidc.provider.Grant({
+        clientId: ctx.oidc.client.clientId,
+        accountId: ctx.oidc.session.accountId,
+      });
+      grant.addOIDCScope('openid');
+      await grant.save();
+      return grant;
+    },
     jwks: { keys },
     enabledJWA: { clientAuthSigningAlgValues: ['ES256', 'RS256'] },
     features: {
@@ -49,6 +92,34 @@ server.listen(0, '127.0.0.1', () => {
       },
     },
   });
-  server.on('request', provider.callback());
+  const callback = provider.callback();
+  server.on('request', async (req, res) => {
+    const match = /^\/interaction\/([^/?]+)(\/login)?/.exec(req.url);
+    if (!match) return callback(req, res);
+    try {
+      if (req.method === 'GET' && !match[2]) {
+        const details = await provider.interactionDetails(req, res);
+        res.setHeader('content-type', 'text/html; charset=utf-8');
+        res.end(`<!doctype html><title>Sign in</title><form method="post" action="/interaction/${escapeHtml(details.uid)}/login"><label for="login">User</label> <input id="login" name="login" autofocus> <button id="submit" type="submit">Sign in</button></form>`);
+        return undefined;
+      }
+      if (req.method === 'POST' && match[2]) {
+        const login = new URLSearchParams(await readBody(req)).get('login');
+        if (!login) {
+          res.statusCode = 400;
+          res.end('a login name is needed');
+          return undefined;
+        }
+        await provider.interactionFinished(req, res, { login: { accountId: login } }, { mergeWithLastSubmission: false });
+        return undefined;
+      }
+      res.statusCode = 405;
+      res.end();
+    } catch (err) {
+      res.statusCode = 400;
+      res.end(String(err && err.message));
+    }
+    return undefined;
+  });
   process.stdout.write(`${JSON.stringify({ port })}\n`);
 });

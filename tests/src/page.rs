@@ -1,0 +1,254 @@
+//! The approval page's sign-in and decisions without a browser (issue 29): `oidc-provider`
+//! (tests/deps/node/oidc/provider.mjs) with the page's client and its tiny login form, and
+//! [`approve_on_page`], which walks the link → sign in → Approve (or Decline) with reqwest and
+//! a cookie jar of its own, as a browser would. For tests of any interface (MCP included)
+//! that need a page approval.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::identity::keys_dir;
+use crate::thirdparty::node_project;
+
+/// The page's client at the provider, as provider.mjs registers it.
+pub const PAGE_CLIENT_ID: &str = "poppy-page";
+/// Its secret.
+pub const PAGE_CLIENT_SECRET: &str = "page-secret";
+
+/// oidc-provider on a port it picked, with the approval page's client redirecting to
+/// `{page}/callback`.
+pub struct PageProvider {
+    child: Child,
+    port: u16,
+}
+
+impl PageProvider {
+    pub fn start(page: &str) -> PageProvider {
+        let dir = node_project("oidc");
+        let mut child = Command::new("node")
+            .current_dir(&dir)
+            .arg(dir.join("provider.mjs"))
+            .arg(keys_dir().join("es256-a.pem"))
+            .arg(keys_dir().join("rs256-a.pem"))
+            .env("POPPY_PAGE_REDIRECT_URI", format!("{page}/callback"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start node provider.mjs");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let first = lines.next().and_then(Result::ok).unwrap_or_default();
+            let _ = sender.send(first);
+            for _ in lines {}
+        });
+        let line = receiver
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| {
+                let _ = child.kill();
+                panic!("provider.mjs did not say its port within 30 s")
+            });
+        let port = serde_json::from_str::<Value>(&line)
+            .ok()
+            .and_then(|v| v["port"].as_u64())
+            .and_then(|p| u16::try_from(p).ok())
+            .unwrap_or_else(|| {
+                panic!("provider.mjs's first line is not {{\"port\": N}}: {line:?}")
+            });
+        PageProvider { child, port }
+    }
+
+    pub fn issuer(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for PageProvider {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What a page walk ended with: the last page's status and HTML.
+#[derive(Debug, Clone)]
+pub struct PageAnswer {
+    pub status: u16,
+    pub html: String,
+    /// Where it ended (the page's path and query).
+    pub url: String,
+}
+
+/// A browser without JavaScript: a cookie jar per origin, redirects followed by hand.
+pub struct PageBrowser {
+    client: reqwest::Client,
+    cookies: HashMap<String, HashMap<String, String>>,
+}
+
+impl Default for PageBrowser {
+    fn default() -> Self {
+        PageBrowser::new()
+    }
+}
+
+impl PageBrowser {
+    pub fn new() -> PageBrowser {
+        PageBrowser {
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("a client"),
+            cookies: HashMap::new(),
+        }
+    }
+
+    fn origin(url: &reqwest::Url) -> String {
+        url.origin().ascii_serialization()
+    }
+
+    /// GET `url`, or POST `form` to it, then follow redirects (GET); the final page.
+    pub async fn go(&mut self, url: &str, form: Option<&[(&str, &str)]>) -> PageAnswer {
+        let mut url = reqwest::Url::parse(url).expect("a URL");
+        let mut form: Option<Vec<(String, String)>> = form.map(|f| {
+            f.iter()
+                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+                .collect()
+        });
+        for _ in 0..20 {
+            let origin = Self::origin(&url);
+            let cookie = self
+                .cookies
+                .get(&origin)
+                .map(|jar| {
+                    jar.iter()
+                        .map(|(n, v)| format!("{n}={v}"))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+                .unwrap_or_default();
+            let request = match form.take() {
+                Some(fields) => self.client.post(url.clone()).form(&fields),
+                None => self.client.get(url.clone()),
+            };
+            let response = request
+                .header("cookie", cookie)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{url}: {e}"));
+            for value in response.headers().get_all("set-cookie") {
+                let text = value.to_str().unwrap_or_default();
+                let pair = text.split(';').next().unwrap_or_default();
+                if let Some((name, value)) = pair.split_once('=') {
+                    let jar = self.cookies.entry(origin.clone()).or_default();
+                    if value.is_empty() || text.contains("Max-Age=0") {
+                        jar.remove(name.trim());
+                    } else {
+                        jar.insert(name.trim().to_owned(), value.to_owned());
+                    }
+                }
+            }
+            let status = response.status().as_u16();
+            if (300..400).contains(&status) {
+                let location = response
+                    .headers()
+                    .get("location")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_else(|| panic!("{url}: a redirect without Location"))
+                    .to_owned();
+                url = url.join(&location).expect("a Location");
+                continue;
+            }
+            let html = response.text().await.unwrap_or_default();
+            return PageAnswer {
+                status,
+                html,
+                url: url.to_string(),
+            };
+        }
+        panic!("{url}: too many redirects")
+    }
+
+    /// Open the page at `link` and sign in as `user` (the provider's login form); the page
+    /// shown after the sign-in.
+    pub async fn sign_in(&mut self, link: &str, user: &str) -> PageAnswer {
+        let page = self.go(link, None).await;
+        assert_eq!(page.status, 200, "{link}: {}", page.html);
+        let return_to = hidden(&page.html, "return")
+            .unwrap_or_else(|| panic!("no sign-in form on the page: {}", page.html));
+        let base = reqwest::Url::parse(link).expect("a URL");
+        let signin = base.join("/signin").expect("the sign-in path");
+        let login = self
+            .go(signin.as_str(), Some(&[("return", &return_to)]))
+            .await;
+        assert_eq!(
+            login.status, 200,
+            "the provider's login form: {}",
+            login.html
+        );
+        let action = attribute(&login.html, "action")
+            .unwrap_or_else(|| panic!("no login form: {}", login.html));
+        let login_url = reqwest::Url::parse(&login.url)
+            .and_then(|u| u.join(&action))
+            .expect("the login action");
+        self.go(login_url.as_str(), Some(&[("login", user)])).await
+    }
+
+    /// Post the page's own form: `decision` is `approve` or `decline`, with the CSRF token
+    /// the page gave (`csrf`: `None` to use it, `Some` to send another).
+    pub async fn decide(
+        &mut self,
+        page: &PageAnswer,
+        decision: &str,
+        csrf: Option<&str>,
+    ) -> PageAnswer {
+        let token = match csrf {
+            Some(token) => token.to_owned(),
+            None => hidden(&page.html, "csrf")
+                .unwrap_or_else(|| panic!("no decision form on the page: {}", page.html)),
+        };
+        let url = page.url.clone();
+        let mut fields = vec![("decision", decision)];
+        if !token.is_empty() {
+            fields.push(("csrf", token.as_str()));
+        }
+        self.go(&url, Some(&fields)).await
+    }
+}
+
+/// Open `link`, sign in as `user` and press `decision` (`approve` or `decline`): the page
+/// shown afterwards (it says what was decided). The whole flow a User makes, with no browser.
+pub async fn approve_on_page(link: &str, user: &str, decision: &str) -> PageAnswer {
+    let mut browser = PageBrowser::new();
+    let page = browser.sign_in(link, user).await;
+    assert_eq!(page.status, 200, "after the sign-in: {}", page.html);
+    browser.decide(&page, decision, None).await
+}
+
+/// The `value` of the hidden input `name` in `html`.
+pub fn hidden(html: &str, name: &str) -> Option<String> {
+    let at = html.find(&format!("name=\"{name}\" value=\""))?;
+    let rest = &html[at + name.len() + 15..];
+    let value = &rest[..rest.find('"')?];
+    Some(unescape(value))
+}
+
+/// The first `attribute="…"` in `html`.
+fn attribute(html: &str, attribute: &str) -> Option<String> {
+    let at = html.find(&format!("{attribute}=\""))?;
+    let rest = &html[at + attribute.len() + 2..];
+    Some(unescape(&rest[..rest.find('"')?]))
+}
+
+fn unescape(text: &str) -> String {
+    text.replace("&amp;", "&")
+        .replace("&#39;", "'")
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+}
