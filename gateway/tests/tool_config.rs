@@ -241,7 +241,10 @@ fn a_tool_may_be_approved_on_the_page() {
     let files = Files::new(&format!("{GATEWAY}{page}"), &page_only);
     std::fs::write(files.dir().join("page.secret"), "s3cret\n").unwrap();
     let errors = files.load_with(config::load).unwrap_err().to_string();
-    assert!(errors.contains("not supported on a [[tool]] yet"), "{errors}");
+    assert!(
+        errors.contains("not supported on a [[tool]] yet"),
+        "{errors}"
+    );
     // Line 5 of the policy is the key.
     let wrong = TOOL.replacen("expires_in", "approval = \"page\"\nexpires_in", 1);
     let files = Files::new(&format!("{GATEWAY}{page}"), &wrong);

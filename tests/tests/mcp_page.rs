@@ -162,7 +162,15 @@ impl Sdk {
         }
     }
 
-    fn command(self, gateway_mcp: &str, upstream: &str, session: &str) -> Command {
+    /// `session`: its `Poppy-Session`; `authorization`: the user's token (the page is approved
+    /// by the account it is for).
+    fn command(
+        self,
+        gateway_mcp: &str,
+        upstream: &str,
+        session: &str,
+        authorization: &str,
+    ) -> Command {
         let script = deps_dir().join("mcp/page_agent.py");
         let mut command = match self {
             Sdk::TypeScript => {
@@ -197,7 +205,7 @@ impl Sdk {
                 command
             }
         };
-        command.args([gateway_mcp, upstream, session]);
+        command.args([gateway_mcp, upstream, session, authorization]);
         command
     }
 }
@@ -231,6 +239,7 @@ async fn run_agent(sdk: Sdk, gateway: &Gateway, upstream: &PythonMcpServer) -> R
         &gateway_mcp,
         &upstream.url(),
         &session.header(),
+        &session.authorization().unwrap_or_default(),
     ));
     command
         .stdout(Stdio::piped())

@@ -6,7 +6,9 @@ Its elicitation handler, when it has one (then the SDK declares URL-mode elicita
 each request it gets and answers "accept", as a client does once its user agreed to open the
 URL. Prints one JSON line per step; the Rust test asserts on them and on the upstream's counts.
 
-    python page_agent.py CLIENT MODE GATEWAY_MCP_URL UPSTREAM_URL POPPY_SESSION_JWT
+    python page_agent.py CLIENT MODE GATEWAY_MCP_URL UPSTREAM_URL POPPY_SESSION_JWT AUTHORIZATION
+
+AUTHORIZATION: the user's `Bearer …` token (the page is approved by the account it is for).
 
 CLIENT: `sdk` or `fastmcp`. MODE: `legacy` (the initialize handshake, 2025-11-25) or `auto`
 (2026-07-28 where the server speaks it); `mcp` 1.x has only the handshake.
@@ -19,7 +21,7 @@ import sys
 import urllib.request
 from contextlib import asynccontextmanager
 
-CLIENT, MODE, GATEWAY, UPSTREAM, SESSION = sys.argv[1:6]
+CLIENT, MODE, GATEWAY, UPSTREAM, SESSION, AUTHORIZATION = sys.argv[1:7]
 EXTENSIONS = '"operations";v="2"'
 TIMEOUT = 20.0
 ARGUMENTS = {"order_id": "ord_p1", "item_id": "itm_4Qa", "replacement_sku": "stormline-insulated-m"}
@@ -36,6 +38,9 @@ def executions(tool="exchange_item"):
 
 def headers(extension):
     out = {"Poppy-Session": SESSION}
+    if AUTHORIZATION:
+        # The user's token: the page is approved by the account it is for.
+        out["Authorization"] = AUTHORIZATION
     if extension:
         out["Poppy-Extensions"] = EXTENSIONS
     return out

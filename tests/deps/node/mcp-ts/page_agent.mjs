@@ -10,7 +10,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
-const [gateway, upstreamUrl, session] = process.argv.slice(2);
+const [gateway, upstreamUrl, session, authorization] = process.argv.slice(2);
 const TIMEOUT = 20000;
 const ARGUMENTS = { order_id: "ord_p1", item_id: "itm_4Qa", replacement_sku: "stormline-insulated-m" };
 
@@ -20,6 +20,8 @@ const executions = async (tool = "exchange_item") => (await (await fetch(upstrea
 // `asked`: an array to record elicitation requests in (null: no handler, no capability).
 async function connect(asked, extension = false) {
   const headers = { "Poppy-Session": session };
+  // The user's token: the page is approved by the account it is for.
+  if (authorization) headers.Authorization = authorization;
   if (extension) headers["Poppy-Extensions"] = '"operations";v="2"';
   const transport = new StreamableHTTPClientTransport(new URL(gateway), { requestInit: { headers } });
   const capabilities = asked ? { elicitation: { url: {} } } : {};
