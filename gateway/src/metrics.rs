@@ -5,6 +5,7 @@
 mod asked;
 mod labels;
 
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use prometheus::{
@@ -13,6 +14,8 @@ use prometheus::{
 };
 
 use asked::AskedOnce;
+
+use crate::events::{Counters, EventQueue};
 
 // The core's words for what became of a request (operation/outcome.rs); metrics count them.
 pub(crate) use crate::operation::outcome::{Outcome, Rejection};
@@ -57,6 +60,8 @@ pub(crate) struct Metrics {
     reloads: IntCounterVec,
     last_reload_successful: IntGauge,
     policies_loaded: IntGauge,
+    /// `[webhook]`'s queue, where outcomes raise events (none without the table).
+    events: OnceLock<EventQueue>,
 }
 
 impl Metrics {
@@ -179,6 +184,7 @@ impl Metrics {
                 "poppy_policies_loaded",
                 "Policies (operations and tools) the gateway is running with",
             )?,
+            events: OnceLock::new(),
             registry,
         };
         // Series that exist from the start read as 0, not "no data", and rate() sees their
@@ -247,6 +253,34 @@ impl Metrics {
             self.upstream_duration.with_label_values(&[name]);
         }
         self.policies_loaded.set(count);
+    }
+
+    /// The webhook's counters, registered now (`[webhook]` only: without it they are absent).
+    pub(crate) fn webhook_counters(&self) -> Result<Counters, prometheus::Error> {
+        let events = IntCounterVec::new(
+            Opts::new(
+                "poppy_webhook_events_total",
+                "Webhook events, by type and what became of them: sent (a 2xx), dropped (the queue was full, or the gateway stopped first), failed (refused with a 3xx or 4xx, or still failing after max_attempts or max_age)",
+            ),
+            &["type", "result"],
+        )?;
+        let queued = IntGauge::new(
+            "poppy_webhook_queued",
+            "Webhook events waiting to be sent or retried (at most [webhook] queue)",
+        )?;
+        self.registry.register(Box::new(events.clone()))?;
+        self.registry.register(Box::new(queued.clone()))?;
+        Ok(Counters { events, queued })
+    }
+
+    /// Outcomes raise events into `queue` from now on (set once, at startup).
+    pub(crate) fn set_events(&self, queue: EventQueue) {
+        let _ = self.events.set(queue);
+    }
+
+    /// Where outcomes raise events: `None` without `[webhook]`.
+    pub(crate) fn events(&self) -> Option<&EventQueue> {
+        self.events.get()
     }
 
     pub(crate) fn operation(&self, policy: &str, outcome: Outcome) {

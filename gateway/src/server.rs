@@ -56,6 +56,8 @@ pub enum StartError {
     AccessLog(#[from] crate::proxy::AccessLogError),
     #[error("session: {0}")]
     Session(String),
+    #[error("webhook: {0}")]
+    Webhook(String),
 }
 
 /// Secrets this repository ships in its examples (deploy/kubernetes/secret.yaml): published,
@@ -205,6 +207,16 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let drain = Arc::new(Drain::default());
     let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
     server.bootstrap();
+
+    // `[webhook]`: outcomes raise events into its queue (through `Metrics::events`); one
+    // worker on its own runtime sends them, and flushes within the shutdown grace.
+    if let Some(settings) = &config.webhook {
+        let (queue, outbox) = crate::events::queue(settings, metrics.webhook_counters()?);
+        let sender = crate::events::Sender::new(settings, outbox, config.server.shutdown_grace)
+            .map_err(StartError::Webhook)?;
+        metrics.set_events(queue);
+        server.add_service(background_service("webhook", sender));
+    }
 
     let held = HeldBodies::new(config.server.max_held_body_bytes);
     // Client connections open on the proxy's and the conversations service's listeners: one

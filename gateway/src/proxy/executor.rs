@@ -272,7 +272,8 @@ impl Executor {
                 approval,
                 rejection,
                 policy.expires_in,
-            ),
+            )
+            .on_route(self.parts.route.as_deref()),
             decision,
         }
     }
@@ -298,7 +299,8 @@ impl Executor {
                 approval,
                 None,
                 policy.expires_in,
-            ),
+            )
+            .on_route(self.parts.route.as_deref()),
             decision,
         })
     }

@@ -1,10 +1,14 @@
 //! What one request for an operation came to. The adapters return it with their reply
 //! (`Step::Operation`); `service.rs` counts and logs it, through [`RequestOutcome::record`],
 //! just before the reply is written: here and nowhere else. (The conversations service,
-//! which has no pingora proxy phases, calls [`RequestOutcome::record`] as it answers.)
+//! which has no pingora proxy phases, calls [`RequestOutcome::record`] as it answers.) With
+//! `[webhook]`, that is also where an operation held, performed or of unknown outcome raises
+//! its event (`crate::events`), queued without waiting.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::config::{DEFAULT_ROUTE, EventType};
+use crate::events::{Event, Happened};
 use crate::metrics::{Metrics, Outcome, Rejection};
 use crate::operation::Decision;
 use crate::protocol::ApprovalHeader;
@@ -22,6 +26,10 @@ pub(crate) enum RequestOutcome {
         rejection: Option<Rejection>,
         /// The policy's `expires_in`, when the answer asked the User to approve an operation.
         asked: Option<Duration>,
+        /// The `[[route]]`'s name, or `default`.
+        route: String,
+        /// The upstream's status, when the operation was performed.
+        upstream_status: Option<u16>,
     },
     /// Refused before the flow (nothing decided, nothing forwarded); `status` is the reply's.
     Refused {
@@ -46,7 +54,20 @@ impl RequestOutcome {
             operation_id: decision.operation_id(approval),
             rejection,
             asked: matches!(decision, Decision::ApprovalRequired { .. }).then_some(expires_in),
+            route: DEFAULT_ROUTE.to_owned(),
+            upstream_status: match decision {
+                Decision::Performed(response) => Some(response.status),
+                _ => None,
+            },
         }
+    }
+
+    /// The same, decided on the `[[route]]` named `route` (`None`: the default route).
+    pub(crate) fn on_route(mut self, route: Option<&str>) -> RequestOutcome {
+        if let (RequestOutcome::Decided { route: on, .. }, Some(name)) = (&mut self, route) {
+            name.clone_into(on);
+        }
+        self
     }
 
     /// A request for an operation refused before the executor, answered with `status`.
@@ -83,6 +104,8 @@ impl RequestOutcome {
                 operation_id,
                 rejection,
                 asked,
+                route,
+                upstream_status,
             } => {
                 if let Some(reason) = rejection {
                     metrics.rejected(policy, *reason);
@@ -101,6 +124,27 @@ impl RequestOutcome {
                     outcome = outcome.as_str(),
                     "operation"
                 );
+                if let Some(events) = metrics.events() {
+                    let kind = match outcome {
+                        Outcome::Performed => Some(EventType::Performed),
+                        Outcome::Unknown => Some(EventType::Unknown),
+                        // A new operation to approve (after a refused approval too).
+                        _ if asked.is_some() => Some(EventType::Held),
+                        _ => None,
+                    };
+                    if let Some(kind) = kind.filter(|_| !operation_id.is_empty()) {
+                        let mut event = Event::new(Happened {
+                            kind,
+                            operation_id,
+                            policy,
+                            route,
+                            outcome: outcome.as_str(),
+                            at_ms: now_ms(),
+                        });
+                        event.upstream_status = *upstream_status;
+                        events.emit(event);
+                    }
+                }
             }
             RequestOutcome::Refused {
                 policy,
@@ -112,4 +156,10 @@ impl RequestOutcome {
             }
         }
     }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
