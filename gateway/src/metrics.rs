@@ -5,7 +5,6 @@
 mod asked;
 mod labels;
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use prometheus::{
@@ -14,8 +13,6 @@ use prometheus::{
 };
 
 use asked::AskedOnce;
-
-use crate::events::{Counters, EventQueue};
 
 // The core's words for what became of a request (operation/outcome.rs); metrics count them.
 pub(crate) use crate::operation::outcome::{Outcome, Rejection};
@@ -60,8 +57,6 @@ pub(crate) struct Metrics {
     reloads: IntCounterVec,
     last_reload_successful: IntGauge,
     policies_loaded: IntGauge,
-    /// `[webhook]`'s queue, where outcomes raise events (none without the table).
-    events: OnceLock<EventQueue>,
 }
 
 impl Metrics {
@@ -184,7 +179,6 @@ impl Metrics {
                 "poppy_policies_loaded",
                 "Policies (operations and tools) the gateway is running with",
             )?,
-            events: OnceLock::new(),
             registry,
         };
         // Series that exist from the start read as 0, not "no data", and rate() sees their
@@ -255,8 +249,9 @@ impl Metrics {
         self.policies_loaded.set(count);
     }
 
-    /// The webhook's counters, registered now (`[webhook]` only: without it they are absent).
-    pub(crate) fn webhook_counters(&self) -> Result<Counters, prometheus::Error> {
+    /// The webhook's counters (`poppy_webhook_events_total{type, result}` and
+    /// `poppy_webhook_queued`), registered now: `[webhook]` only, without it they are absent.
+    pub(crate) fn webhook_counters(&self) -> Result<(IntCounterVec, IntGauge), prometheus::Error> {
         let events = IntCounterVec::new(
             Opts::new(
                 "poppy_webhook_events_total",
@@ -270,17 +265,7 @@ impl Metrics {
         )?;
         self.registry.register(Box::new(events.clone()))?;
         self.registry.register(Box::new(queued.clone()))?;
-        Ok(Counters { events, queued })
-    }
-
-    /// Outcomes raise events into `queue` from now on (set once, at startup).
-    pub(crate) fn set_events(&self, queue: EventQueue) {
-        let _ = self.events.set(queue);
-    }
-
-    /// Where outcomes raise events: `None` without `[webhook]`.
-    pub(crate) fn events(&self) -> Option<&EventQueue> {
-        self.events.get()
+        Ok((events, queued))
     }
 
     pub(crate) fn operation(&self, policy: &str, outcome: Outcome) {

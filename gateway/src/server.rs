@@ -208,13 +208,15 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
     server.bootstrap();
 
-    // `[webhook]`: outcomes raise events into its queue (through `Metrics::events`); one
-    // worker on its own runtime sends them, and flushes within the shutdown grace.
+    // `[webhook]`: outcomes raise events into its queue (`events::sink`); one worker on its
+    // own runtime sends them, and flushes within the shutdown grace.
     if let Some(settings) = &config.webhook {
-        let (queue, outbox) = crate::events::queue(settings, metrics.webhook_counters()?);
+        let (events, queued) = metrics.webhook_counters()?;
+        let counters = crate::events::Counters { events, queued };
+        let (queue, outbox) = crate::events::queue(settings, counters);
         let sender = crate::events::Sender::new(settings, outbox, config.server.shutdown_grace)
             .map_err(StartError::Webhook)?;
-        metrics.set_events(queue);
+        crate::events::install(queue);
         server.add_service(background_service("webhook", sender));
     }
 

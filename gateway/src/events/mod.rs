@@ -3,9 +3,13 @@
 //! Company's URL, signed as Standard Webhooks are, retried with backoff, through a bounded
 //! queue that never slows a request.
 //!
-//! `event`, `signature` and `retry` are pure; `queue` is the emitting end (what
-//! `proxy::outcome`'s one place that records outcomes calls, through `Metrics::events`) and
-//! `sender` the one worker that sends.
+//! `event`, `signature` and `retry` are pure; `queue` is the emitting end, installed once at
+//! startup for the process ([`install`], like the log filter's and the introspections'
+//! counters: `metrics` can't hold it, since `events` reads `config`, which reads `store`,
+//! which counts in `metrics`), where `proxy::outcome`'s one place that records outcomes
+//! raises events ([`sink`]); `sender` is the one worker that sends.
+
+use std::sync::OnceLock;
 
 pub(crate) mod event;
 mod queue;
@@ -16,3 +20,16 @@ mod signature;
 pub(crate) use event::{Event, Happened};
 pub(crate) use queue::{Counters, EventQueue, queue};
 pub(crate) use sender::Sender;
+
+/// The process's queue: none without `[webhook]`.
+static SINK: OnceLock<EventQueue> = OnceLock::new();
+
+/// Events go to `queue` from now on (once, at startup; a second call changes nothing).
+pub(crate) fn install(queue: EventQueue) {
+    let _ = SINK.set(queue);
+}
+
+/// Where events go: `None` without `[webhook]`.
+pub(crate) fn sink() -> Option<&'static EventQueue> {
+    SINK.get()
+}

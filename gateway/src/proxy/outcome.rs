@@ -124,7 +124,7 @@ impl RequestOutcome {
                     outcome = outcome.as_str(),
                     "operation"
                 );
-                if let Some(events) = metrics.events() {
+                if let Some(events) = crate::events::sink() {
                     let kind = match outcome {
                         Outcome::Performed => Some(EventType::Performed),
                         Outcome::Unknown => Some(EventType::Unknown),
