@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use poppy_e2e::webhook::{Attempt, SECRET, WebhookReceiver};
-use poppy_e2e::{GatewayBuilder, Request, Session, Stack, Store, store_tests};
+use poppy_e2e::{GatewayBuilder, Request, Session, Stack, Store, store_tests, wait};
 
 /// The variable the gateway reads the secret from.
 const SECRET_ENV: &str = "POPPY_E2E_WEBHOOK_SECRET";
@@ -214,7 +214,43 @@ async fn an_unknown_outcome_raises_an_unknown_event(store: Store) {
     stack.assert_executions(1, "sent once");
 }
 
+/// SIGTERM: an event waiting for its retry (the receiver answered 500; the next attempt is
+/// half a minute away) gets one more attempt before the gateway exits, within
+/// `server.shutdown_grace`.
+async fn sigterm_tries_what_is_queued_once_more_before_exiting(store: Store) {
+    let receiver = WebhookReceiver::failing_first(1);
+    let mut stack = Stack::start_with(store, |builder| {
+        builder.env(SECRET_ENV, SECRET).extra_config(&format!(
+            "[webhook]\nurl = \"{}\"\nsecret_env = \"{SECRET_ENV}\"\nretry_backoff = \"60s\"\n",
+            receiver.url()
+        ))
+    });
+    let request = Request::exchange(&Session::signed_out("ses_webhook_term"), "o1", "i1", "s1");
+    let op = stack.gateway.send(&request).await.operation();
+    let first = wait::until(ARRIVAL, || {
+        !receiver
+            .attempts_of("operation.held", &op.operation_id)
+            .is_empty()
+    })
+    .await;
+    assert!(first, "the first attempt arrives");
+    stack.gateway.terminate();
+    let status = stack
+        .gateway
+        .wait_for_exit(Duration::from_secs(15))
+        .await
+        .expect("the gateway exits within its grace");
+    assert!(
+        status.success(),
+        "a graceful shutdown exits 0, not {status}"
+    );
+    let attempts = receiver.attempts_of("operation.held", &op.operation_id);
+    let statuses: Vec<u16> = attempts.iter().map(|a| a.status).collect();
+    assert_eq!(statuses, [500, 200], "{attempts:#?}");
+}
+
 store_tests!(
+    sigterm_tries_what_is_queued_once_more_before_exiting,
     held_and_performed_raise_one_event_each_with_identifiers_only,
     a_receiver_answering_500_twice_gets_the_event_on_the_third_try,
     a_receiver_that_never_answers_slows_no_request_and_overflow_is_counted,
