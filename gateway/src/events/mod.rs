@@ -33,3 +33,31 @@ pub(crate) fn install(queue: EventQueue) {
 pub(crate) fn sink() -> Option<&'static EventQueue> {
     SINK.get()
 }
+
+/// The User decided on the Company's approval page, signed in as `subject`: raise
+/// `operation.approved_on_page` (`approved`) or `operation.declined`, when `[webhook]` sends
+/// it. For the page to call once its decision is recorded, with the operation's policy and
+/// route (`None`: the default route).
+#[allow(dead_code)] // Wired in by the approval page's decisions (issue 29, branch `page`).
+pub(crate) fn page_decided(
+    approved: bool,
+    operation_id: &str,
+    policy: &str,
+    route: Option<&str>,
+    subject: &str,
+) {
+    if let Some(sink) = sink() {
+        let at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let route = route.unwrap_or(crate::config::DEFAULT_ROUTE);
+        sink.emit(Event::page_decided(
+            approved,
+            operation_id,
+            policy,
+            route,
+            subject,
+            at_ms,
+        ));
+    }
+}

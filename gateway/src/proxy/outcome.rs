@@ -95,6 +95,42 @@ impl RequestOutcome {
         }
     }
 
+    /// The event it raises (`[webhook]`), if any: an operation held (after a refused approval
+    /// too: a new operation to approve), performed, or of unknown outcome.
+    fn event(&self, at_ms: i64) -> Option<Event> {
+        let RequestOutcome::Decided {
+            policy,
+            outcome,
+            operation_id,
+            asked,
+            route,
+            upstream_status,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let kind = match outcome {
+            Outcome::Performed => EventType::Performed,
+            Outcome::Unknown => EventType::Unknown,
+            _ if asked.is_some() => EventType::Held,
+            _ => return None,
+        };
+        if operation_id.is_empty() {
+            return None;
+        }
+        let mut event = Event::new(Happened {
+            kind,
+            operation_id,
+            policy,
+            route,
+            outcome: outcome.as_str(),
+            at_ms,
+        });
+        event.upstream_status = *upstream_status;
+        Some(event)
+    }
+
     /// Count it, and log it: the one place either happens.
     pub(crate) fn record(&self, metrics: &Metrics) {
         match self {
@@ -104,8 +140,7 @@ impl RequestOutcome {
                 operation_id,
                 rejection,
                 asked,
-                route,
-                upstream_status,
+                ..
             } => {
                 if let Some(reason) = rejection {
                     metrics.rejected(policy, *reason);
@@ -124,26 +159,10 @@ impl RequestOutcome {
                     outcome = outcome.as_str(),
                     "operation"
                 );
-                if let Some(events) = crate::events::sink() {
-                    let kind = match outcome {
-                        Outcome::Performed => Some(EventType::Performed),
-                        Outcome::Unknown => Some(EventType::Unknown),
-                        // A new operation to approve (after a refused approval too).
-                        _ if asked.is_some() => Some(EventType::Held),
-                        _ => None,
-                    };
-                    if let Some(kind) = kind.filter(|_| !operation_id.is_empty()) {
-                        let mut event = Event::new(Happened {
-                            kind,
-                            operation_id,
-                            policy,
-                            route,
-                            outcome: outcome.as_str(),
-                            at_ms: now_ms(),
-                        });
-                        event.upstream_status = *upstream_status;
-                        events.emit(event);
-                    }
+                if let Some(events) = crate::events::sink()
+                    && let Some(event) = self.event(now_ms())
+                {
+                    events.emit(event);
                 }
             }
             RequestOutcome::Refused {
@@ -162,4 +181,64 @@ fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::OperationId;
+    use crate::store::RecordedResponse;
+
+    const ID: &str = "exc_aAAAAAAAAAAAAAAAABBBBBBBB";
+
+    fn outcome(decision: &Decision, route: Option<&str>) -> RequestOutcome {
+        let approval = ApprovalHeader {
+            operation_id: ID.into(),
+            revision: "1-x".into(),
+        };
+        let expires_in = Duration::from_secs(900);
+        RequestOutcome::decided("exchange", decision, Some(&approval), None, expires_in)
+            .on_route(route)
+    }
+
+    fn id() -> OperationId {
+        OperationId::parse(ID).expect("an id of the gateway's shape")
+    }
+
+    #[test]
+    fn performed_and_unknown_outcomes_raise_their_events_on_their_route() {
+        let response = RecordedResponse {
+            status: 201,
+            headers: Vec::new(),
+            body: Default::default(),
+        };
+        let performed = outcome(&Decision::Performed(response), Some("billing"))
+            .event(5)
+            .expect("an event");
+        assert_eq!(performed.kind, EventType::Performed);
+        assert_eq!(performed.operation_id, ID);
+        assert_eq!(performed.route, "billing");
+        assert_eq!(performed.upstream_status, Some(201));
+        assert_eq!(performed.at_ms, 5);
+
+        let unknown = outcome(&Decision::Unknown(id()), None)
+            .event(0)
+            .expect("an event");
+        assert_eq!(unknown.kind, EventType::Unknown);
+        assert_eq!(unknown.route, "default");
+        assert_eq!(unknown.upstream_status, None);
+    }
+
+    #[test]
+    fn other_outcomes_raise_none() {
+        assert_eq!(outcome(&Decision::InProgress(id()), None).event(0), None);
+        assert_eq!(
+            outcome(&Decision::AlreadyPerformed(id()), None).event(0),
+            None
+        );
+        assert_eq!(outcome(&Decision::StoreUnavailable, None).event(0), None);
+        assert_eq!(outcome(&Decision::SignInRequired, None).event(0), None);
+        let refused = RequestOutcome::refused("exchange", Outcome::BadRequest, 400);
+        assert_eq!(refused.event(0), None);
+    }
 }
