@@ -26,8 +26,8 @@ pub(crate) enum RequestOutcome {
         rejection: Option<Rejection>,
         /// The policy's `expires_in`, when the answer asked the User to approve an operation.
         asked: Option<Duration>,
-        /// The `[[route]]`'s name, or `default`.
-        route: String,
+        /// The `[[route]]`'s name; `None` for the default route (nothing allocated).
+        route: Option<String>,
         /// The upstream's status, when the operation was performed.
         upstream_status: Option<u16>,
     },
@@ -54,7 +54,7 @@ impl RequestOutcome {
             operation_id: decision.operation_id(approval),
             rejection,
             asked: matches!(decision, Decision::ApprovalRequired { .. }).then_some(expires_in),
-            route: DEFAULT_ROUTE.to_owned(),
+            route: None,
             upstream_status: match decision {
                 Decision::Performed(response) => Some(response.status),
                 _ => None,
@@ -64,8 +64,8 @@ impl RequestOutcome {
 
     /// The same, decided on the `[[route]]` named `route` (`None`: the default route).
     pub(crate) fn on_route(mut self, route: Option<&str>) -> RequestOutcome {
-        if let (RequestOutcome::Decided { route: on, .. }, Some(name)) = (&mut self, route) {
-            name.clone_into(on);
+        if let RequestOutcome::Decided { route: on, .. } = &mut self {
+            *on = route.map(str::to_owned);
         }
         self
     }
@@ -123,7 +123,7 @@ impl RequestOutcome {
             kind,
             operation_id,
             policy,
-            route,
+            route: route.as_deref().unwrap_or(DEFAULT_ROUTE),
             outcome: outcome.as_str(),
             at_ms,
         });
