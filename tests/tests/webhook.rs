@@ -2,9 +2,9 @@
 //! that verifies each delivery with the Standard Webhooks reference library
 //! (`tests/deps/webhook/receiver.py`, `standardwebhooks` 1.3.0): a held operation and a
 //! performed one raise one event each, naming the operation and nothing of the request; a
-//! receiver answering 500 gets the event again; a receiver that never answers slows no
-//! request, and what the queue can't hold is dropped and counted; an unknown outcome raises
-//! an `unknown` event.
+//! receiver answering 500 gets the event again; a receiver that never answers, or is down,
+//! slows no request, and what the queue can't hold is dropped and counted; an unknown outcome
+//! raises an `unknown` event; SIGTERM tries what is queued once more.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -17,11 +17,16 @@ const SECRET_ENV: &str = "POPPY_E2E_WEBHOOK_SECRET";
 /// How long an event may take to arrive (a few attempts 100 ms apart, on a busy machine).
 const ARRIVAL: Duration = Duration::from_secs(20);
 
-/// The gateway with `[webhook]` sending to `url`, plus `lines`.
+/// The gateway with `[webhook]` sending to `url`, plus `lines` (retries 100 ms apart unless
+/// they say otherwise).
 fn webhook(url: &str, lines: &str) -> impl FnOnce(GatewayBuilder) -> GatewayBuilder {
-    let table = format!(
-        "[webhook]\nurl = \"{url}\"\nsecret_env = \"{SECRET_ENV}\"\nretry_backoff = \"100ms\"\n{lines}"
-    );
+    let backoff = if lines.contains("retry_backoff") {
+        ""
+    } else {
+        "retry_backoff = \"100ms\"\n"
+    };
+    let table =
+        format!("[webhook]\nurl = \"{url}\"\nsecret_env = \"{SECRET_ENV}\"\n{backoff}{lines}");
     move |builder| builder.env(SECRET_ENV, SECRET).extra_config(&table)
 }
 
@@ -182,6 +187,35 @@ async fn a_receiver_that_never_answers_slows_no_request_and_overflow_is_counted(
     stack.assert_executions(0, "nothing approved");
 }
 
+/// A receiver that is down (every connection refused): each event's first attempt fails at
+/// once and waits for its retry, holding its place; what the queue can't hold is dropped and
+/// counted, and every request is answered.
+async fn a_receiver_that_is_down_overflows_into_the_dropped_count(store: Store) {
+    let (port, _refusing) = poppy_e2e::ports::refusing_port();
+    let url = format!("http://127.0.0.1:{port}/hooks");
+    let stack = Stack::start_with(store, webhook(&url, "queue = 3\nretry_backoff = \"60s\""));
+    let client = stack.gateway.patient_client(Duration::from_secs(5));
+    let session = Session::signed_out("ses_webhook_down");
+    for order in 0..10 {
+        let request = Request::exchange(&session, &format!("o{order}"), "i1", "s1");
+        client.send(&request).await.operation();
+    }
+    let metrics = stack.gateway.metrics().await;
+    let count = |result| {
+        metrics.value(
+            "poppy_webhook_events_total",
+            &[("type", "held"), ("result", result)],
+        )
+    };
+    assert_eq!(count("dropped"), 7.0, "ten held operations, three places");
+    assert_eq!(
+        count("sent") + count("failed"),
+        0.0,
+        "the others wait for a retry"
+    );
+    assert_eq!(metrics.value("poppy_webhook_queued", &[]), 3.0);
+}
+
 async fn an_unknown_outcome_raises_an_unknown_event(store: Store) {
     let receiver = WebhookReceiver::start();
     let stack = Stack::start_with(store, |builder| {
@@ -219,12 +253,7 @@ async fn an_unknown_outcome_raises_an_unknown_event(store: Store) {
 /// `server.shutdown_grace`.
 async fn sigterm_tries_what_is_queued_once_more_before_exiting(store: Store) {
     let receiver = WebhookReceiver::failing_first(1);
-    let mut stack = Stack::start_with(store, |builder| {
-        builder.env(SECRET_ENV, SECRET).extra_config(&format!(
-            "[webhook]\nurl = \"{}\"\nsecret_env = \"{SECRET_ENV}\"\nretry_backoff = \"60s\"\n",
-            receiver.url()
-        ))
-    });
+    let mut stack = Stack::start_with(store, webhook(&receiver.url(), "retry_backoff = \"60s\""));
     let request = Request::exchange(&Session::signed_out("ses_webhook_term"), "o1", "i1", "s1");
     let op = stack.gateway.send(&request).await.operation();
     let first = wait::until(ARRIVAL, || {
@@ -254,5 +283,6 @@ store_tests!(
     held_and_performed_raise_one_event_each_with_identifiers_only,
     a_receiver_answering_500_twice_gets_the_event_on_the_third_try,
     a_receiver_that_never_answers_slows_no_request_and_overflow_is_counted,
+    a_receiver_that_is_down_overflows_into_the_dropped_count,
     an_unknown_outcome_raises_an_unknown_event,
 );
