@@ -11,6 +11,7 @@ mod clock;
 pub mod config;
 mod conversations;
 mod drain;
+mod events;
 pub mod explain;
 mod fds;
 mod hangup;

@@ -176,6 +176,21 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
                     page.client_secret_source
                 );
             }
+            if let Some(webhook) = &config.webhook {
+                // A query may carry the receiver's own token: not printed.
+                let url = webhook.url.split('?').next().unwrap_or_default();
+                println!(
+                    "webhook {url} ({}; secret from {}; queue {})",
+                    webhook
+                        .events
+                        .iter()
+                        .map(|e| e.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    webhook.secret_source,
+                    webhook.queue
+                );
+            }
             if let Some(receipts) = &config.receipts {
                 let target = match &receipts.target {
                     receipts::ReceiptTarget::File { path, .. } => path.display().to_string(),

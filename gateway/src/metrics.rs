@@ -249,6 +249,25 @@ impl Metrics {
         self.policies_loaded.set(count);
     }
 
+    /// The webhook's counters (`poppy_webhook_events_total{type, result}` and
+    /// `poppy_webhook_queued`), registered now: `[webhook]` only, without it they are absent.
+    pub(crate) fn webhook_counters(&self) -> Result<(IntCounterVec, IntGauge), prometheus::Error> {
+        let events = IntCounterVec::new(
+            Opts::new(
+                "poppy_webhook_events_total",
+                "Webhook events, by type and what became of them: sent (a 2xx), dropped (the queue was full, or the gateway stopped first), failed (refused with a 3xx or 4xx, or still failing after max_attempts or max_age)",
+            ),
+            &["type", "result"],
+        )?;
+        let queued = IntGauge::new(
+            "poppy_webhook_queued",
+            "Webhook events waiting to be sent or retried (at most [webhook] queue)",
+        )?;
+        self.registry.register(Box::new(events.clone()))?;
+        self.registry.register(Box::new(queued.clone()))?;
+        Ok((events, queued))
+    }
+
     pub(crate) fn operation(&self, policy: &str, outcome: Outcome) {
         self.operations
             .with_label_values(&[policy, outcome.as_str()])

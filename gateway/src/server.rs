@@ -58,6 +58,8 @@ pub enum StartError {
     Session(String),
     #[error("approval_page: {0}")]
     ApprovalPage(String),
+    #[error("webhook: {0}")]
+    Webhook(String),
 }
 
 /// Secrets this repository ships in its examples (deploy/kubernetes/secret.yaml): published,
@@ -207,6 +209,18 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     let drain = Arc::new(Drain::default());
     let mut server = Server::new_with_opt_and_conf(Opt::default(), conf);
     server.bootstrap();
+
+    // `[webhook]`: outcomes raise events into its queue (`events::sink`); one worker on its
+    // own runtime sends them, and flushes within the shutdown grace.
+    if let Some(settings) = &config.webhook {
+        let (events, queued) = metrics.webhook_counters()?;
+        let counters = crate::events::Counters { events, queued };
+        let (queue, outbox) = crate::events::queue(settings, counters);
+        let sender = crate::events::Sender::new(settings, outbox, config.server.shutdown_grace)
+            .map_err(StartError::Webhook)?;
+        crate::events::install(queue);
+        server.add_service(background_service("webhook", sender));
+    }
 
     let held = HeldBodies::new(config.server.max_held_body_bytes);
     // Client connections open on the proxy's and the conversations service's listeners: one

@@ -27,7 +27,7 @@ const PURE: [&str; 6] = [
 /// The modules that do I/O or hold the process's state: a decision module (below) names none
 /// of them, so the core owns its vocabulary (records, claims, outcomes) and the I/O around it
 /// uses that, not the other way round.
-const IO_MODULES: [&str; 16] = [
+const IO_MODULES: [&str; 17] = [
     "health",
     "quiet_log",
     "proxy",
@@ -44,6 +44,7 @@ const IO_MODULES: [&str; 16] = [
     "clock",
     "drain",
     "explain",
+    "events",
 ];
 
 /// The pure modules that decide (`config` reads files, and is checked for pingora only).
@@ -57,6 +58,15 @@ const SESSION_FORMAT: [&[&str]; 4] = [
     &["identity", "cnf"],
     &["identity", "jwks"],
     &["identity", "verify"],
+];
+
+/// The webhook's event, its signature and its retry rule (`events/`): pure, so that the
+/// schema, the Standard Webhooks signature and each retry rule are unit-tested without a
+/// receiver; the queue and the sender around them do the I/O.
+const EVENT_FORMAT: [&[&str]; 3] = [
+    &["events", "event"],
+    &["events", "signature"],
+    &["events", "retry"],
 ];
 
 /// What doing I/O looks like in a source: fetching, files, sockets, the runtime, or the
@@ -160,6 +170,31 @@ fn the_session_format_does_no_io() {
         impure.is_empty(),
         "the Session format doing I/O: {impure:?}"
     );
+}
+
+#[test]
+fn the_webhook_event_format_does_no_io() {
+    let graph = Graph::read();
+    let mut found = 0;
+    let mut impure = Vec::new();
+    for source in &graph.sources {
+        if !EVENT_FORMAT.iter().any(|m| source.module == path(m)) {
+            continue;
+        }
+        found += 1;
+        impure.extend(
+            IO.iter()
+                .chain(&["super::queue", "super::sender", "crate::metrics"])
+                .filter(|needle| source.code.contains(*needle))
+                .map(|needle| format!("{} names {needle}", display(&source.module))),
+        );
+    }
+    assert_eq!(
+        found,
+        EVENT_FORMAT.len(),
+        "every event format module is read"
+    );
+    assert!(impure.is_empty(), "the event format doing I/O: {impure:?}");
 }
 
 /// The checker sees what it should: a cycle it must report, and re-exports it must follow.

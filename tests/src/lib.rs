@@ -43,6 +43,7 @@ pub mod testtls;
 pub mod thirdparty;
 pub mod upstream;
 pub mod wait;
+pub mod webhook;
 
 pub use agent::{OPERATIONS_V2, Request, Session, approval_header};
 pub use answer::{Answer, Operation, tamper};

@@ -219,6 +219,7 @@ mod tests {
                 terms,
                 expires_at: 1_900_000_000,
                 account: None,
+                route: None,
             },
         }
     }

@@ -510,12 +510,22 @@ pub(crate) async fn decide(
         .decide_on_page(decision, until_ms, now_millis())
         .await?;
     match &decided {
-        PageDecided::Stored => tracing::info!(
-            operation_id = %decision.operation_id,
-            policy = %link.details.policy,
-            decision = decision.verdict.as_str(),
-            "decided on the approval page"
-        ),
+        PageDecided::Stored => {
+            tracing::info!(
+                operation_id = %decision.operation_id,
+                policy = %link.details.policy,
+                decision = decision.verdict.as_str(),
+                "decided on the approval page"
+            );
+            // For the Company's systems (`[webhook]`): the decision as stored, once.
+            crate::events::page_decided(
+                decision.verdict == PageVerdict::Approved,
+                decision.operation_id.as_str(),
+                &link.details.policy,
+                link.details.route.as_deref(),
+                &decision.subject,
+            );
+        }
         PageDecided::Exists(kept) => tracing::info!(
             operation_id = %decision.operation_id,
             kept = kept.verdict.as_str(),
@@ -708,6 +718,7 @@ mod tests {
             terms,
             expires_at: 1_900_000_000,
             account: Some(account_binding(app.keys.current(), "verified:alice")),
+            route: None,
         };
         let link = mint(app.keys.current(), &id, "1900000000-abc", &details).expect("minted");
         let (path, query) = link.split_once('?').expect("a query");

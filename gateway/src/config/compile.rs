@@ -41,6 +41,8 @@ pub struct Config {
     pub conversations: Option<super::Conversations>,
     /// `[approval_page]`: the Company's own approval page (off without the table).
     pub approval_page: Option<super::ApprovalPage>,
+    /// `[webhook]`: events for the Company's systems (off without the table).
+    pub webhook: Option<super::Webhook>,
 }
 
 impl Config {
@@ -89,6 +91,11 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         .receipts
         .as_ref()
         .and_then(|table| super::receipts::compile(table, folder, &at, &mut errors));
+
+    let webhook = file
+        .webhook
+        .as_ref()
+        .and_then(|table| super::webhook::compile(table, folder, &at, &mut errors));
 
     let well_known = well_known(&file.well_known, folder, &at, &mut errors);
     let taken: Vec<&str> = std::iter::once(server.listen.as_str())
@@ -168,6 +175,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         access_log,
         conversations,
         approval_page,
+        webhook,
     })
 }
 

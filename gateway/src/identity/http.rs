@@ -39,6 +39,63 @@ impl HttpClient {
         Ok(HttpClient { client })
     }
 
+    /// A client that follows no redirect, for the webhook's POSTs: a `3xx` is a wrong URL to
+    /// fix, and following it would turn the POST into a GET that delivers nothing.
+    pub(crate) fn without_redirects(extra_roots_pem: Option<&[u8]>) -> Result<HttpClient, String> {
+        let mut builder = reqwest::Client::builder().redirect(Policy::none());
+        if let Some(pem) = extra_roots_pem {
+            for root in roots(pem)? {
+                builder = builder.add_root_certificate(root);
+            }
+        }
+        let client = builder
+            .build()
+            .map_err(|e| format!("HTTP client: {}", chain(&e)))?;
+        Ok(HttpClient { client })
+    }
+
+    /// POST `body` (JSON) with `headers`: the answer's status and `Retry-After` (in seconds),
+    /// its body read up to `max_bytes` and dropped. `Err`: no answer (refused, reset, timed
+    /// out).
+    pub(crate) async fn post_json(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+        timeout: Duration,
+        max_bytes: usize,
+    ) -> Result<Posted, String> {
+        let mut request = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body)
+            .timeout(timeout);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let mut response = request.send().await.map_err(|e| chain(&e.without_url()))?;
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let status = response.status().as_u16();
+        // Read (a little of) the answer, so that the connection can be used again.
+        let mut read = 0;
+        while let Ok(Some(chunk)) = response.chunk().await {
+            read += chunk.len();
+            if read > max_bytes {
+                break;
+            }
+        }
+        Ok(Posted {
+            status,
+            retry_after,
+        })
+    }
+
     /// Whether `pem` is a bundle of certificates [`HttpClient::new`] can add (`ca_file`, at load).
     pub(crate) fn check_roots(pem: &[u8]) -> Result<(), String> {
         roots(pem).map(drop)
@@ -72,6 +129,13 @@ impl HttpClient {
         }
         read(request, max_bytes).await
     }
+}
+
+/// The answer to [`HttpClient::post_json`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Posted {
+    pub(crate) status: u16,
+    pub(crate) retry_after: Option<Duration>,
 }
 
 /// An agent's document URL (its metadata, its `jwks_uri`): https, or http on a loopback

@@ -35,6 +35,10 @@ pub(crate) struct Details {
     /// an account, which nobody can approve on the page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) account: Option<String>,
+    /// The `[[route]]` the request came to (`None`: the default route), for the page's
+    /// events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) route: Option<String>,
 }
 
 /// The account binding of a link: a keyed hash of the approver's account, so the link shows
@@ -182,6 +186,7 @@ mod tests {
             terms,
             expires_at: 1_900_000_000,
             account: Some(account_binding(keys().current(), "verified:alice")),
+            route: None,
         }
     }
 

@@ -187,6 +187,11 @@ impl Executor {
         self.parts.page_url.as_deref()
     }
 
+    /// The `[[route]]` this executor serves (`None`: the default route).
+    pub(crate) fn route(&self) -> Option<&str> {
+        self.parts.route.as_deref()
+    }
+
     /// This process, as claims name it.
     pub(crate) fn instance(&self) -> &str {
         &self.instance
@@ -364,6 +369,7 @@ impl Executor {
                     policy,
                     operation,
                     prepared.request.approver.who.account.as_deref(),
+                    self.parts.route.as_deref(),
                 )
                 .map(|link| link.url)
             }
@@ -377,7 +383,8 @@ impl Executor {
                 approval,
                 rejection,
                 policy.expires_in,
-            ),
+            )
+            .on_route(self.parts.route.as_deref()),
             decision,
             page_url,
         }
@@ -404,7 +411,8 @@ impl Executor {
                 approval,
                 None,
                 policy.expires_in,
-            ),
+            )
+            .on_route(self.parts.route.as_deref()),
             decision,
             page_url: None,
         })

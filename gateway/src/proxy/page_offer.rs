@@ -35,9 +35,10 @@ impl PageLink {
         policy: &Policy,
         operation: &Operation,
         account: Option<&str>,
+        route: Option<&str>,
     ) -> Option<PageLink> {
         let public_url = public_url?;
-        match mint_path(key, policy, operation, account) {
+        match mint_path(key, policy, operation, account, route) {
             Ok(path) => Some(PageLink {
                 url: format!("{public_url}{path}"),
                 summary: operation.summary.clone(),
@@ -77,6 +78,7 @@ fn mint_path(
     policy: &Policy,
     operation: &Operation,
     account: Option<&str>,
+    route: Option<&str>,
 ) -> Result<String, LinkError> {
     let expires_at = time::OffsetDateTime::parse(
         &operation.expires_at,
@@ -96,6 +98,7 @@ fn mint_path(
             .unwrap_or_default(),
         expires_at,
         account: account.map(|a| page_link::account_binding(key, a)),
+        route: route.map(str::to_owned),
     };
     page_link::mint(key, &id, &operation.revision, &details)
 }

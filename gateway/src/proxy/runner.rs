@@ -115,6 +115,7 @@ pub(crate) fn offer_page(
             policy,
             &operation,
             account,
+            executor.route(),
         ) {
             Some(link) => Ran::Page(link, outcome),
             None => Ran::Refused(Refused::ExtensionRequired, Outcome::ExtensionRequired),
