@@ -27,22 +27,20 @@ impl HttpClient {
     /// A client trusting the built-in roots and, when given, the CA certificates of a PEM
     /// bundle (a private CA in front of an agent's documents, or a test's).
     pub(crate) fn new(extra_roots_pem: Option<&[u8]>) -> Result<HttpClient, String> {
-        let mut builder = reqwest::Client::builder().redirect(Policy::custom(redirect));
-        if let Some(pem) = extra_roots_pem {
-            for root in roots(pem)? {
-                builder = builder.add_root_certificate(root);
-            }
-        }
-        let client = builder
-            .build()
-            .map_err(|e| format!("HTTP client: {}", chain(&e)))?;
-        Ok(HttpClient { client })
+        HttpClient::with_redirects(Policy::custom(redirect), extra_roots_pem)
     }
 
     /// A client that follows no redirect, for the webhook's POSTs: a `3xx` is a wrong URL to
     /// fix, and following it would turn the POST into a GET that delivers nothing.
     pub(crate) fn without_redirects(extra_roots_pem: Option<&[u8]>) -> Result<HttpClient, String> {
-        let mut builder = reqwest::Client::builder().redirect(Policy::none());
+        HttpClient::with_redirects(Policy::none(), extra_roots_pem)
+    }
+
+    fn with_redirects(
+        redirects: Policy,
+        extra_roots_pem: Option<&[u8]>,
+    ) -> Result<HttpClient, String> {
+        let mut builder = reqwest::Client::builder().redirect(redirects);
         if let Some(pem) = extra_roots_pem {
             for root in roots(pem)? {
                 builder = builder.add_root_certificate(root);
