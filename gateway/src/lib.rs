@@ -29,6 +29,7 @@ pub mod receipts;
 mod reload;
 pub mod server;
 pub mod store;
+mod telemetry;
 #[cfg(test)]
 mod testkit;
 mod tls;

@@ -41,6 +41,8 @@ pub struct Config {
     pub conversations: Option<super::Conversations>,
     /// `[approval_page]`: the Company's own approval page (off without the table).
     pub approval_page: Option<super::ApprovalPage>,
+    /// `[tracing]`: OpenTelemetry traces (off without the table).
+    pub tracing: Option<super::TracingSettings>,
 }
 
 impl Config {
@@ -106,6 +108,11 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         super::approval_page::compile(table, folder, &taken, well_known.as_ref(), &at, &mut errors)
     });
 
+    let tracing = file
+        .tracing
+        .as_ref()
+        .and_then(|table| super::traces::compile(table, &at, &mut errors));
+
     let routes = compile_routes(
         &file,
         &Loading {
@@ -168,6 +175,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         access_log,
         conversations,
         approval_page,
+        tracing,
     })
 }
 

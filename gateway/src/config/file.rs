@@ -38,6 +38,8 @@ pub(crate) struct GatewayFile {
     pub conversations: Option<Spanned<super::conversations::ConversationsFile>>,
     /// `[approval_page]`: the Company's own approval page.
     pub approval_page: Option<Spanned<super::approval_page::ApprovalPageFile>>,
+    /// `[tracing]`: OpenTelemetry traces over OTLP.
+    pub tracing: Option<super::traces::TracingFile>,
 }
 
 #[derive(Debug, Deserialize)]

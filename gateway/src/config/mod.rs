@@ -21,6 +21,7 @@ mod server;
 mod session;
 mod store;
 mod tool_policy;
+mod traces;
 
 pub use crate::identity::{SessionSettings, VerifySettings};
 
@@ -37,3 +38,4 @@ pub use routes::{DEFAULT_ROUTE, RouteConfig};
 pub use server::Server;
 pub use store::StoreSettings;
 pub use tool_policy::Mcp;
+pub use traces::TracingSettings;
