@@ -26,6 +26,7 @@ mod traces;
 pub use crate::identity::{SessionSettings, VerifySettings};
 
 pub(crate) use crate::identity::SessionClaims;
+pub use crate::telemetry::TracingSettings;
 pub use approval_page::ApprovalPage;
 pub use compile::{Config, load};
 pub(crate) use conversations::{Conversations, ServiceToken};
@@ -38,4 +39,3 @@ pub use routes::{DEFAULT_ROUTE, RouteConfig};
 pub use server::Server;
 pub use store::StoreSettings;
 pub use tool_policy::Mcp;
-pub use traces::TracingSettings;

@@ -9,6 +9,7 @@ use toml::Spanned;
 
 use super::duration::duration;
 use super::error::ConfigError;
+use crate::telemetry::TracingSettings;
 
 /// `OTEL_BSP_MAX_QUEUE_SIZE`'s default.
 const DEFAULT_QUEUE: usize = 2048;
@@ -33,20 +34,6 @@ pub(crate) struct TracingFile {
     pub max_queue_size: Option<Spanned<usize>>,
     /// How long a span may wait for its batch.
     pub export_interval: Option<Spanned<String>>,
-}
-
-/// `[tracing]`, validated.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TracingSettings {
-    /// `None`: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT`, or
-    /// `http://localhost:4318/v1/traces` (the exporter reads them).
-    pub endpoint: Option<String>,
-    pub headers: Vec<(String, String)>,
-    pub sampling_ratio: f64,
-    /// `None`: `OTEL_SERVICE_NAME`, else `poppy-gateway`.
-    pub service_name: Option<String>,
-    pub max_queue_size: usize,
-    pub export_interval: std::time::Duration,
 }
 
 /// Validate `[tracing]`; `None` after pushing its errors, or when `OTEL_SDK_DISABLED` says so.

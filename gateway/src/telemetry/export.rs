@@ -19,7 +19,7 @@ use opentelemetry_sdk::trace::{
     Sampler, SdkTracerProvider, Span, SpanData, SpanExporter as _, SpanProcessor,
 };
 
-use crate::config::TracingSettings;
+use super::TracingSettings;
 
 /// Spans sent to the collector in one request, at most.
 const MAX_BATCH: usize = 512;

@@ -28,7 +28,19 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 
 pub(crate) use export::TracingError;
 
-use crate::config::TracingSettings;
+/// `[tracing]`, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracingSettings {
+    /// `None`: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT`, or
+    /// `http://localhost:4318/v1/traces` (the exporter reads them).
+    pub endpoint: Option<String>,
+    pub headers: Vec<(String, String)>,
+    pub sampling_ratio: f64,
+    /// `None`: `OTEL_SERVICE_NAME`, else `poppy-gateway`.
+    pub service_name: Option<String>,
+    pub max_queue_size: usize,
+    pub export_interval: std::time::Duration,
+}
 
 /// The tracer, set once at startup when `[tracing]` is configured.
 static TRACER: OnceLock<(SdkTracer, SdkTracerProvider)> = OnceLock::new();
@@ -117,7 +129,7 @@ impl Span {
     pub(crate) fn linked(name: &'static str, linked: Option<&str>) -> Span {
         let link = linked
             .and_then(|tp| traceparent::parse(tp.as_bytes(), None))
-            .map(|context| Link::with_context(context));
+            .map(Link::with_context);
         Span::child(name, SpanKind::Internal, link)
     }
 

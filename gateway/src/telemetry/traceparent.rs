@@ -13,9 +13,7 @@ const MAX_TRACESTATE_MEMBERS: usize = 32;
 /// The remote parent a request's `traceparent` (and `tracestate`) name, if well formed.
 pub(crate) fn parse(traceparent: &[u8], tracestate: Option<&[u8]>) -> Option<SpanContext> {
     let (trace_id, span_id, flags) = parse_traceparent(traceparent)?;
-    let state = tracestate
-        .and_then(parse_tracestate)
-        .unwrap_or_else(TraceState::default);
+    let state = tracestate.and_then(parse_tracestate).unwrap_or_default();
     Some(SpanContext::new(
         TraceId::from(trace_id),
         SpanId::from(span_id),
