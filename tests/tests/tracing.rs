@@ -246,10 +246,12 @@ async fn one_trace_from_the_agent_through_the_gateway_to_the_upstream(store: Sto
     }
 }
 
-/// A malformed `traceparent` starts a new trace: the gateway's span is a root.
+/// A malformed `traceparent` starts a new trace: the gateway's span is a root. The access log
+/// line names the trace.
 async fn a_malformed_traceparent_starts_a_new_trace(store: Store) {
     let receiver = OtlpReceiver::start();
-    let stack = Stack::start_with(store, |b| b.extra_config(&receiver.config()));
+    let config = receiver.config() + "\n[access_log]\npath = \"access.log\"\nformat = \"json\"\n";
+    let stack = Stack::start_with(store, |b| b.extra_config(&config));
     let bad = "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01";
     stack
         .gateway
@@ -267,6 +269,21 @@ async fn a_malformed_traceparent_starts_a_new_trace(store: Store) {
         .wait_for_trace(&trace, |s| has(s, "GET") && has(s, "poppy.forward"))
         .await;
     assert_eq!(server(&spans)["parent_span_id"], "", "a root span");
+    let log = stack
+        .gateway
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("access.log");
+    let line = poppy_e2e::wait::until_some(Duration::from_secs(10), || async {
+        std::fs::read_to_string(&log)
+            .ok()
+            .and_then(|text| text.lines().next().map(str::to_owned))
+    })
+    .await
+    .expect("an access log line");
+    let line: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(line["trace_id"], trace.as_str(), "{line}");
 }
 
 /// A collector that is down: every request is answered as without tracing, and the spans it
@@ -311,8 +328,100 @@ async fn a_collector_that_is_down_changes_nothing_but_the_count(store: Store) {
     );
 }
 
+/// Spans still queued when the gateway is stopped (SIGTERM) are sent before it exits.
+async fn the_last_spans_are_sent_at_a_clean_stop(store: Store) {
+    let receiver = OtlpReceiver::start();
+    let config = format!(
+        "\n[tracing]\nendpoint = \"{}\"\nexport_interval = \"10m\"\n",
+        receiver.url()
+    );
+    let mut stack = Stack::start_with(store, |b| b.extra_config(&config));
+    let (tp, trace, _) = agent_traceparent();
+    stack
+        .gateway
+        .send(&Request::plain("GET", "/status/200").header("traceparent", &tp))
+        .await
+        .assert_status(200, "a passthrough");
+    stack.gateway.terminate();
+    assert!(
+        stack
+            .gateway
+            .wait_for_exit(Duration::from_secs(20))
+            .await
+            .is_some(),
+        "the gateway stops on SIGTERM"
+    );
+    receiver
+        .wait_for_trace(&trace, |s| has(s, "GET") && has(s, "poppy.forward"))
+        .await;
+}
+
+/// The conversations service: the Company Agent's `traceparent` is the parent of the call's
+/// span, and the approved forward goes upstream under the gateway's forward span.
+async fn a_company_agents_call_is_one_trace_to_the_upstream(store: Store) {
+    use poppy_e2e::conversations::{Service, Turn, approval_message};
+    let receiver = OtlpReceiver::start();
+    let stack = Stack::start_with(store, |b| {
+        b.conversations().extra_config(&receiver.config())
+    });
+    let service = Service::of(&stack.gateway);
+    let turn = Turn::exchange(
+        "conv_traced",
+        &Session::signed_out("ses_conv_traced"),
+        "o3",
+        "i1",
+        SKU,
+    );
+    let operation = service.proposed(&turn).await;
+    let (tp, trace, agent_span) = agent_traceparent();
+    let performed = poppy_e2e::Client::new(&stack.gateway.conversations_url())
+        .send(
+            &Request::plain("POST", "/v1/perform")
+                .json(&turn.perform_body(&approval_message("msg_traced", &operation)))
+                .header(
+                    "Authorization",
+                    &format!("Bearer {}", poppy_e2e::gateway::CONVERSATIONS_TOKEN),
+                )
+                .header("traceparent", &tp),
+        )
+        .await;
+    performed.assert_status(200, "perform");
+    stack.assert_executions(1, "the approved message");
+    let spans = receiver
+        .wait_for_trace(&trace, |s| {
+            has(s, "POST /v1/perform") && has(s, "poppy.execute") && has(s, "poppy.forward")
+        })
+        .await;
+    let call = one(&spans, "POST /v1/perform");
+    assert_eq!(call["kind"], "SPAN_KIND_SERVER");
+    assert_eq!(call["parent_span_id"], agent_span.as_str());
+    assert_eq!(attr(call, "poppy.outcome"), "performed");
+    let execute = one(&spans, "poppy.execute");
+    assert!(child_of(one(&spans, "poppy.admit"), call));
+    let forward = one(&spans, "poppy.forward");
+    assert!(child_of(forward, execute));
+    assert_eq!(
+        stack
+            .upstream
+            .last_header("traceparent")
+            .expect("a traceparent upstream"),
+        format!("00-{trace}-{}-01", forward["span_id"].as_str().unwrap()),
+    );
+    let raw = receiver.raw();
+    for secret in [
+        "eyJ",
+        SKU,
+        operation.summary.as_str(),
+        poppy_e2e::gateway::CONVERSATIONS_TOKEN,
+    ] {
+        assert!(!raw.contains(secret), "`{secret}` reached a span:\n{raw}");
+    }
+}
+
 store_tests!(
     one_trace_from_the_agent_through_the_gateway_to_the_upstream,
     a_malformed_traceparent_starts_a_new_trace,
     a_collector_that_is_down_changes_nothing_but_the_count,
+    the_last_spans_are_sent_at_a_clean_stop,
+    a_company_agents_call_is_one_trace_to_the_upstream,
 );
