@@ -375,7 +375,7 @@ impl ServeHttp for ConversationsApp {
         // The Company Agent's `traceparent` is the parent of the call's span, which the
         // requests sent upstream for it carry on (telemetry/).
         let span = crate::telemetry::Span::server(&session.req_header().headers, || {
-            format!("POST {path}")
+            format!("POST {path}").into()
         });
         span.set("http.request.method", "POST");
         span.set_with("url.path", || path.clone());

@@ -113,7 +113,7 @@ impl ProxyHttp for GatewayProxy {
         };
         ctx.edge = self.edge.begin(session, &passthrough);
         let header = session.req_header();
-        ctx.trace = telemetry::Span::server(&header.headers, || header.method.to_string());
+        ctx.trace = telemetry::Span::server(&header.headers, || method_name(&header.method));
         ctx.trace
             .set_with("http.request.method", || header.method.to_string());
         ctx.trace
@@ -162,8 +162,8 @@ impl ProxyHttp for GatewayProxy {
         // The request's span is current while it is classified and carried out: the store's
         // calls and the requests sent upstream for it find it there (telemetry/).
         let classified = ctx.trace.within(self.classify(session, &ctx.route, &proxy));
-        let step = match ctx.trace.trace_id() {
-            // Every log line written for the request carries its trace ID.
+        let step = match ctx.trace.sampled_trace_id() {
+            // Every log line written for a recorded request carries its trace ID.
             Some(trace_id) => {
                 use tracing::Instrument as _;
                 classified
@@ -236,7 +236,12 @@ impl ProxyHttp for GatewayProxy {
         }
         ctx.passthrough_trace = ctx.trace.client_child("poppy.forward");
         ctx.passthrough_trace.set("poppy.passthrough", true);
-        ctx.passthrough_trace.inject(upstream_request)?;
+        if ctx.passthrough_trace.is_on() {
+            ctx.passthrough_trace.inject(upstream_request)?;
+        } else {
+            // Not sampled: the request's own span is the upstream's parent.
+            ctx.trace.inject(upstream_request)?;
+        }
         self.edge.upstream_request(&ctx.edge, upstream_request)
     }
 
@@ -307,6 +312,22 @@ impl ProxyHttp for GatewayProxy {
         }
         ctx.trace = telemetry::Span::default();
     }
+}
+
+/// A server span's name: the method, without an allocation for the usual ones.
+fn method_name(method: &http::Method) -> std::borrow::Cow<'static, str> {
+    use http::Method;
+    let name = match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => return method.to_string().into(),
+    };
+    name.into()
 }
 
 /// Whether a proxy error is only the downstream client closing or resetting its connection.

@@ -93,7 +93,10 @@ impl Span {
     /// The server span of a request that arrived with `headers`: a child of its
     /// `traceparent` when that is well formed, else a new trace's root.
     /// `name`: made only with tracing on.
-    pub(crate) fn server(headers: &http::HeaderMap, name: impl FnOnce() -> String) -> Span {
+    pub(crate) fn server(
+        headers: &http::HeaderMap,
+        name: impl FnOnce() -> Cow<'static, str>,
+    ) -> Span {
         let Some(tracer) = tracer() else {
             return Span(None);
         };
@@ -135,13 +138,25 @@ impl Span {
 
     /// A call to another service made for this span's request, outside its future (pingora's
     /// proxy phases).
+    /// None when this span is not sampled: see [`Span::child`].
     pub(crate) fn client_child(&self, name: &'static str) -> Span {
         match (tracer(), &self.0) {
-            (Some(tracer), Some(parent)) => {
+            (Some(tracer), Some(parent)) if parent.span().span_context().is_sampled() => {
                 Span::start(tracer, parent, name, SpanKind::Client, None)
             }
             _ => Span(None),
         }
+    }
+
+    /// Whether this is a span (tracing on), sampled or not.
+    pub(crate) fn is_on(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The trace ID when this span is sampled (recorded).
+    pub(crate) fn sampled_trace_id(&self) -> Option<String> {
+        self.context(|c| c.is_sampled().then(|| c.trace_id().to_string()))
+            .flatten()
     }
 
     fn child(name: impl Into<Cow<'static, str>>, kind: SpanKind, link: Option<Link>) -> Span {
@@ -149,7 +164,10 @@ impl Span {
             return Span(None);
         };
         let parent = Context::current();
-        if !parent.has_active_span() {
+        // A request that is not sampled gets no child span at all (parent-based sampling
+        // would not record one): what it sends upstream carries its server span's
+        // `traceparent`, not sampled, and it costs next to nothing.
+        if !parent.has_active_span() || !parent.span().span_context().is_sampled() {
             return Span(None);
         }
         Span::start(tracer, &parent, name, kind, link)
