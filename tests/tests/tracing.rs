@@ -328,6 +328,48 @@ async fn a_collector_that_is_down_changes_nothing_but_the_count(store: Store) {
     );
 }
 
+/// An agent's trace that is not sampled goes on unrecorded: the upstream gets the same trace,
+/// flagged not sampled, under the gateway's span, and no span of it is exported.
+async fn a_trace_that_is_not_sampled_goes_on_unrecorded(store: Store) {
+    let receiver = OtlpReceiver::start();
+    let stack = Stack::start_with(store, |b| b.extra_config(&receiver.config()));
+    let (tp, unsampled, agent_span) = agent_traceparent();
+    let tp = tp.replace("-01", "-00");
+    stack
+        .gateway
+        .send(&Request::plain("GET", "/status/200").header("traceparent", &tp))
+        .await
+        .assert_status(200, "a passthrough");
+    let sent = stack
+        .upstream
+        .last_header("traceparent")
+        .expect("a traceparent upstream");
+    let parts: Vec<&str> = sent.split('-').collect();
+    assert_eq!(parts.len(), 4, "{sent}");
+    assert_eq!((parts[1], parts[3]), (unsampled.as_str(), "00"), "{sent}");
+    assert_ne!(
+        parts[2], agent_span,
+        "the gateway's span is the upstream's parent"
+    );
+    // A sampled request after it: once its spans are in, the first one's would be too.
+    let (tp, sampled, _) = agent_traceparent();
+    stack
+        .gateway
+        .send(&Request::plain("GET", "/status/200").header("traceparent", &tp))
+        .await
+        .assert_status(200, "a passthrough");
+    receiver
+        .wait_for_trace(&sampled, |s| has(s, "GET") && has(s, "poppy.forward"))
+        .await;
+    assert!(
+        receiver
+            .spans()
+            .iter()
+            .all(|s| s["trace_id"] != unsampled.as_str()),
+        "nothing of the unsampled trace is exported"
+    );
+}
+
 /// Spans still queued when the gateway is stopped (SIGTERM) are sent before it exits.
 async fn the_last_spans_are_sent_at_a_clean_stop(store: Store) {
     let receiver = OtlpReceiver::start();
@@ -423,5 +465,6 @@ store_tests!(
     a_malformed_traceparent_starts_a_new_trace,
     a_collector_that_is_down_changes_nothing_but_the_count,
     the_last_spans_are_sent_at_a_clean_stop,
+    a_trace_that_is_not_sampled_goes_on_unrecorded,
     a_company_agents_call_is_one_trace_to_the_upstream,
 );
