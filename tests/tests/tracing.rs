@@ -370,6 +370,56 @@ async fn a_trace_that_is_not_sampled_goes_on_unrecorded(store: Store) {
     );
 }
 
+/// A policy's lookup goes upstream under its own span, in the request's trace.
+async fn a_lookup_carries_the_trace_upstream(store: Store) {
+    const POLICY: &str = r#"
+[[operation]]
+name = "annotate"
+method = "POST"
+path = "/orders/{order_id}/annotate"
+id_prefix = "ann"
+expires_in = "15m"
+same_action = ["order_id"]
+summary = "Annotate order {order_id} with {info}."
+
+[operation.terms]
+order_id = { path = "order_id" }
+info = { lookup = "$.path" }
+
+[operation.lookup]
+url = "/lookup/{order_id}"
+"#;
+    let receiver = OtlpReceiver::start();
+    let stack = Stack::start_with(store, |b| {
+        b.policy("a.toml", POLICY).extra_config(&receiver.config())
+    });
+    let (tp, trace, _) = agent_traceparent();
+    let request = Request::agent(
+        "POST",
+        "/orders/o4/annotate",
+        &Session::signed_out("ses_lk"),
+    )
+    .json(&serde_json::json!({}))
+    .header("traceparent", &tp);
+    stack.gateway.send(&request).await.operation();
+    let spans = receiver
+        .wait_for_trace(&trace, |s| {
+            has(s, "POST") && has(s, "poppy.lookup") && has(s, "poppy.mint")
+        })
+        .await;
+    let lookup = one(&spans, "poppy.lookup");
+    assert!(child_of(lookup, server(&spans)));
+    assert_eq!(lookup["kind"], "SPAN_KIND_CLIENT");
+    assert_eq!(attr(lookup, "poppy.policy"), "annotate");
+    let requests = stack.upstream.requests();
+    assert_eq!(requests.len(), 1, "the lookup only");
+    assert_eq!(
+        requests[0].header("traceparent"),
+        Some(format!("00-{trace}-{}-01", lookup["span_id"].as_str().unwrap()).as_str()),
+        "the lookup's parent is its span"
+    );
+}
+
 /// Spans still queued when the gateway is stopped (SIGTERM) are sent before it exits.
 async fn the_last_spans_are_sent_at_a_clean_stop(store: Store) {
     let receiver = OtlpReceiver::start();
@@ -466,5 +516,6 @@ store_tests!(
     a_collector_that_is_down_changes_nothing_but_the_count,
     the_last_spans_are_sent_at_a_clean_stop,
     a_trace_that_is_not_sampled_goes_on_unrecorded,
+    a_lookup_carries_the_trace_upstream,
     a_company_agents_call_is_one_trace_to_the_upstream,
 );
