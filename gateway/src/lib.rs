@@ -30,6 +30,7 @@ pub mod receipts;
 mod reload;
 pub mod server;
 pub mod store;
+mod telemetry;
 #[cfg(test)]
 mod testkit;
 mod tls;

@@ -201,6 +201,9 @@ impl Metrics {
         if let Some(suppressed) = crate::quiet_log::SUPPRESSED.as_ref() {
             metrics.registry.register(Box::new(suppressed.clone()))?;
         }
+        if let Some(dropped) = crate::telemetry::SPANS_DROPPED.as_ref() {
+            metrics.registry.register(Box::new(dropped.clone()))?;
+        }
         // So do introspections: the token verifier is built with the config, before this.
         if let Some(introspections) = crate::identity::token::introspection::INTROSPECTIONS.as_ref()
         {

@@ -60,6 +60,8 @@ pub enum StartError {
     ApprovalPage(String),
     #[error("webhook: {0}")]
     Webhook(String),
+    #[error("{0}")]
+    Tracing(#[from] crate::telemetry::TracingError),
 }
 
 /// Secrets this repository ships in its examples (deploy/kubernetes/secret.yaml): published,
@@ -166,6 +168,9 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     // and shared by every route and the conversations service.
     let session_claims = config.session.build().map_err(StartError::Session)?;
     let metrics = Arc::new(Metrics::new()?);
+    if let Some(settings) = &config.tracing {
+        crate::telemetry::start(settings)?;
+    }
     let store = store::open_with(&config.store.url, &config.store.options())
         .map_err(|e| StartError::Store(e.to_string()))?;
     let store = InstrumentedStore::wrap(store, Arc::clone(&metrics));
@@ -458,6 +463,8 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     server.run(RunArgs {
         shutdown_signal: Box::new(DrainOnSignal { drain, limit }),
     });
+    // The spans of the last requests, before the process ends.
+    crate::telemetry::flush();
     Ok(())
 }
 

@@ -950,3 +950,60 @@ fn the_approval_page_is_checked_where_it_is_written() {
         "{errors:#?}"
     );
 }
+
+#[test]
+fn tracing_is_off_without_its_table_and_checked_where_it_is_written() {
+    let with = |lines: &str| format!("{GATEWAY}\n[tracing]\n{lines}");
+    assert!(
+        Files::new(GATEWAY, POLICY)
+            .load_with(config::load)
+            .unwrap()
+            .tracing
+            .is_none()
+    );
+    let good = "endpoint = \"http://collector:4318\"\nsampling_ratio = 0.25\nservice_name = \"edge\"\nexport_interval = \"2s\"\nmax_queue_size = 100\nheaders = { \"x-api-key\" = \"k\" }\n";
+    let tracing = Files::new(&with(good), POLICY)
+        .load_with(config::load)
+        .unwrap()
+        .tracing
+        .unwrap();
+    assert_eq!(
+        tracing.endpoint.as_deref(),
+        Some("http://collector:4318/v1/traces")
+    );
+    assert_eq!(tracing.sampling_ratio, 0.25);
+    assert_eq!(tracing.service_name.as_deref(), Some("edge"));
+    assert_eq!(tracing.export_interval, std::time::Duration::from_secs(2));
+    assert_eq!(tracing.max_queue_size, 100);
+    assert_eq!(
+        tracing.headers,
+        vec![("x-api-key".to_owned(), "k".to_owned())]
+    );
+
+    // Line 9 is [tracing]: 10 endpoint, 11 sampling_ratio, 13 export_interval, 14 the queue.
+    let cases: [(&str, &str, usize, &str); 4] = [
+        (
+            "\"http://collector:4318\"",
+            "\"collector:4318\"",
+            10,
+            "tracing.endpoint",
+        ),
+        ("0.25", "1.5", 11, "tracing.sampling_ratio"),
+        ("\"2s\"", "\"2\"", 13, "tracing.export_interval"),
+        (
+            "max_queue_size = 100",
+            "max_queue_size = 0",
+            14,
+            "tracing.max_queue_size",
+        ),
+    ];
+    for (from, to, line, message) in cases {
+        let files = Files::new(&with(&good.replace(from, to)), POLICY);
+        assert_error_at(
+            &files.errors_with(config::load),
+            &files.gateway(),
+            line,
+            &[message],
+        );
+    }
+}

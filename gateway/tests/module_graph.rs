@@ -27,7 +27,7 @@ const PURE: [&str; 6] = [
 /// The modules that do I/O or hold the process's state: a decision module (below) names none
 /// of them, so the core owns its vocabulary (records, claims, outcomes) and the I/O around it
 /// uses that, not the other way round.
-const IO_MODULES: [&str; 17] = [
+const IO_MODULES: [&str; 18] = [
     "health",
     "quiet_log",
     "proxy",
@@ -45,6 +45,7 @@ const IO_MODULES: [&str; 17] = [
     "drain",
     "explain",
     "events",
+    "telemetry",
 ];
 
 /// The pure modules that decide (`config` reads files, and is checked for pingora only).

@@ -69,6 +69,7 @@ fn claim_by(owner: &str) -> Claim {
         now_ms: now,
         lease_until_ms: now + 30_000,
         credentials: None,
+        trace: None,
     }
 }
 
@@ -202,6 +203,43 @@ mod suite {
         let without = fresh_id();
         store.claim(&without, &claim_by("owner-1")).await.unwrap();
         assert_eq!(read(without).await.credentials, None);
+    }
+
+    /// The executing span's `traceparent` (`[tracing]`) is kept from the claim through
+    /// completion, for a replay's span to link to; a claim without one has none.
+    pub async fn execution_trace_is_kept(store: Arc<dyn OperationStore>) {
+        const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let id = fresh_id();
+        let claim = Claim {
+            trace: Some(TRACE.into()),
+            ..claim_by("owner-1")
+        };
+        store.claim(&id, &claim).await.unwrap();
+        assert_eq!(
+            store
+                .lookup(&id)
+                .await
+                .unwrap()
+                .expect("record")
+                .trace
+                .as_deref(),
+            Some(TRACE)
+        );
+        assert!(
+            store
+                .complete(&id, "owner-1", &response(), now_ms() + 60_000)
+                .await
+                .unwrap()
+        );
+        let done = store.lookup(&id).await.unwrap().expect("record");
+        assert!(matches!(done.state, RecordState::Done(_)));
+        assert_eq!(done.trace.as_deref(), Some(TRACE));
+        let without = fresh_id();
+        store.claim(&without, &claim_by("owner-1")).await.unwrap();
+        assert_eq!(
+            store.lookup(&without).await.unwrap().expect("record").trace,
+            None
+        );
     }
 
     pub async fn second_claim_returns_the_existing_record(store: Arc<dyn OperationStore>) {
@@ -1264,6 +1302,7 @@ macro_rules! both_stores {
 both_stores!(
     claim_then_lookup,
     credentials_digest_is_kept,
+    execution_trace_is_kept,
     second_claim_returns_the_existing_record,
     concurrent_claims_have_one_winner,
     complete_checks_the_owner_and_moves_the_generation,

@@ -23,6 +23,7 @@ pub mod mcp_client;
 pub mod mcp_server;
 pub mod mcp_stack;
 pub mod metrics;
+pub mod otlp;
 pub mod page;
 pub mod policies;
 pub mod ports;

@@ -43,6 +43,8 @@ pub struct Config {
     pub approval_page: Option<super::ApprovalPage>,
     /// `[webhook]`: events for the Company's systems (off without the table).
     pub webhook: Option<super::Webhook>,
+    /// `[tracing]`: OpenTelemetry traces (off without the table).
+    pub tracing: Option<super::TracingSettings>,
 }
 
 impl Config {
@@ -113,6 +115,11 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         super::approval_page::compile(table, folder, &taken, well_known.as_ref(), &at, &mut errors)
     });
 
+    let tracing = file
+        .tracing
+        .as_ref()
+        .and_then(|table| super::traces::compile(table, &at, &mut errors));
+
     let routes = compile_routes(
         &file,
         &Loading {
@@ -176,6 +183,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         conversations,
         approval_page,
         webhook,
+        tracing,
     })
 }
 

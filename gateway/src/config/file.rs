@@ -40,6 +40,8 @@ pub(crate) struct GatewayFile {
     pub approval_page: Option<Spanned<super::approval_page::ApprovalPageFile>>,
     /// `[webhook]`: events for the Company's systems.
     pub webhook: Option<Spanned<super::webhook::WebhookFile>>,
+    /// `[tracing]`: OpenTelemetry traces over OTLP.
+    pub tracing: Option<super::traces::TracingFile>,
 }
 
 #[derive(Debug, Deserialize)]

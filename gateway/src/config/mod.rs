@@ -21,11 +21,13 @@ mod server;
 mod session;
 mod store;
 mod tool_policy;
+mod traces;
 mod webhook;
 
 pub use crate::identity::{SessionSettings, VerifySettings};
 
 pub(crate) use crate::identity::SessionClaims;
+pub use crate::telemetry::TracingSettings;
 pub use approval_page::{ApprovalPage, ClientSecret};
 pub use compile::{Config, load};
 pub(crate) use conversations::{Conversations, ServiceToken};

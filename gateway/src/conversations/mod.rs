@@ -372,10 +372,28 @@ impl ServeHttp for ConversationsApp {
                 return answer(&refused);
             }
         };
-        let result = match call {
-            Call::Propose => self.propose(&body).await,
-            Call::Perform => self.perform(&body).await,
-        };
+        // The Company Agent's `traceparent` is the parent of the call's span, which the
+        // requests sent upstream for it carry on (telemetry/).
+        let span = crate::telemetry::Span::server(&session.req_header().headers, || {
+            format!("POST {path}").into()
+        });
+        span.set("http.request.method", "POST");
+        span.set_with("url.path", || path.clone());
+        span.set("poppy.route", crate::config::DEFAULT_ROUTE);
+        let result = span
+            .within(async {
+                match call {
+                    Call::Propose => self.propose(&body).await,
+                    Call::Perform => self.perform(&body).await,
+                }
+            })
+            .await;
+        let (Ok(answered) | Err(answered)) = &result;
+        span.set("http.response.status_code", i64::from(answered.status));
+        if let Some(outcome) = answered.body.get("outcome").and_then(|o| o.as_str()) {
+            span.set_with("poppy.outcome", || outcome.to_owned());
+        }
+        drop(span);
         answer(&result.unwrap_or_else(|refused| {
             tracing::info!(
                 call = ?call,

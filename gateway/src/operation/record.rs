@@ -42,6 +42,9 @@ pub struct OperationRecord {
     /// to the same credentials. `None` in records written without one (verified mode, or an
     /// older gateway).
     pub credentials: Option<String>,
+    /// The `traceparent` of the span that executed it (`[tracing]` on), for a replay's span
+    /// to link to. `None` in records written without one.
+    pub trace: Option<String>,
 }
 
 /// The record a claim creates when none exists.
@@ -52,6 +55,8 @@ pub struct Claim {
     pub revision: String,
     /// See [`OperationRecord::credentials`].
     pub credentials: Option<String>,
+    /// See [`OperationRecord::trace`].
+    pub trace: Option<String>,
     pub owner: String,
     pub now_ms: i64,
     pub lease_until_ms: i64,
@@ -66,6 +71,7 @@ impl Claim {
             revision: self.revision.clone(),
             created_at_ms: self.now_ms,
             credentials: self.credentials.clone(),
+            trace: self.trace.clone(),
             state: RecordState::InFlight {
                 owner: self.owner.clone(),
                 lease_until_ms: self.lease_until_ms,

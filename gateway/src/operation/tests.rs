@@ -154,6 +154,7 @@ fn record(keys: &Keys, approver: &Approver, policy: &str, state: RecordState) ->
             .credentials
             .as_ref()
             .map(|c| c.digest(keys.current())),
+        trace: None,
     }
 }
 

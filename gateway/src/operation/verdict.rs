@@ -331,6 +331,7 @@ pub(crate) fn claim(
             .credentials
             .as_ref()
             .map(|c| c.digest(keys.current())),
+        trace: None,
         owner,
         now_ms,
         lease_until_ms,

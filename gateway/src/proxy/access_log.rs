@@ -63,6 +63,8 @@ pub(crate) struct Entry<'a> {
     pub(crate) notes: &'a Notes,
     /// Proxied to the upstream (not answered by the gateway itself).
     pub(crate) passthrough: bool,
+    /// The request's trace (`[tracing]` on).
+    pub(crate) trace_id: Option<&'a str>,
 }
 
 impl AccessLogger {
@@ -170,6 +172,7 @@ fn json_line(session: &Session, entry: &Entry<'_>) -> serde_json::Value {
         "upstream_status": entry.notes.upstream_status,
         "operation_id": entry.notes.operation_id,
         "outcome": entry.notes.outcome,
+        "trace_id": entry.trace_id,
     })
 }
 
@@ -188,7 +191,7 @@ fn combined_line(session: &Session, entry: &Entry<'_>) -> String {
         .unwrap_or_else(|| "-".into());
     let dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     format!(
-        "{client} - - [{time}] \"{method} {path} {protocol}\" {status} {bytes} \"-\" \"{agent}\" request_id={rid} duration_ms={ms:.3} route={route} upstream_status={up} operation_id={op} outcome={outcome}",
+        "{client} - - [{time}] \"{method} {path} {protocol}\" {status} {bytes} \"-\" \"{agent}\" request_id={rid} duration_ms={ms:.3} route={route} upstream_status={up} operation_id={op} outcome={outcome} trace_id={trace}",
         client = dash(entry.facts.and_then(|f| f.peer).map(|ip| ip.to_string())),
         method = header.method.as_str(),
         path = escaped(header.raw_path()),
@@ -201,6 +204,7 @@ fn combined_line(session: &Session, entry: &Entry<'_>) -> String {
         up = dash(entry.notes.upstream_status.map(|s| s.to_string())),
         op = dash(entry.notes.operation_id.clone()),
         outcome = entry.notes.outcome.unwrap_or("-"),
+        trace = entry.trace_id.unwrap_or("-"),
     )
 }
 

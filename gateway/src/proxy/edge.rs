@@ -45,6 +45,11 @@ impl Default for EdgeCtx {
 }
 
 impl EdgeCtx {
+    /// The request's ID (`X-Request-Id`, kept or made).
+    pub(super) fn request_id(&self) -> &str {
+        &self.request_id
+    }
+
     /// What the requests the gateway sends itself for this one carry (see `forwarded.rs`).
     pub(super) fn proxy_context(&self) -> ProxyContext {
         ProxyContext::new(Arc::clone(&self.headers), Arc::clone(&self.notes))
@@ -98,7 +103,14 @@ impl Edge {
         ctx.headers.apply(request)
     }
 
-    pub(super) fn log(&self, session: &Session, ctx: &EdgeCtx, route: &str, passthrough: bool) {
+    pub(super) fn log(
+        &self,
+        session: &Session,
+        ctx: &EdgeCtx,
+        route: &str,
+        passthrough: bool,
+        trace_id: Option<&str>,
+    ) {
         let Some(logger) = &self.access_log else {
             return;
         };
@@ -130,6 +142,7 @@ impl Edge {
                 route,
                 notes: &notes,
                 passthrough,
+                trace_id,
             },
         );
     }

@@ -31,6 +31,7 @@ use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{
     Claim, ClaimOutcome, KeptRound, OperationRecord, OperationStore, RecordedResponse, StoreError,
 };
+use crate::telemetry::Span;
 
 /// What the executor is built from.
 pub(crate) struct ExecutorParts {
@@ -309,6 +310,7 @@ impl Executor {
                         let id = &decision.operation_id;
                         match self.parts.store.lookup_with_generation(id).await {
                             Ok((record, generation)) => {
+                                let linked = record.as_ref().and_then(|r| r.trace.clone());
                                 let verdict = operation::check(
                                     keys,
                                     &approved,
@@ -325,6 +327,7 @@ impl Executor {
                                         reading,
                                         &mut rejection,
                                         Some(&decision),
+                                        linked,
                                     )
                                     .await;
                                 return Operated::Decided(
@@ -401,8 +404,10 @@ impl Executor {
     ) -> Option<Executed> {
         let id = operation::record_before_lookup(policy, approval)?;
         let record = self.parts.store.lookup(&id).await.ok()??;
+        let linked = record.trace.clone();
         let answer =
             operation::from_record(&self.parts.keys, policy, approver, &id, record, self.now())?;
+        let _replay = replay_span(&answer, linked.as_deref(), &policy.name, id.as_str());
         let decision = self.answer(answer, &policy.name);
         Some(Executed {
             outcome: RequestOutcome::decided(
@@ -425,11 +430,14 @@ impl Executor {
         reading: &Reading<'_>,
         rejection: &mut Option<Rejection>,
     ) -> Result<Decision, StoreError> {
+        // The operation's record's executing span, for a replay's link.
+        let mut linked = None;
         let verdict = match operation::start(prepared) {
             Start::Decided(verdict) => verdict,
             Start::Lookup(id) => {
                 // The action's generation comes in the same round trip, for check 1.
                 let (record, generation) = self.parts.store.lookup_with_generation(&id).await?;
+                linked = record.as_ref().and_then(|r| r.trace.clone());
                 operation::check(
                     &self.parts.keys,
                     prepared,
@@ -440,12 +448,14 @@ impl Executor {
                 )
             }
         };
-        self.carry_out(prepared, verdict, forward, reading, rejection, None)
+        self.carry_out(prepared, verdict, forward, reading, rejection, None, linked)
             .await
     }
 
     /// Carry a verdict out: mint, answer, or claim and forward once. `page`: the approval
-    /// page's decision the approval is (a request without the extension), if it is.
+    /// page's decision the approval is (a request without the extension), if it is;
+    /// `linked`: the executing span kept with the operation's record, for a replay's link.
+    #[allow(clippy::too_many_arguments)]
     async fn carry_out(
         &self,
         prepared: &Prepared,
@@ -454,6 +464,7 @@ impl Executor {
         reading: &Reading<'_>,
         rejection: &mut Option<Rejection>,
         page: Option<&PageDecision>,
+        mut linked: Option<String>,
     ) -> Result<Decision, StoreError> {
         let keys = &self.parts.keys;
         let policy = &prepared.policy().name;
@@ -461,7 +472,14 @@ impl Executor {
             return match verdict {
                 Verdict::Mint(refused) => {
                     *rejection = refused;
-                    self.mint(prepared, refused.is_some()).await
+                    let span = Span::phase("poppy.mint");
+                    span.set_with("poppy.policy", || policy.clone());
+                    let minted = span.within(self.mint(prepared, refused.is_some())).await;
+                    match &minted {
+                        Ok(decision) => span.set("poppy.outcome", decision.outcome().as_str()),
+                        Err(_) => span.fail("the store did not answer"),
+                    }
+                    minted
                 }
                 Verdict::Claim(approved) => {
                     let mut page = page.cloned();
@@ -493,6 +511,7 @@ impl Executor {
                         Ok(decision) => Ok(decision),
                         // Claimed by somebody else meanwhile: checks 1 and 2 against their record.
                         Err(record) => {
+                            linked = record.trace.clone();
                             verdict = operation::existing(
                                 keys,
                                 prepared,
@@ -509,7 +528,15 @@ impl Executor {
                 {
                     Ok(self.follow_up(prepared, answer, forward, reading).await)
                 }
-                Verdict::Answer(answer) => Ok(self.answer(answer, policy)),
+                Verdict::Answer(answer) => {
+                    let id = prepared
+                        .request
+                        .approval
+                        .as_ref()
+                        .map(|a| a.operation_id.as_str());
+                    let _replay = replay_span(&answer, linked.as_deref(), policy, id.unwrap_or(""));
+                    Ok(self.answer(answer, policy))
+                }
             };
         }
     }
@@ -550,7 +577,9 @@ impl Executor {
     }
 
     /// Claim the operation, forward it once, and record the answer before it is delivered.
-    /// `Err(record)`: somebody claimed it first; this is their record.
+    /// `Err(record)`: somebody claimed it first; this is their record. Its span,
+    /// `poppy.execute` (kept with the record: a replay's span links to it), holds the claim's,
+    /// the forward's and the record's.
     async fn perform(
         &self,
         prepared: &Prepared,
@@ -559,6 +588,37 @@ impl Executor {
         reading: &Reading<'_>,
         page: Option<&PageDecision>,
     ) -> Result<Result<Decision, OperationRecord>, StoreError> {
+        let span = Span::phase("poppy.execute");
+        span.set_with("poppy.policy", || prepared.policy().name.clone());
+        span.set_with("poppy.operation_id", || approved.id.to_string());
+        let performed = span
+            .within(self.execute(
+                prepared,
+                approved,
+                forward,
+                reading,
+                page,
+                span.traceparent(),
+            ))
+            .await;
+        match &performed {
+            Ok(Ok(decision)) => span.set("poppy.outcome", decision.outcome().as_str()),
+            Ok(Err(_)) => span.set("poppy.claimed_by_another", true),
+            Err(_) => span.fail("the store did not answer"),
+        }
+        performed
+    }
+
+    /// [`Self::perform`]'s steps; `trace`: its span, kept with the claim.
+    async fn execute(
+        &self,
+        prepared: &Prepared,
+        approved: &Approved,
+        forward: &ForwardRequest,
+        reading: &Reading<'_>,
+        page: Option<&PageDecision>,
+        trace: Option<String>,
+    ) -> Result<Result<Decision, OperationRecord>, StoreError> {
         let now_ms = self.now();
         let owner = format!(
             "{}-{}",
@@ -566,7 +626,7 @@ impl Executor {
             self.claims_made.fetch_add(1, Ordering::Relaxed)
         );
         let lease_until_ms = operation::lease_until_ms(&self.rules, now_ms);
-        let claim = operation::claim(
+        let mut claim = operation::claim(
             &self.parts.keys,
             prepared,
             approved,
@@ -574,11 +634,18 @@ impl Executor {
             now_ms,
             lease_until_ms,
         );
+        claim.trace = trace;
         let Some(guard) = self.parts.drain.start_forward() else {
             return Ok(Ok(Decision::ShuttingDown));
         };
         let id = &approved.id;
-        if let ClaimOutcome::Exists(record) = self.parts.store.claim(id, &claim).await? {
+        let claimed = Span::phase("poppy.claim");
+        let outcome = claimed.within(self.parts.store.claim(id, &claim)).await;
+        if let Err(_) | Ok(ClaimOutcome::Exists(_)) = &outcome {
+            claimed.set("poppy.claimed", false);
+        }
+        drop(claimed);
+        if let ClaimOutcome::Exists(record) = outcome? {
             return Ok(Err(record));
         }
 
@@ -601,38 +668,46 @@ impl Executor {
             &reading.proxy,
             reading.tap.as_ref(),
         );
-        Ok(Ok(
-            match self.parts.metrics.upstream_call(name, sent).await {
-                Ok(response) => {
-                    if operation::releases(&self.rules, response.status, &response.headers) {
-                        self.release(name, id, &claim.owner).await;
-                        tracing::info!(policy = name, operation_id = %id, status = response.status, outcome = "released", "upstream performed nothing; claim released");
-                        return Ok(Ok(Decision::Released(response)));
-                    }
-                    let remember = Remember {
-                        expires_at: approved.expires_at,
-                        expires_in: policy.expires_in,
-                        grace: self.parts.remember_grace,
-                    };
-                    let round = Round {
-                        claim,
-                        remember,
-                        receipt,
-                        revision: approved.revision.clone(),
-                        fingerprint: prepared.request.fingerprint.clone(),
-                        token: None,
-                    };
-                    self.read_answer(id, name, round, guard, forward, response, reading)
-                        .await
-                }
-                Err(ForwardError::NotSent(e)) => {
+        // The forward carries this span's `traceparent`: the upstream's parent.
+        let forwarding = Span::client("poppy.forward");
+        let answered = forwarding
+            .within(self.parts.metrics.upstream_call(name, sent))
+            .await;
+        match &answered {
+            Ok(response) => forwarding.set("http.response.status_code", i64::from(response.status)),
+            Err(_) => forwarding.fail("no answer from the upstream"),
+        }
+        drop(forwarding);
+        Ok(Ok(match answered {
+            Ok(response) => {
+                if operation::releases(&self.rules, response.status, &response.headers) {
                     self.release(name, id, &claim.owner).await;
-                    tracing::warn!(policy = name, operation_id = %id, error = %e, outcome = "released", "upstream unreachable; nothing sent, claim released");
-                    Decision::UpstreamUnavailable
+                    tracing::info!(policy = name, operation_id = %id, status = response.status, outcome = "released", "upstream performed nothing; claim released");
+                    return Ok(Ok(Decision::Released(response)));
                 }
-                Err(ForwardError::Unknown(e)) => self.unknown(id.clone(), name, &e),
-            },
-        ))
+                let remember = Remember {
+                    expires_at: approved.expires_at,
+                    expires_in: policy.expires_in,
+                    grace: self.parts.remember_grace,
+                };
+                let round = Round {
+                    claim,
+                    remember,
+                    receipt,
+                    revision: approved.revision.clone(),
+                    fingerprint: prepared.request.fingerprint.clone(),
+                    token: None,
+                };
+                self.read_answer(id, name, round, guard, forward, response, reading)
+                    .await
+            }
+            Err(ForwardError::NotSent(e)) => {
+                self.release(name, id, &claim.owner).await;
+                tracing::warn!(policy = name, operation_id = %id, error = %e, outcome = "released", "upstream unreachable; nothing sent, claim released");
+                Decision::UpstreamUnavailable
+            }
+            Err(ForwardError::Unknown(e)) => self.unknown(id.clone(), name, &e),
+        }))
     }
 
     /// A follow-up of an interim answer (the request carries what the server asked for), to
@@ -746,7 +821,10 @@ impl Executor {
                     _guard: guard,
                     receipt: round.receipt,
                 };
-                self.record(id, response.clone(), completion).await;
+                let span = Span::phase("poppy.record");
+                span.within(self.record(id, response.clone(), completion))
+                    .await;
+                drop(span);
                 Decision::Performed(response)
             }
             Read::Unknown(why) => self.unknown(id.clone(), name, &why),
@@ -902,6 +980,19 @@ fn page_sign_in_required() -> Refusal {
 }
 
 /// How long one forward's claim is leased for: as the first forward's was.
+/// A replay's span, linked to the span that executed the operation (when its record kept
+/// one); none for any other answer.
+fn replay_span(answer: &Answer, linked: Option<&str>, policy: &str, id: &str) -> Option<Span> {
+    if !matches!(answer, Answer::Replay(_)) {
+        return None;
+    }
+    let span = Span::linked("poppy.replay", linked);
+    span.set_with("poppy.policy", || policy.to_owned());
+    span.set_with("poppy.operation_id", || id.to_owned());
+    span.set("poppy.outcome", Outcome::Replayed.as_str());
+    Some(span)
+}
+
 fn forward_lease(round: &Round) -> i64 {
     round
         .claim

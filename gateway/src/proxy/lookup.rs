@@ -72,7 +72,11 @@ pub(crate) async fn lookup_terms(
         filled.push((lookup, path_and_query));
     }
     for (lookup, path_and_query) in filled {
-        fetch(
+        // The lookup's request carries this span's `traceparent` (upstream_head.rs).
+        let span = crate::telemetry::Span::client("poppy.lookup");
+        span.set_with("poppy.policy", || policy.name.clone());
+        span.set_with("poppy.lookup", || lookup.label());
+        span.within(fetch(
             (upstream, proxy),
             headers,
             body,
@@ -80,9 +84,10 @@ pub(crate) async fn lookup_terms(
             path_and_query,
             &policy.terms,
             terms,
-        )
+        ))
         .await
         .map_err(|e| {
+            span.fail("the lookup failed");
             e.log(&policy.name, &lookup.label());
             (
                 Refusal::new(502, "lookup_failed", e.to_string()),

@@ -131,6 +131,17 @@ impl RequestOutcome {
         Some(event)
     }
 
+    /// Note it on the request's span (the metrics' words).
+    pub(crate) fn trace(&self, span: &crate::telemetry::Span) {
+        let (RequestOutcome::Decided { policy, .. } | RequestOutcome::Refused { policy, .. }) =
+            self;
+        span.set_with("poppy.policy", || policy.clone());
+        span.set("poppy.outcome", self.outcome().as_str());
+        if !self.operation_id().is_empty() {
+            span.set_with("poppy.operation_id", || self.operation_id().to_owned());
+        }
+    }
+
     /// Count it, and log it: the one place either happens.
     pub(crate) fn record(&self, metrics: &Metrics) {
         match self {

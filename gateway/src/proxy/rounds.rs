@@ -96,6 +96,8 @@ impl Round {
                 policy: stored.policy,
                 revision: stored.claim_revision,
                 credentials: stored.credentials,
+                // Only the first forward's span is linked to by replays.
+                trace: None,
                 owner: stored.owner,
                 now_ms: stored.claimed_ms,
                 lease_until_ms: stored.lease_until_ms,
@@ -217,6 +219,7 @@ mod tests {
                 policy: "p".into(),
                 revision: "1-a".into(),
                 credentials: Some("c".into()),
+                trace: None,
                 owner: "o".into(),
                 now_ms: 5,
                 lease_until_ms: 9,

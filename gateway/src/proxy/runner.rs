@@ -126,7 +126,25 @@ pub(crate) fn offer_page(
 
 /// The front door's steps, in order (module comment). `page_offered`: the gateway has an
 /// approval page (step 2 lets a request without the extension through to it).
+/// Its span, `poppy.admit`, says which policy admitted the request, or the refusal's outcome.
 pub(crate) async fn admit_request(
+    claims: &SessionClaims,
+    page_offered: bool,
+    arrival: Arrival<'_>,
+    body: impl Future<Output = Result<Bytes, Refusal>>,
+) -> Result<admit::Admitted, Refused> {
+    let span = crate::telemetry::Span::phase("poppy.admit");
+    let admitted = span
+        .within(admit_steps(claims, page_offered, arrival, body))
+        .await;
+    match &admitted {
+        Ok(admitted) => span.set_with("poppy.policy", || admitted.policy.name.clone()),
+        Err(refused) => span.set("poppy.outcome", refused_outcome(refused).as_str()),
+    }
+    admitted
+}
+
+async fn admit_steps(
     claims: &SessionClaims,
     page_offered: bool,
     arrival: Arrival<'_>,

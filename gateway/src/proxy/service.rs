@@ -23,6 +23,7 @@ use crate::ingress::admit;
 use crate::ingress::{self, Refusal, RouteMatch};
 use crate::metrics::Metrics;
 use crate::protocol::ErrorBody;
+use crate::telemetry;
 
 /// What one request carries between pingora's phases.
 #[derive(Debug, Default)]
@@ -35,6 +36,9 @@ pub(crate) struct RequestCtx {
     route: Picked,
     /// Held while the request may use an upstream connection (see limits.rs).
     upstream_slot: Option<UpstreamSlot>,
+    /// The request's server span (none with tracing off), and passthrough's upstream call.
+    trace: telemetry::Span,
+    passthrough_trace: telemetry::Span,
 }
 
 /// What matching the request against the routes gave.
@@ -108,6 +112,16 @@ impl ProxyHttp for GatewayProxy {
             Picked::None | Picked::Refused(_) => crate::config::Passthrough::default(),
         };
         ctx.edge = self.edge.begin(session, &passthrough);
+        let header = session.req_header();
+        ctx.trace = telemetry::Span::server(&header.headers, || method_name(&header.method));
+        ctx.trace
+            .set_with("http.request.method", || header.method.to_string());
+        ctx.trace
+            .set_with("url.path", || header.uri.path().to_owned());
+        ctx.trace
+            .set_with("poppy.route", || ctx.route.name().to_owned());
+        ctx.trace
+            .set_with("poppy.request_id", || ctx.edge.request_id().to_owned());
         Ok(())
     }
 
@@ -145,7 +159,20 @@ impl ProxyHttp for GatewayProxy {
         // Requests the gateway sends itself for this one (approved forwards, lookups,
         // poppy.json, MCP messages) carry its proxy headers and request ID (forwarded.rs).
         let proxy = ctx.edge.proxy_context();
-        match self.classify(session, &ctx.route, &proxy).await {
+        // The request's span is current while it is classified and carried out: the store's
+        // calls and the requests sent upstream for it find it there (telemetry/).
+        let classified = ctx.trace.within(self.classify(session, &ctx.route, &proxy));
+        let step = match ctx.trace.sampled_trace_id() {
+            // Every log line written for a recorded request carries its trace ID.
+            Some(trace_id) => {
+                use tracing::Instrument as _;
+                classified
+                    .instrument(tracing::info_span!("request", trace_id = %trace_id))
+                    .await
+            }
+            None => classified.await,
+        };
+        match step {
             Step::Continue => {
                 ctx.passthrough = true;
                 Ok(false)
@@ -159,6 +186,7 @@ impl ProxyHttp for GatewayProxy {
                 // the answer is written, not in `logging` (which runs after the write): a
                 // client that reads /metrics once it has its answer must see it counted.
                 outcome.record(&self.metrics);
+                outcome.trace(&ctx.trace);
                 ctx.edge
                     .note_operation(outcome.operation_id(), outcome.outcome());
                 reply.write(session).await?;
@@ -167,6 +195,7 @@ impl ProxyHttp for GatewayProxy {
             Step::Answered(result) => result.map(|()| true),
             Step::OperationStreamed(result, outcome) => {
                 outcome.record(&self.metrics);
+                outcome.trace(&ctx.trace);
                 ctx.edge
                     .note_operation(outcome.operation_id(), outcome.outcome());
                 result.map(|()| true)
@@ -191,7 +220,8 @@ impl ProxyHttp for GatewayProxy {
     }
 
     /// An approval is the gateway's business only: it never reaches the upstream. The proxy
-    /// headers and request ID do.
+    /// headers and request ID do, and (tracing on) the `traceparent` of the gateway's span
+    /// for the upstream call.
     async fn upstream_request_filter(
         &self,
         _session: &mut Session,
@@ -204,6 +234,14 @@ impl ProxyHttp for GatewayProxy {
         if let Picked::Route(route) = &ctx.route {
             upstream_request.remove_header(&route.passthrough.operation_id_header);
         }
+        ctx.passthrough_trace = ctx.trace.client_child("poppy.forward");
+        ctx.passthrough_trace.set("poppy.passthrough", true);
+        if ctx.passthrough_trace.is_on() {
+            ctx.passthrough_trace.inject(upstream_request)?;
+        } else {
+            // Not sampled: the request's own span is the upstream's parent.
+            ctx.trace.inject(upstream_request)?;
+        }
         self.edge.upstream_request(&ctx.edge, upstream_request)
     }
 
@@ -214,7 +252,10 @@ impl ProxyHttp for GatewayProxy {
         upstream_response: &mut pingora::http::ResponseHeader,
         ctx: &mut Self::CTX,
     ) -> pingora::Result<()> {
-        ctx.edge.upstream_status(upstream_response.status.as_u16());
+        let status = upstream_response.status.as_u16();
+        ctx.edge.upstream_status(status);
+        ctx.passthrough_trace
+            .set("http.response.status_code", i64::from(status));
         Ok(())
     }
 
@@ -225,6 +266,7 @@ impl ProxyHttp for GatewayProxy {
         e: &Error,
         ctx: &mut Self::CTX,
     ) -> pingora::proxy::FailToProxy {
+        ctx.passthrough_trace.fail("the upstream call failed");
         self.edge.fail_to_proxy(session, e, &ctx.edge).await
     }
 
@@ -247,13 +289,45 @@ impl ProxyHttp for GatewayProxy {
     /// Count proxied requests by the status class that reached the client; write the
     /// request's access-log line.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Self::CTX) {
+        let status = session.response_written().map(|r| r.status.as_u16());
         if ctx.passthrough {
-            let status = session.response_written().map(|r| r.status.as_u16());
             self.metrics.passthrough(status);
         }
-        self.edge
-            .log(session, &ctx.edge, ctx.route.name(), ctx.passthrough);
+        let trace_id = ctx.trace.trace_id();
+        self.edge.log(
+            session,
+            &ctx.edge,
+            ctx.route.name(),
+            ctx.passthrough,
+            trace_id.as_deref(),
+        );
+        // Ended now: the upstream call, then the request.
+        ctx.passthrough_trace = telemetry::Span::default();
+        if let Some(status) = status {
+            ctx.trace
+                .set("http.response.status_code", i64::from(status));
+            if status >= 500 {
+                ctx.trace.fail("the answer was a server error");
+            }
+        }
+        ctx.trace = telemetry::Span::default();
     }
+}
+
+/// A server span's name: the method, without an allocation for the usual ones.
+fn method_name(method: &http::Method) -> std::borrow::Cow<'static, str> {
+    use http::Method;
+    let name = match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => return method.to_string().into(),
+    };
+    name.into()
 }
 
 /// Whether a proxy error is only the downstream client closing or resetting its connection.

@@ -6,7 +6,8 @@
 //! The head is the request's own method, target and headers (as `ingress::forward` left them),
 //! the operation ID header only on an approved forward (never a client's copy), the body's
 //! `Content-Length` (the body is always sent whole), the request's proxy headers
-//! (`forwarded::ProxyContext`, passed explicitly) and a `Host` when it has none.
+//! (`forwarded::ProxyContext`, passed explicitly), the current span's `traceparent` (tracing
+//! on; `telemetry`) and a `Host` when it has none.
 
 use bytes::Bytes;
 use pingora::http::RequestHeader;
@@ -63,6 +64,8 @@ impl UpstreamHead {
         }
         header.insert_header(http::header::CONTENT_LENGTH, request.body.len().to_string())?;
         proxy.apply(&mut header)?;
+        // The span the request is sent in is the upstream's parent (tracing on).
+        crate::telemetry::inject_current(&mut header)?;
         if !header.headers.contains_key(http::header::HOST) {
             header.insert_header(http::header::HOST, self.default_host.clone())?;
         }

@@ -32,14 +32,32 @@ impl InstrumentedStore {
         call: StoreCall,
         future: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
+        let span = crate::telemetry::Span::client(span_name(call));
         let started = Instant::now();
         let result = future.await;
+        if result.is_err() {
+            span.fail("the store call failed");
+        }
+        drop(span);
         self.metrics
             .store_call(call, started.elapsed(), result.is_err());
         if let Err(StoreError::Full(_)) = &result {
             self.metrics.store_full();
         }
         result
+    }
+}
+
+/// A store call's span: its metric label, spelled as a span name.
+fn span_name(call: StoreCall) -> &'static str {
+    match call {
+        StoreCall::Generation => "poppy.store.generation",
+        StoreCall::Lookup => "poppy.store.lookup",
+        StoreCall::Claim => "poppy.store.claim",
+        StoreCall::Complete => "poppy.store.complete",
+        StoreCall::Release => "poppy.store.release",
+        StoreCall::Resolve => "poppy.store.resolve",
+        StoreCall::Ping => "poppy.store.ping",
     }
 }
 

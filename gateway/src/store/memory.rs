@@ -578,6 +578,7 @@ mod tests {
             policy: "p".into(),
             revision: "r".into(),
             credentials: None,
+            trace: None,
             owner: "o".into(),
             now_ms: now,
             lease_until_ms: now,

@@ -94,6 +94,7 @@ mod tests {
             policy: String::new(),
             revision: String::new(),
             credentials: None,
+            trace: None,
             owner: "gw-2".into(),
             now_ms: 0,
             lease_until_ms: 0,

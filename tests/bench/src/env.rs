@@ -72,6 +72,8 @@ pub struct Env {
     pub exe: PathBuf,
     dir: Option<TempDir>,
     redis: Option<RedisServer>,
+    /// The tracing rows' OTLP collector (an nginx answering 200), started on first use.
+    otlp_sink: Option<(Proc, SocketAddr)>,
     started: usize,
 }
 
@@ -79,6 +81,7 @@ impl Drop for Env {
     fn drop(&mut self) {
         // Processes first (Redis), then the folder they wrote in.
         self.redis = None;
+        self.otlp_sink = None;
         if self.opts.keep_dir
             && let Some(dir) = self.dir.take()
         {
@@ -97,6 +100,7 @@ impl Env {
             exe: std::env::current_exe().context("path of poppy-bench")?,
             dir: Some(tempfile::Builder::new().prefix("poppy-bench-").tempdir()?),
             redis: None,
+            otlp_sink: None,
             started: 0,
         })
     }
@@ -130,6 +134,24 @@ impl Env {
         Ok(redis)
     }
 
+    /// The tracing rows' OTLP collector: nginx answering every export 200 (its CPU is not the
+    /// gateway's, and it takes every batch at once).
+    pub fn otlp_sink(&mut self) -> anyhow::Result<SocketAddr> {
+        if self.otlp_sink.is_none() {
+            let dir = self.folder("otlp-sink")?;
+            self.otlp_sink = Some(crate::nginx::start(
+                &self.opts.nginx,
+                &dir,
+                // Never used: the sink proxies nothing.
+                crate::procs::loopback(9),
+                1,
+                self.opts.plan.redis.as_deref(),
+                crate::rows::Role::Sink,
+            )?);
+        }
+        Ok(self.otlp_sink.as_ref().context("otlp sink")?.1)
+    }
+
     pub fn redis_pid(&self) -> Option<u32> {
         self.redis.as_ref().map(|r| r.proc.pid())
     }
@@ -143,6 +165,19 @@ impl Env {
         max_body_bytes: usize,
         policies: usize,
     ) -> anyhow::Result<(Proc, SocketAddr)> {
+        self.gateway_traced(store, upstream, max_body_bytes, policies, None)
+    }
+
+    /// [`Self::gateway`], with `[tracing]` sampling `tracing.0` traces per 10 000 and
+    /// exporting to `tracing.1`.
+    pub fn gateway_traced(
+        &mut self,
+        store: Store,
+        upstream: SocketAddr,
+        max_body_bytes: usize,
+        policies: usize,
+        tracing: Option<(u32, SocketAddr)>,
+    ) -> anyhow::Result<(Proc, SocketAddr)> {
         let store_url = match store {
             Store::Memory => "memory://".to_owned(),
             Store::Redis => self.redis()?.url(),
@@ -154,6 +189,7 @@ impl Env {
             max_body_bytes,
             policies,
             log_level: self.opts.gateway_log.clone(),
+            tracing,
         };
         let dir = self.folder("gateway")?;
         gateway::start(

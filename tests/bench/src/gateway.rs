@@ -43,6 +43,8 @@ pub struct GatewayConfig {
     pub policies: usize,
     /// `RUST_LOG` of the gateway.
     pub log_level: String,
+    /// `[tracing]`: traces sampled per 10 000, and the OTLP collector (none: off).
+    pub tracing: Option<(u32, SocketAddr)>,
 }
 
 /// The policy file of `count` policies: `count - 1` others first, then [`POLICY`], so a
@@ -99,7 +101,15 @@ verify = "off"
         max_body = config.max_body_bytes,
         upstream = config.upstream,
         store = config.store_url,
-    )
+    ) + &config
+        .tracing
+        .map(|(sampled, sink)| {
+            format!(
+                "\n[tracing]\nendpoint = \"http://{sink}\"\nsampling_ratio = {}\n",
+                f64::from(sampled) / 10_000.0
+            )
+        })
+        .unwrap_or_default()
 }
 
 /// Where the binary is unless given: next to this executable (the same target profile).

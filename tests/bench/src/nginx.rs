@@ -31,6 +31,7 @@ pub fn config(
             // An nginx string in double quotes: the body has single quotes, no `$` or `\\`.
             crate::scenario::MINT_ANSWER.replace('"', "\\\"")
         ),
+        Role::Sink => "return 200;".to_owned(),
     };
     format!(
         r#"{user}worker_processes {workers};

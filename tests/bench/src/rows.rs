@@ -22,6 +22,9 @@ pub enum Target {
     /// The bare-pingora reference proxy (`poppy-bench-pingora`).
     Pingora(Role),
     Gateway(Store),
+    /// The gateway with `[tracing]` on, sampling this many traces per 10 000, exporting to
+    /// an nginx that answers every export 200 ([`Role::Sink`]).
+    Traced(Store, u32),
 }
 
 /// What a reference server (nginx, bare pingora) does with each request.
@@ -33,6 +36,9 @@ pub enum Role {
     /// ([`crate::scenario::MINT_ANSWER`]): the least answering a request costs that server
     /// here, the reference of the gateway's own answers (minting, replay).
     Answer,
+    /// Answer every request `200` with no body: the OTLP collector of the tracing rows,
+    /// which takes every batch and costs the gateway nothing but the export itself.
+    Sink,
 }
 
 /// Which program drives a row's load.
@@ -62,7 +68,7 @@ pub struct Row {
 pub fn all(replay_ops: usize) -> Vec<Row> {
     use Role::{Answer, Proxy};
     use Store::{Memory, Redis};
-    use Target::{Gateway, Nginx, Pingora, Upstream};
+    use Target::{Gateway, Nginx, Pingora, Traced, Upstream};
     let row = |id, label, target, scenario| Row {
         id,
         label,
@@ -95,6 +101,18 @@ pub fn all(replay_ops: usize) -> Vec<Row> {
             "3",
             "gateway passthrough (POST)",
             Gateway(Memory),
+            Scenario::plain_post(),
+        ),
+        row(
+            "3t",
+            "gateway passthrough (POST), tracing 100%",
+            Traced(Memory, 10_000),
+            Scenario::plain_post(),
+        ),
+        row(
+            "3t1",
+            "gateway passthrough (POST), tracing 1%",
+            Traced(Memory, 100),
             Scenario::plain_post(),
         ),
         row(
@@ -158,9 +176,33 @@ pub fn all(replay_ops: usize) -> Vec<Row> {
             Scenario::Mint,
         ),
         row(
+            "7at",
+            "gateway minting (403), memory://, tracing 100%",
+            Traced(Memory, 10_000),
+            Scenario::Mint,
+        ),
+        row(
+            "7at1",
+            "gateway minting (403), memory://, tracing 1%",
+            Traced(Memory, 100),
+            Scenario::Mint,
+        ),
+        row(
             "7b",
             "approved executions, memory://",
             Gateway(Memory),
+            Scenario::approve(),
+        ),
+        row(
+            "7bt",
+            "approved executions, memory://, tracing 100%",
+            Traced(Memory, 10_000),
+            Scenario::approve(),
+        ),
+        row(
+            "7bt1",
+            "approved executions, memory://, tracing 1%",
+            Traced(Memory, 100),
             Scenario::approve(),
         ),
         row("7c", "replays, memory://", Gateway(Memory), replay),
@@ -264,16 +306,23 @@ pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
             let (proc, addr) = env.gateway(store, upstream_addr, limit, row.policies)?;
             (Some(proc), addr)
         }
+        Target::Traced(store, sampled) => {
+            let limit = env.opts.max_body_bytes.max(row.scenario.body_bytes());
+            let tracing = Some((sampled, env.otlp_sink()?));
+            let (proc, addr) =
+                env.gateway_traced(store, upstream_addr, limit, row.policies, tracing)?;
+            (Some(proc), addr)
+        }
     };
     let measured = proxy.as_ref().map_or(upstream.pid(), |p| p.pid());
     let redis = match row.target {
-        Target::Gateway(Store::Redis) => env.redis_pid(),
+        Target::Gateway(Store::Redis) | Target::Traced(Store::Redis, _) => env.redis_pid(),
         _ => None,
     };
     // Let it finish starting up before reading its idle size.
     std::thread::sleep(Duration::from_millis(300));
     let idle_rss_kib = match row.target {
-        Target::Gateway(_) => Some(tree_kib(measured, "VmRSS")?),
+        Target::Gateway(_) | Target::Traced(..) => Some(tree_kib(measured, "VmRSS")?),
         _ => None,
     };
 

@@ -44,7 +44,7 @@ fn needs(rows: &[Row], f: impl Fn(Target) -> bool) -> bool {
 /// Fail early, saying exactly what to install or build.
 fn preflight(opts: &Options, rows: &[Row]) -> anyhow::Result<()> {
     let found = |program: &Path| Command::new(program).arg("-v").output().is_ok();
-    if needs(rows, |t| matches!(t, Target::Nginx(_))) && !found(&opts.nginx) {
+    if needs(rows, |t| matches!(t, Target::Nginx(_) | Target::Traced(..))) && !found(&opts.nginx) {
         bail!(
             "nginx not found ({}): apt-get install -y nginx",
             opts.nginx.display()
@@ -70,7 +70,10 @@ fn preflight(opts: &Options, rows: &[Row]) -> anyhow::Result<()> {
             opts.redis_server.display()
         );
     }
-    if needs(rows, |t| matches!(t, Target::Gateway(_))) && !opts.gateway_bin.is_file() {
+    if needs(rows, |t| {
+        matches!(t, Target::Gateway(_) | Target::Traced(..))
+    }) && !opts.gateway_bin.is_file()
+    {
         bail!(
             "no gateway binary at {}: cargo build --release -p poppy-gateway (or tests/bench/run.sh)",
             opts.gateway_bin.display()

@@ -6,7 +6,8 @@
 -- only on a single node, ARGV[8] = '1': on a cluster it lives in another slot and the gateway
 -- writes it itself)
 -- ARGV: scope, policy, revision, created_at_ms, owner, lease_until_ms, operation_id, indexed,
---   credentials (a keyed digest, or '' for none: the field is then not written)
+--   credentials (a keyed digest, or '' for none: the field is then not written),
+--   trace (the executing span's traceparent, or '' for none: likewise)
 -- Returns the existing record (HGETALL pairs) or 1 when this call created it.
 local existing = redis.call('HGETALL', KEYS[1])
 if #existing > 0 then
@@ -27,5 +28,8 @@ if ARGV[8] == '1' then
 end
 if ARGV[9] and ARGV[9] ~= '' then
   redis.call('HSET', KEYS[1], 'credentials', ARGV[9])
+end
+if ARGV[10] and ARGV[10] ~= '' then
+  redis.call('HSET', KEYS[1], 'trace', ARGV[10])
 end
 return 1

@@ -79,7 +79,8 @@ pub(super) fn into_fields(value: Value) -> Result<HashMap<String, Vec<u8>>, Stor
 /// Hash fields: `v` (format version), `scope`, `policy`, `revision`, `created_at`, `state`
 /// (`in_flight` or `done`); in flight: `owner`, `lease_until`; done: `status`, `headers`
 /// (JSON array of `[name, base64 value]`), `body` (raw bytes). Optional: `credentials` (added
-/// without a format change, so records written before it still read, with `None`).
+/// without a format change, so records written before it still read, with `None`), `trace`
+/// (likewise: the executing span's `traceparent`).
 pub(super) fn decode_record(
     mut fields: HashMap<String, Vec<u8>>,
 ) -> Result<OperationRecord, StoreError> {
@@ -87,6 +88,10 @@ pub(super) fn decode_record(
         None => None,
         Some(bytes) => Some(text(bytes, "credentials")?),
     };
+    // Only ever a hint for a span link: an unreadable one is dropped, not corrupt.
+    let trace = fields
+        .remove("trace")
+        .and_then(|bytes| String::from_utf8(bytes).ok());
     let mut take = |name: &str| {
         fields
             .remove(name)
@@ -118,6 +123,7 @@ pub(super) fn decode_record(
         created_at_ms,
         state,
         credentials,
+        trace,
     })
 }
 

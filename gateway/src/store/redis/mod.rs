@@ -477,7 +477,9 @@ impl OperationStore for RedisStore {
             .arg(claim.lease_until_ms)
             .arg(id.as_str());
         let call = self.with_index(call);
-        let call = call.arg(claim.credentials.as_deref().unwrap_or(""));
+        let call = call
+            .arg(claim.credentials.as_deref().unwrap_or(""))
+            .arg(claim.trace.as_deref().unwrap_or(""));
         let ran = script::run(&self.links, &call, self.wait).await?;
         if ran.value == Value::Int(1) {
             if let Some(shortfall) = self.short_of_replicas(&ran) {

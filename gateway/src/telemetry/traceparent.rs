@@ -1,0 +1,196 @@
+//! W3C Trace Context (`traceparent`, `tracestate`), read for their syntax only: a header that
+//! is not exactly right starts a new trace instead (the spec's rule for a receiver), and
+//! nothing in it is trusted beyond being an ID (the sampled flag only guides parent-based
+//! sampling).
+
+use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+
+/// Longest `tracestate` kept (the spec's 32 members of at most 256 bytes each, with commas).
+const MAX_TRACESTATE_BYTES: usize = 8192;
+/// Most `tracestate` members (W3C Trace Context, 3.3.1.1).
+const MAX_TRACESTATE_MEMBERS: usize = 32;
+
+/// The remote parent a request's `traceparent` (and `tracestate`) name, if well formed.
+pub(crate) fn parse(traceparent: &[u8], tracestate: Option<&[u8]>) -> Option<SpanContext> {
+    let (trace_id, span_id, flags) = parse_traceparent(traceparent)?;
+    let state = tracestate.and_then(parse_tracestate).unwrap_or_default();
+    Some(SpanContext::new(
+        TraceId::from(trace_id),
+        SpanId::from(span_id),
+        TraceFlags::new(flags & TraceFlags::SAMPLED.to_u8()),
+        true,
+        state,
+    ))
+}
+
+/// `traceparent` as version `00` writes it: `00-<32 hex>-<16 hex>-<2 hex>`, lowercase hex,
+/// neither ID all zeros. A later version is read for these fields only, and only when what
+/// follows them starts with `-` (the spec's forward compatibility); version `ff` is invalid.
+fn parse_traceparent(value: &[u8]) -> Option<(u128, u64, u8)> {
+    if value.len() < 55 {
+        return None;
+    }
+    let version = hex(&value[0..2])? as u8;
+    if version == 0xff || (version == 0 && value.len() != 55) {
+        return None;
+    }
+    if version != 0 && value.len() > 55 && value[55] != b'-' {
+        return None;
+    }
+    if value[2] != b'-' || value[35] != b'-' || value[52] != b'-' {
+        return None;
+    }
+    let trace_id = hex(&value[3..35])?;
+    let span_id = u64::try_from(hex(&value[36..52])?).ok()?;
+    let flags = u8::try_from(hex(&value[53..55])?).ok()?;
+    (trace_id != 0 && span_id != 0).then_some((trace_id, span_id, flags))
+}
+
+/// Lowercase hex digits only (no sign, no uppercase), at most 32 of them.
+fn hex(digits: &[u8]) -> Option<u128> {
+    if digits.is_empty() || digits.len() > 32 {
+        return None;
+    }
+    digits.iter().try_fold(0u128, |acc, &b| {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            _ => return None,
+        };
+        Some(acc << 4 | u128::from(d))
+    })
+}
+
+/// `tracestate` if every member is well formed (else none is kept: the spec lets a receiver
+/// drop a malformed one, and the trace goes on without it).
+fn parse_tracestate(value: &[u8]) -> Option<TraceState> {
+    if value.len() > MAX_TRACESTATE_BYTES {
+        return None;
+    }
+    let text = std::str::from_utf8(value).ok()?;
+    let mut members = Vec::new();
+    for member in text.split(',') {
+        let member = member.trim_matches([' ', '\t']);
+        if member.is_empty() {
+            continue;
+        }
+        let (key, val) = member.split_once('=')?;
+        if !valid_key(key) || !valid_value(val) || members.len() == MAX_TRACESTATE_MEMBERS {
+            return None;
+        }
+        members.push((key, val));
+    }
+    TraceState::from_key_value(members).ok()
+}
+
+/// `simple-key` or `tenant@system` (W3C Trace Context 3.3.1.3.1).
+fn valid_key(key: &str) -> bool {
+    let simple = |k: &str, max: usize| {
+        (1..=max).contains(&k.len())
+            && k.bytes().all(|b| {
+                b.is_ascii_lowercase()
+                    || b.is_ascii_digit()
+                    || matches!(b, b'_' | b'-' | b'*' | b'/')
+            })
+    };
+    match key.split_once('@') {
+        None => simple(key, 256) && key.as_bytes()[0].is_ascii_lowercase(),
+        Some((tenant, system)) => {
+            simple(tenant, 241)
+                && simple(system, 14)
+                && (tenant.as_bytes()[0].is_ascii_lowercase()
+                    || tenant.as_bytes()[0].is_ascii_digit())
+                && system.as_bytes()[0].is_ascii_lowercase()
+        }
+    }
+}
+
+/// 1 to 256 printable ASCII characters but `,` and `=`, not ending in a space.
+fn valid_value(value: &str) -> bool {
+    (1..=256).contains(&value.len())
+        && !value.ends_with(' ')
+        && value
+            .bytes()
+            .all(|b| (0x20..=0x7e).contains(&b) && b != b',' && b != b'=')
+}
+
+/// `traceparent` for `context` (version 00).
+pub(crate) fn format(context: &SpanContext) -> String {
+    format!(
+        "00-{}-{}-{:02x}",
+        context.trace_id(),
+        context.span_id(),
+        context.trace_flags().to_u8()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const GOOD: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_well_formed_traceparent_is_read_and_written_back() {
+        let context = parse(GOOD.as_bytes(), None).unwrap();
+        assert!(context.is_remote() && context.is_sampled());
+        assert_eq!(format(&context), GOOD);
+        let unsampled = parse(
+            &GOOD.as_bytes()[..53]
+                .iter()
+                .chain(b"00")
+                .copied()
+                .collect::<Vec<_>>(),
+            None,
+        )
+        .unwrap();
+        assert!(!unsampled.is_sampled());
+    }
+
+    #[test]
+    fn anything_else_starts_a_new_trace() {
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-",
+            "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-+bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "0x-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",
+        ] {
+            assert!(parse(bad.as_bytes(), None).is_none(), "{bad}");
+        }
+        // A later version: its first four fields, when the rest is set off by `-`.
+        let later = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-ever";
+        assert!(parse(later.as_bytes(), None).is_some());
+    }
+
+    #[test]
+    fn tracestate_is_kept_only_when_every_member_is_well_formed() {
+        let kept = parse(
+            GOOD.as_bytes(),
+            Some(b"congo=t61rcWkgMzE, rojo@vendor=00f067aa0ba902b7"),
+        )
+        .unwrap();
+        assert_eq!(kept.trace_state().get("congo"), Some("t61rcWkgMzE"));
+        assert_eq!(
+            kept.trace_state().get("rojo@vendor"),
+            Some("00f067aa0ba902b7")
+        );
+        for bad in [
+            &b"Congo=x"[..],
+            b"congo",
+            b"congo=a=b",
+            b"congo=x,1bad=y",
+            b"\xff=x",
+        ] {
+            let context = parse(GOOD.as_bytes(), Some(bad)).unwrap();
+            assert_eq!(context.trace_state().header(), "", "{bad:?}");
+        }
+    }
+}
