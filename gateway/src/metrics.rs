@@ -69,11 +69,7 @@ impl Metrics {
             Ok::<_, prometheus::Error>(g)
         };
         let metrics = Metrics {
-            per_policy: {
-                let per_policy = PerPolicy::new()?;
-                registry.register(Box::new(per_policy.clone()))?;
-                per_policy
-            },
+            per_policy: PerPolicy::new(),
             asked_once: AskedOnce::default(),
             store_duration: histogram(
                 "poppy_store_duration_seconds",
@@ -322,6 +318,8 @@ impl Metrics {
         let mut out = Vec::new();
         // Encoding into a Vec cannot fail for well-formed metric families.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        // The per-policy families after the registry's (the text format orders nothing).
+        out.extend_from_slice(self.per_policy.render().as_bytes());
         out
     }
 }
