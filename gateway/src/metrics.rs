@@ -4,6 +4,7 @@
 
 mod asked;
 mod labels;
+mod per_policy;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -13,22 +14,12 @@ use prometheus::{
 };
 
 use asked::AskedOnce;
+use per_policy::PerPolicy;
 
 // The core's words for what became of a request (operation/outcome.rs); metrics count them.
 pub(crate) use crate::operation::outcome::{Outcome, Rejection};
 pub(crate) use labels::{Limit, ReloadResult, StoreCall, status_class};
 
-/// Time from minting to approval, in seconds: people take seconds to hours.
-const APPROVAL_DELAY_BUCKETS: [f64; 14] = [
-    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0,
-    86400.0,
-];
-/// Upstream answers to approved executions: from 1 ms (a nearby API answers in a few, and a
-/// first bucket above that would make every quantile read as that bucket) to the default 30 s
-/// timeout.
-const UPSTREAM_BUCKETS: [f64; 16] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
-];
 /// Store round trips: sub-millisecond in memory, about a millisecond to a nearby Redis.
 const STORE_BUCKETS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
@@ -36,12 +27,9 @@ const STORE_BUCKETS: [f64; 12] = [
 
 pub(crate) struct Metrics {
     registry: Registry,
-    operations: IntCounterVec,
-    asked: IntCounterVec,
+    /// Requests, asks, rejections, approval delays and upstream times, by policy.
+    per_policy: PerPolicy,
     asked_once: AskedOnce,
-    rejected: IntCounterVec,
-    approval_delay: HistogramVec,
-    upstream_duration: HistogramVec,
     store_duration: HistogramVec,
     store_errors: IntCounterVec,
     store_full: IntCounter,
@@ -81,34 +69,8 @@ impl Metrics {
             Ok::<_, prometheus::Error>(g)
         };
         let metrics = Metrics {
-            operations: counter(
-                "poppy_operations_total",
-                "Requests for operations, by policy and outcome",
-                &["operation", "outcome"],
-            )?,
-            asked: counter(
-                "poppy_operations_asked_total",
-                "Distinct operations asked for approval (each counted once per process while it can be approved), by policy",
-                &["operation"],
-            )?,
+            per_policy: PerPolicy::new(),
             asked_once: AskedOnce::default(),
-            rejected: counter(
-                "poppy_approvals_rejected_total",
-                "Approvals that failed a check and were answered with a new revision, by policy and reason",
-                &["operation", "reason"],
-            )?,
-            approval_delay: histogram(
-                "poppy_approval_delay_seconds",
-                "Time from minting an operation's revision to the first request carrying its valid approval",
-                "operation",
-                &APPROVAL_DELAY_BUCKETS,
-            )?,
-            upstream_duration: histogram(
-                "poppy_upstream_duration_seconds",
-                "Time the upstream took to answer an approved execution (or to fail)",
-                "operation",
-                &UPSTREAM_BUCKETS,
-            )?,
             store_duration: histogram(
                 "poppy_store_duration_seconds",
                 "Time of operation store calls, by call",
@@ -236,20 +198,10 @@ impl Metrics {
     /// Create the series of these policies (at startup and after a reload), so that every one
     /// is exported from the start.
     pub(crate) fn policies<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
-        let mut count = 0;
-        for name in names {
-            count += 1;
-            for outcome in Outcome::ALL {
-                self.operations.with_label_values(&[name, outcome.as_str()]);
-            }
-            for reason in Rejection::ALL {
-                self.rejected.with_label_values(&[name, reason.as_str()]);
-            }
-            self.asked.with_label_values(&[name]);
-            self.approval_delay.with_label_values(&[name]);
-            self.upstream_duration.with_label_values(&[name]);
-        }
-        self.policies_loaded.set(count);
+        let names: Vec<&str> = names.into_iter().collect();
+        self.per_policy.add(names.iter().copied());
+        self.policies_loaded
+            .set(i64::try_from(names.len()).unwrap_or(i64::MAX));
     }
 
     /// The webhook's counters (`poppy_webhook_events_total{type, result}` and
@@ -272,24 +224,20 @@ impl Metrics {
     }
 
     pub(crate) fn operation(&self, policy: &str, outcome: Outcome) {
-        self.operations
-            .with_label_values(&[policy, outcome.as_str()])
-            .inc();
+        self.per_policy.operation(policy, outcome);
     }
 
     /// An operation was offered for approval (a 403 or a held tool call). Counted once per
     /// operation_id, however many times the agent asks before its user decides.
     pub(crate) fn asked(&self, policy: &str, operation_id: &str, expires_in: Duration) {
         if self.asked_once.first(operation_id, expires_in) {
-            self.asked.with_label_values(&[policy]).inc();
+            self.per_policy.asked(policy);
         }
     }
 
     /// An approval failed a check (it is answered with a new revision).
     pub(crate) fn rejected(&self, policy: &str, reason: Rejection) {
-        self.rejected
-            .with_label_values(&[policy, reason.as_str()])
-            .inc();
+        self.per_policy.rejected(policy, reason);
     }
 
     /// A valid approval was claimed. Revisions are stateless, so the minting time is
@@ -300,9 +248,8 @@ impl Metrics {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(minted_at);
-        self.approval_delay
-            .with_label_values(&[policy])
-            .observe((now - minted_at).max(0.0));
+        self.per_policy
+            .approval_delay(policy, (now - minted_at).max(0.0));
     }
 
     /// Time an approved execution's upstream call, counting it in flight meanwhile.
@@ -318,9 +265,8 @@ impl Metrics {
         let _in_flight = InFlight(&self.in_flight);
         let started = Instant::now();
         let result = call.await;
-        self.upstream_duration
-            .with_label_values(&[policy])
-            .observe(started.elapsed().as_secs_f64());
+        self.per_policy
+            .upstream_duration(policy, started.elapsed().as_secs_f64());
         result
     }
 
@@ -394,6 +340,8 @@ impl Metrics {
         let mut out = Vec::new();
         // Encoding into a Vec cannot fail for well-formed metric families.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        // The per-policy families after the registry's (the text format orders nothing).
+        out.extend_from_slice(self.per_policy.render().as_bytes());
         out
     }
 }

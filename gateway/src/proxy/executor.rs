@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::forwarded::ProxyContext;
-use super::lookup::lookup_terms;
+use super::lookup::{computed_terms, lookup_terms};
 use super::outcome::RequestOutcome;
 use super::page_offer::PageLink;
 use super::rounds::{self, ROUND_TTL, Round};
@@ -225,16 +225,22 @@ impl Executor {
             return Operated::Decided(executed);
         }
         let mut terms = admitted.terms;
-        if let Err((refusal, outcome)) = lookup_terms(
-            &self.parts.upstream,
-            &reading.proxy,
-            &policy,
-            &admitted.headers,
-            &admitted.forward.body,
-            &mut terms,
-        )
-        .await
-        {
+        // Lookups' upstream calls in a box of their own: inline, their future would make
+        // every request's as large (see `decide`).
+        let looked_up = if policy.lookups.is_empty() {
+            computed_terms(&policy, &mut terms)
+        } else {
+            Box::pin(lookup_terms(
+                &self.parts.upstream,
+                &reading.proxy,
+                &policy,
+                &admitted.headers,
+                &admitted.forward.body,
+                &mut terms,
+            ))
+            .await
+        };
+        if let Err((refusal, outcome)) = looked_up {
             return Operated::Refused(refusal, outcome);
         }
         let request = OperationRequest {
@@ -504,9 +510,17 @@ impl Executor {
                             });
                         }
                     }
-                    match self
-                        .perform(prepared, &approved, forward, reading, page.as_ref())
-                        .await?
+                    // Boxed, as is the follow-up: a mint's or a replay's future would otherwise be
+                    // as large as a forward's, allocated and copied whole for every request
+                    // (BENCHMARKS.md, "In flight, part by part").
+                    match Box::pin(self.perform(
+                        prepared,
+                        &approved,
+                        forward,
+                        reading,
+                        page.as_ref(),
+                    ))
+                    .await?
                     {
                         Ok(decision) => Ok(decision),
                         // Claimed by somebody else meanwhile: checks 1 and 2 against their record.
@@ -526,7 +540,7 @@ impl Executor {
                 Verdict::Answer(answer @ (Answer::InProgress(_) | Answer::Unknown(_)))
                     if reading.follow_up.is_some() =>
                 {
-                    Ok(self.follow_up(prepared, answer, forward, reading).await)
+                    Ok(Box::pin(self.follow_up(prepared, answer, forward, reading)).await)
                 }
                 Verdict::Answer(answer) => {
                     let id = prepared

@@ -95,6 +95,12 @@ pub(crate) async fn lookup_terms(
             )
         })?;
     }
+    computed_terms(policy, terms)
+}
+
+/// The policy's computed terms (what [`lookup_terms`] ends with; all of it for a policy
+/// without lookups, which needs no future).
+pub(crate) fn computed_terms(policy: &Policy, terms: &mut Terms) -> Result<(), (Refusal, Outcome)> {
     compute_terms(&policy.terms, terms).map_err(|failure| {
         if failure.from_lookup {
             tracing::warn!(policy = %policy.name, error = %failure, "computed term: the upstream's answer is no operand; nothing forwarded");

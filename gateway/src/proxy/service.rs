@@ -376,12 +376,12 @@ impl GatewayProxy {
         if header.uri.path() == well_known::PATH
             && (header.method == http::Method::GET || header.method == http::Method::HEAD)
         {
-            let doc = well_known::document(
+            let doc = Box::pin(well_known::document(
                 &route.upstream,
                 &header.headers,
                 self.well_known.as_ref(),
                 proxy,
-            )
+            ))
             .await;
             return Step::Respond(Reply::json(200, &doc));
         }
@@ -405,14 +405,21 @@ impl GatewayProxy {
             Ok(routed) => routed,
             Err(refusal) => return Step::Respond(Reply::refusal(&refusal)),
         };
+        // Each kind of request boxes its own future: inline, `request_filter`'s (itself
+        // boxed by `async_trait`) was as large as the largest of them, allocated and copied
+        // whole for every request and held by every one in flight (BENCHMARKS.md, "In
+        // flight, part by part").
         match matched {
             RouteMatch::None => Step::Continue,
             RouteMatch::Mcp => match &route.mcp {
-                Some(mcp) => mcp.handle(operations, session, target, proxy).await,
+                Some(mcp) => Box::pin(mcp.handle(operations, session, target, proxy)).await,
                 None => Step::Continue,
             },
             RouteMatch::Policy(policy, captures) => {
-                http_api::handle(operations, session, policy, captures, target, proxy).await
+                Box::pin(http_api::handle(
+                    operations, session, policy, captures, target, proxy,
+                ))
+                .await
             }
         }
     }
