@@ -245,6 +245,33 @@ async fn proof_holds_a_poppy_approval_until_the_page_approval(store: Store) {
     stack.assert_executions(1, "approved on the page too: performed once");
 }
 
+/// `approval = "company_page"`: the page only. A request without the extension gets the
+/// link and is performed once approved there; a Poppy agent still gets the operation (with
+/// the link), but its approval alone is held.
+async fn a_company_page_policy_is_approved_on_the_page_only(store: Store) {
+    let (stack, _provider, page) = start(store, "approval = \"company_page\"\n", "15m");
+    wait_for_page(&page).await;
+    let request = exchange_without_extension("i1");
+    let link = link_of(&stack.gateway.send(&request).await, "without the extension");
+    approve_on_page(&link, ACCOUNT, "approve").await;
+    assert_eq!(stack.gateway.send(&request).await.status, 201);
+    stack.assert_executions(1, "approved on the page");
+    let session = Session::signed_in("ses_poppy", ACCOUNT);
+    let first = stack
+        .gateway
+        .send(&Request::exchange(&session, "o1", "i2", "s1"))
+        .await;
+    let body = first.assert_error(403, "approval_required", "a Poppy agent");
+    assert!(body["operation"]["approval_url"].is_string(), "{body}");
+    let approved = Request::exchange(&session, "o1", "i2", "s1").approve(&first.operation());
+    stack.gateway.send(&approved).await.assert_error(
+        403,
+        "approval_required",
+        "its approval alone",
+    );
+    stack.assert_executions(1, "a Poppy approval alone performs nothing");
+}
+
 /// Headless Chromium walks the whole flow: the page, "Sign in to approve", the provider's
 /// login form, Approve; the retry is performed once, and the page then says so. A
 /// screenshot goes to the test output folder.
@@ -319,5 +346,6 @@ store_tests!(
     changed_terms_after_approval_are_held,
     an_expired_revision_is_not_decided,
     proof_holds_a_poppy_approval_until_the_page_approval,
+    a_company_page_policy_is_approved_on_the_page_only,
     a_browser_approves_on_the_page,
 );

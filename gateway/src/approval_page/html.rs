@@ -77,9 +77,17 @@ pub(crate) fn operation_page(view: &View<'_>) -> String {
     let company = escape(view.company);
     let expired = details.expires_at <= view.now;
     let expires = rfc3339_ms(details.expires_at.saturating_mul(1000));
+    let heading = match &view.standing {
+        Standing::Decided {
+            verdict: PageVerdict::Approved,
+            ..
+        } => "You approved this request",
+        Standing::Decided { .. } => "You declined this request",
+        _ => "Approve this request?",
+    };
     let mut body = String::new();
     body.push_str(&format!(
-        "<header><p class=\"company\">{company}</p><h1>Approve this request?</h1></header>\n<main>\n"
+        "<header><p class=\"company\">{company}</p><h1>{heading}</h1></header>\n<main>\n"
     ));
     body.push_str("<section aria-labelledby=\"what\"><h2 id=\"what\">What you approve</h2>\n<div class=\"summary\">");
     body.push_str(&render(&details.summary));

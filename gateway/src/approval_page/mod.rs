@@ -160,7 +160,8 @@ impl ApprovalPageApp {
                 };
             }
             "/signin" if method == "POST" => return self.sign_in(request, now).await,
-            "/callback" if matches!(method, "GET" | "HEAD") => {
+            // GET only: a HEAD would exchange the code too.
+            "/callback" if method == "GET" => {
                 return self.callback(request, now).await;
             }
             "/signin" | "/callback" => {

@@ -911,3 +911,85 @@ fn a_receipt_names_who_approved_which_terms() {
             .starts_with("2027-01-15T08:00:00")
     );
 }
+
+/// A page decision of `operation` by `subject`, at `at_ms`.
+fn page_decision(
+    operation: &Operation,
+    verdict: page::PageVerdict,
+    subject: &str,
+    at_ms: i64,
+) -> page::PageDecision {
+    page::PageDecision {
+        operation_id: id_of(operation),
+        revision: operation.revision.clone(),
+        verdict,
+        subject: subject.into(),
+        at_ms,
+    }
+}
+
+/// A page request's decisions: only the account's, for a revision of exactly this request
+/// that is still open, stand; the latest of them decides; an approval is then checked as a
+/// Poppy-Approval of it (checks 1 to 3).
+#[test]
+fn page_decisions_stand_for_their_own_request_and_account_only() {
+    use page::{PageRead, PageVerdict, read_decisions};
+    let keys = keys();
+    let request = request(
+        &exchange(),
+        signed_in("s1", "alice"),
+        terms("o1", "i1", "s1"),
+    );
+    let operation = minted(&request);
+    let prepared = Prepared::new(request.clone());
+    let approved = page_decision(&operation, PageVerdict::Approved, "alice", NOW_MS);
+    assert_eq!(
+        read_decisions(&keys, &prepared, &[], NOW_MS),
+        PageRead::Hold
+    );
+    assert_eq!(
+        read_decisions(&keys, &prepared, std::slice::from_ref(&approved), NOW_MS),
+        PageRead::Approved(approved.clone())
+    );
+    // Another subject's decision, or one for other terms, is not this request's.
+    let bobs = page_decision(&operation, PageVerdict::Approved, "bob", NOW_MS);
+    assert_eq!(
+        read_decisions(&keys, &prepared, &[bobs], NOW_MS),
+        PageRead::Hold
+    );
+    let other_terms = Prepared::new(OperationRequest {
+        terms: terms("o1", "i2", "s1"),
+        ..request.clone()
+    });
+    assert_eq!(
+        read_decisions(&keys, &other_terms, std::slice::from_ref(&approved), NOW_MS),
+        PageRead::Hold
+    );
+    // Expired: not a decision any more.
+    let later = NOW_MS + (FIFTEEN_MINUTES + 1) * 1000;
+    assert_eq!(
+        read_decisions(&keys, &prepared, std::slice::from_ref(&approved), later),
+        PageRead::Hold
+    );
+    // The latest decision stands.
+    let declined = page_decision(&operation, PageVerdict::Declined, "alice", NOW_MS + 1);
+    assert_eq!(
+        read_decisions(&keys, &prepared, &[approved.clone(), declined], NOW_MS),
+        PageRead::Declined(id_of(&operation))
+    );
+    // The approval passes checks 1 to 3 as a Poppy-Approval would.
+    let as_approval = prepared.with_approval(approved.as_approval());
+    assert!(matches!(
+        check(&keys, &as_approval, &id_of(&operation), None, 0, NOW_MS),
+        Verdict::Claim(_)
+    ));
+    // Without an account, no decision is anybody's.
+    let signed_out = Prepared::new(OperationRequest {
+        approver: session("s1"),
+        ..request
+    });
+    assert_eq!(
+        read_decisions(&keys, &signed_out, &[approved], NOW_MS),
+        PageRead::Hold
+    );
+}

@@ -359,7 +359,8 @@ impl Executor {
         let page_url = match &decision {
             Decision::ApprovalRequired { operation, .. } if policy.approval.page_proof => {
                 PageLink::for_operation(
-                    self,
+                    self.parts.page_url.as_deref(),
+                    self.parts.keys.current(),
                     policy,
                     operation,
                     prepared.request.approver.who.account.as_deref(),

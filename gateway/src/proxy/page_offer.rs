@@ -5,10 +5,9 @@
 
 use serde_json::Value;
 
-use super::executor::Executor;
 use crate::policy::Policy;
 use crate::protocol::page_link::{self, Details, LinkError};
-use crate::protocol::{ErrorBody, Operation, OperationId};
+use crate::protocol::{ErrorBody, Operation, OperationId, SigningKey};
 
 /// An operation held for the User's approval on the Company's page.
 pub(crate) struct PageLink {
@@ -28,14 +27,17 @@ impl PageLink {
     /// The link to `operation`'s page, or `None` (logged) when the executor has no page or
     /// the link can't be made: then nothing is held for the User, and the agent is told as if
     /// the policy had no page.
+    /// `public_url`: `[approval_page] public_url` (none without the table); `key`: the key
+    /// that signs now.
     pub(crate) fn for_operation(
-        executor: &Executor,
+        public_url: Option<&str>,
+        key: &SigningKey,
         policy: &Policy,
         operation: &Operation,
         account: Option<&str>,
     ) -> Option<PageLink> {
-        let public_url = executor.page_url()?;
-        match mint_path(executor, policy, operation, account) {
+        let public_url = public_url?;
+        match mint_path(key, policy, operation, account) {
             Ok(path) => Some(PageLink {
                 url: format!("{public_url}{path}"),
                 summary: operation.summary.clone(),
@@ -71,7 +73,7 @@ impl PageLink {
 /// The page's path for `operation`: its details (what the page shows, and the account it
 /// may be approved by) MACed with the gateway's signing key, with its ID and revision.
 fn mint_path(
-    executor: &Executor,
+    key: &SigningKey,
     policy: &Policy,
     operation: &Operation,
     account: Option<&str>,
@@ -93,7 +95,7 @@ fn mint_path(
             .and_then(|t| t.as_object().cloned())
             .unwrap_or_default(),
         expires_at,
-        account: account.map(|a| page_link::account_binding(executor.signing_key(), a)),
+        account: account.map(|a| page_link::account_binding(key, a)),
     };
-    page_link::mint(executor.signing_key(), &id, &operation.revision, &details)
+    page_link::mint(key, &id, &operation.revision, &details)
 }

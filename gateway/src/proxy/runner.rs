@@ -109,7 +109,13 @@ pub(crate) fn offer_page(
                 outcome,
                 ..
             }),
-        ) => match PageLink::for_operation(executor, policy, &operation, account) {
+        ) => match PageLink::for_operation(
+            executor.page_url(),
+            executor.signing_key(),
+            policy,
+            &operation,
+            account,
+        ) {
             Some(link) => Ran::Page(link, outcome),
             None => Ran::Refused(Refused::ExtensionRequired, Outcome::ExtensionRequired),
         },
