@@ -4,7 +4,8 @@
 #
 #     scripts/prereqs.sh build    cmake and a C compiler: pingora's compression crates
 #                                 (libz-ng-sys) build C code with cmake
-#     scripts/prereqs.sh demo     build, plus curl and jq for the README's walkthroughs
+#     scripts/prereqs.sh demo     build, plus curl and jq for the README's walkthroughs, and node
+#                                 and npm for the demo's OpenID provider (examples/idp)
 #     scripts/prereqs.sh test     build, plus what the end-to-end tests run: redis-server and
 #                                 redis-cli, prometheus (the dashboard test), python3-venv, node
 #                                 and npm, docker-compose (validates docker/compose.yaml; no
@@ -36,6 +37,9 @@ need make make
 if [[ $what == demo ]]; then
     need curl curl
     need jq jq
+    # The demo OpenID provider for the approval page (examples/idp: oidc-provider).
+    need node nodejs
+    need npm npm
 fi
 if [[ $what == test ]]; then
     # tests/tests/front*.rs drive the system curl over TLS with HTTP/2 (Debian's has nghttp2),

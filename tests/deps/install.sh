@@ -7,6 +7,7 @@
 # Each folder under python/ is one virtual environment (its requirements.txt, pinned), made in
 # python/NAME/.venv; each folder under node/ is one npm project, installed in node/NAME/node_modules.
 # Several environments exist because some tests need two major versions of one package.
+# Also the demo's OpenID provider, examples/idp (npm ci), which tests/tests/readme.rs runs.
 # Idempotent: an environment is rebuilt only when its requirements changed. The tests find them
 # through `poppy_e2e::thirdparty`, which names this script when one is missing.
 set -euo pipefail
@@ -40,3 +41,14 @@ for package in "$root"/node/*/package.json; do
     (cd "$dir" && npm install --no-audit --no-fund --loglevel=error)
     cp "$package" "$stamp"
 done
+
+# The demo's OpenID provider (examples/idp, oidc-provider pinned by its package-lock.json):
+# tests/tests/readme.rs runs it as examples/demo.sh does, and demo.sh installs it the same way.
+idp=$(cd "$root/../../examples/idp" && pwd)
+if cmp -s "$idp/package-lock.json" "$idp/node_modules/.package-lock.installed" 2>/dev/null; then
+    echo "examples/idp: up to date"
+else
+    echo "examples/idp: npm ci"
+    (cd "$idp" && npm ci --no-audit --no-fund --loglevel=error)
+    cp "$idp/package-lock.json" "$idp/node_modules/.package-lock.installed"
+fi

@@ -42,6 +42,7 @@ async fn yes_exchanges_once_through_the_real_shop() {
     let shop = Shop::start();
     let gateway = GatewayBuilder::new(&shop.url())
         .policy("shop.toml", &shop_policy())
+        .extra_config(&poppy_e2e::shop::approval_page_config())
         .start();
     let base = gateway.base_url();
     let run = tokio::task::spawn_blocking(move || {

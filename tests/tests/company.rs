@@ -34,6 +34,7 @@ fn demo() -> Demo {
     let shop = Shop::start();
     let gateway = GatewayBuilder::new(&shop.url())
         .policy("shop.toml", &policy("shop.toml"))
+        .extra_config(&poppy_e2e::shop::approval_page_config())
         .conversations()
         .start();
     let company = Company::start(&gateway.conversations_url(), &[]);

@@ -245,12 +245,35 @@ fn the_image_config_is_neutral() {
         "{}",
         text(&output)
     );
-    // With policies (mounted in the container; pointed at here) it passes.
+    // With policies (mounted in the container; pointed at here) it passes. The shop's
+    // exchange allows the approval page, which needs `[approval_page]`: from the environment.
     let output = Command::new(binaries::gateway())
         .arg("check")
         .arg("--config")
         .arg(&config)
         .env("POPPY_GATEWAY__POLICIES", r#"["../policies/shop.toml"]"#)
+        .env("POPPY_GATEWAY__APPROVAL_PAGE__LISTEN", "127.0.0.1:8085")
+        .env(
+            "POPPY_GATEWAY__APPROVAL_PAGE__PUBLIC_URL",
+            "https://approve.shop.example",
+        )
+        .env(
+            "POPPY_GATEWAY__APPROVAL_PAGE__COMPANY_NAME",
+            "Stormline Outfitters",
+        )
+        .env(
+            "POPPY_GATEWAY__APPROVAL_PAGE__ISSUER",
+            "https://id.shop.example",
+        )
+        .env(
+            "POPPY_GATEWAY__APPROVAL_PAGE__CLIENT_ID",
+            "poppy-approval-page",
+        )
+        .env(
+            "POPPY_GATEWAY__APPROVAL_PAGE__CLIENT_SECRET_ENV",
+            "PAGE_SECRET",
+        )
+        .env("PAGE_SECRET", "a-page-client-secret")
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();

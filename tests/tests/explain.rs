@@ -211,6 +211,7 @@ fn a_lookup_is_shown_and_can_be_fed_an_answer() {
     .unwrap();
     let config = GatewayBuilder::new("http://127.0.0.1:1")
         .policy("shop.toml", &policy)
+        .extra_config(&poppy_e2e::shop::approval_page_config())
         .write();
     let body = r#"{"item_id": "itm_4Qa", "replacement_sku": "stormline-insulated-m"}"#;
     let args = ["--path", "/orders/ord_7Hk2/exchanges", "--body", body];

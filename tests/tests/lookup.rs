@@ -55,6 +55,7 @@ async fn the_summary_shows_the_catalog_price_and_the_approval_round_trip_works()
     .unwrap();
     let gateway = GatewayBuilder::new(&shop.url())
         .policy("shop.toml", &policy)
+        .extra_config(&poppy_e2e::shop::approval_page_config())
         .start();
     let request = Request::exchange(
         &Session::signed_out("ses_lookup"),

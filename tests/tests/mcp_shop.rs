@@ -51,6 +51,7 @@ async fn exchange_once(shop_args: &[&str]) {
     let shop = Shop::start(shop_args);
     let gateway = GatewayBuilder::new(&shop.url)
         .policy("shop.toml", SHOP_POLICIES)
+        .extra_config(&poppy_e2e::shop::approval_page_config())
         .policy("shop-mcp.toml", SHOP_TOOLS)
         .extra_config("[mcp]\npath = \"/mcp\"")
         .start();

@@ -1,16 +1,20 @@
 //! The README's walkthroughs, run in README order against one shop, gateway, Company Agent and
 //! example agent identity (as the demo starts them, on free ports, with the gateway verifying
 //! every Session: `verify = "required"`): the agent, then `curl`, then MCP (docs/mcp.md), then
-//! a conversation. Each acts on an order item of its own, so each prints what its comments say
-//! however many ran before it.
+//! a conversation, then the approval page (an agent without the extension; the User's sign-in
+//! and Approve are driven without a browser by `poppy_e2e::page::approve_on_page`, against the
+//! demo's own OpenID provider, examples/idp). Each acts on an order item of its own, so each
+//! prints what its comments say however many ran before it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use poppy_e2e::company::Company;
+use poppy_e2e::page::approve_on_page;
 use poppy_e2e::{GatewayBuilder, Shop, binaries, ports, run_binary};
 
 fn repo() -> PathBuf {
@@ -73,6 +77,160 @@ impl Drop for Identity {
     }
 }
 
+/// The demo's OpenID provider (`node examples/idp/idp.mjs`, as demo.sh runs it) on a free
+/// port, its one client the approval page at `page`; killed on drop.
+struct DemoIdp {
+    child: Child,
+    /// `http://127.0.0.1:PORT`, the issuer.
+    issuer: String,
+}
+
+impl DemoIdp {
+    fn start(page: &str) -> DemoIdp {
+        let dir = repo().join("examples/idp");
+        assert!(
+            dir.join("node_modules").is_dir(),
+            "{}/node_modules is missing: run `bash tests/deps/install.sh` (or examples/demo.sh)",
+            dir.display()
+        );
+        let mut child = Command::new("node")
+            .arg(dir.join("idp.mjs"))
+            .args(["--listen", "127.0.0.1:0", "--redirect-uri"])
+            .arg(format!("{page}/callback"))
+            .arg("--client-secret-file")
+            .arg(repo().join("examples/shop/page-client.secret"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start node examples/idp/idp.mjs");
+        let stdout = child.stdout.take().unwrap();
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let _ = sender.send(lines.next());
+            for _ in lines {}
+        });
+        // `demo identity provider: http://127.0.0.1:PORT (…)`, once it listens.
+        let line = match receiver.recv_timeout(Duration::from_secs(30)) {
+            Ok(Some(Ok(line))) => line,
+            other => {
+                let _ = child.kill();
+                panic!("idp.mjs did not say its address within 30 s: {other:?}");
+            }
+        };
+        let issuer = line
+            .split_whitespace()
+            .find(|word| word.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no issuer in idp.mjs's first line {line:?}"))
+            .to_owned();
+        DemoIdp { child, issuer }
+    }
+}
+
+impl Drop for DemoIdp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A walkthrough that waits for the User: `bash -c script` (stderr into stdout), its lines
+/// as they come; killed on drop.
+struct Waiting {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    output: String,
+}
+
+impl Waiting {
+    fn start(script: &str, env: &[(&str, &str)]) -> Waiting {
+        let mut command = Command::new("bash");
+        command
+            .args(["-c", &format!("exec 2>&1\n{script}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("spawn bash");
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Waiting {
+            child,
+            lines,
+            output: String::new(),
+        }
+    }
+
+    /// The first line (from now) that `wanted` accepts, within `timeout`.
+    fn line_where(&mut self, wanted: impl Fn(&str) -> bool, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.output.push_str(&line);
+                    self.output.push('\n');
+                    if wanted(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!(
+                    "no such line within {timeout:?} (or the walkthrough ended):\n{}",
+                    self.output
+                ),
+            }
+        }
+    }
+
+    /// Everything it printed, once it exits (within `timeout`), and its exit code.
+    fn finish(mut self, timeout: Duration) -> (Option<i32>, String) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.output.push_str(&line);
+                    self.output.push('\n');
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("still running after {timeout:?}:\n{}", self.output)
+                }
+            }
+        }
+        let code = self.child.wait().ok().and_then(|status| status.code());
+        (code, std::mem::take(&mut self.output))
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The shop's count of exchanges performed.
+async fn shop_exchanges(shop: &Shop) -> u64 {
+    let stats: serde_json::Value = reqwest::get(format!("{}/stats", shop.url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    stats["exchanges"].as_u64().unwrap()
+}
+
 /// demo.sh's `[session]`: verified, for these public origins (quoted TOML strings).
 fn session_lines(origins: &[String]) -> String {
     let quoted: Vec<String> = origins.iter().map(|o| format!("\"{o}\"")).collect();
@@ -83,6 +241,10 @@ fn session_lines(origins: &[String]) -> String {
 async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
     let shop = Shop::start();
     let identity = Identity::start();
+    // The approval page and its provider, as demo.sh runs them (examples/shop/gateway.toml's
+    // [approval_page], with the demo's client secret file).
+    let page = format!("http://127.0.0.1:{}", ports::free_port());
+    let idp = DemoIdp::start(&page);
     // The origins are the gateway's and the Company Agent's, whose ports are known only once
     // both run: the gateway starts with a stand-in, then again with the real ones (a restart
     // keeps its ports).
@@ -92,8 +254,11 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
         .policy("shop-mcp.toml", &read("policies/shop-mcp.toml"))
         .session(&stand_in)
         .extra_config(&format!(
-            "\n[mcp]\npath = \"/mcp\"\n\n[[session.agent]]\nclient_id = \"{}\"\n",
-            identity.agent_url()
+            "\n[mcp]\npath = \"/mcp\"\n\n[[session.agent]]\nclient_id = \"{}\"\n\n[approval_page]\nlisten = \"{}\"\npublic_url = \"{page}\"\ncompany_name = \"Stormline Outfitters\"\nissuer = \"{}\"\nclient_id = \"poppy-approval-page\"\nclient_secret_file = \"{}\"\n",
+            identity.agent_url(),
+            page.trim_start_matches("http://"),
+            idp.issuer,
+            repo().join("examples/shop/page-client.secret").display()
         ))
         .conversations()
         .start();
@@ -115,6 +280,8 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
             .replace("http://127.0.0.1:8082", &gateway.conversations_url())
             .replace("http://127.0.0.1:8083", &company.url())
             .replace("http://127.0.0.1:8084", &identity.base)
+            .replace("http://127.0.0.1:8085", &page)
+            .replace("http://127.0.0.1:8086", &idp.issuer)
             .replace("target/debug/agent", binaries::agent().to_str().unwrap())
             .replace("/tmp/held.json", held.to_str().unwrap())
     };
@@ -155,6 +322,67 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
         );
         outputs.push((name, run.output()));
     }
+
+    // The approval page: the agent without the extension prints the link and waits; the User
+    // signs in as the account and approves (no browser: the page's own forms, posted); the
+    // agent's retry is performed once, and curl's retry after it is not performed again.
+    let before = shop_exchanges(&shop).await;
+    let agent_url = identity.agent_url();
+    let mut waiting = Waiting::start(
+        &format!(
+            "set -euo pipefail\n{}\n",
+            localise(block(&readme, "--no-extension"))
+        ),
+        &[("POPPY_AGENT_URL", &agent_url)],
+    );
+    let link = waiting
+        .line_where(
+            |line| line.starts_with(&format!("{page}/approve/")),
+            Duration::from_secs(60),
+        )
+        .trim()
+        .to_owned();
+    assert_eq!(
+        shop_exchanges(&shop).await,
+        before,
+        "nothing performed before the approval"
+    );
+    let decided = approve_on_page(&link, "ada", "approve").await;
+    assert_eq!(decided.status, 200, "{}", decided.html);
+    assert!(
+        decided.html.contains("Approved by <strong>ada</strong>"),
+        "{}",
+        decided.html
+    );
+    let (code, output) = waiting.finish(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "the page walkthrough's agent:\n{output}");
+    let retry = localise(block(
+        &readme,
+        "Authorization: Bearer $(target/debug/agent demo-token",
+    ));
+    let run = tokio::task::spawn_blocking(move || {
+        run_binary(
+            Path::new("bash"),
+            &["-c", &format!("set -euo pipefail\n{retry}\n")],
+            "",
+            &[("POPPY_AGENT_URL", &agent_url)],
+            Duration::from_secs(60),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(
+        run.success(),
+        "the page walkthrough's retry failed:\n{}",
+        run.describe()
+    );
+    assert_eq!(
+        shop_exchanges(&shop).await,
+        before + 1,
+        "approved on the page: performed once, and not again on a retry"
+    );
+    outputs.push(("approval page", output));
+    outputs.push(("approval page retry", run.output()));
 
     let expect = |name: &str, output: &str, wanted: &[&str]| {
         for text in wanted {
@@ -217,6 +445,31 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
             "for 70.00 USD more, charged to the card used for the order.",
             r#""exchange_id": "exg_4""#,
             "Done: the API answered 201.",
+        ],
+    );
+    let (name, output) = &outputs[4];
+    expect(
+        name,
+        output,
+        &[
+            "Stormline Outfitters asks for your approval on its own page. The action has NOT been performed.",
+            "Exchange item itm_3Hb (Stormline Jacket (M), paid 120.00 USD) on order ord_9Pg4",
+            "for 70.00 USD more, charged to the card used for the order.",
+            r#""exchange_id": "exg_5""#,
+            "Done: the API answered 201.",
+        ],
+    );
+    // The retry after it: the order changed, so the same request reads as another exchange
+    // (held with a link of its own), and nothing is performed again.
+    let (name, output) = &outputs[5];
+    expect(
+        name,
+        output,
+        &[
+            r#""error": "approval_required""#,
+            "(Stormline Insulated Jacket (M), paid 190.00 USD) on order ord_9Pg4",
+            "**for 0.00 USD more**",
+            "\n5\n",
         ],
     );
 }

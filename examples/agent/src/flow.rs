@@ -19,8 +19,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(8);
 
 /// Error codes the gateway answers itself before forwarding anything: such an answer to an
 /// approval proves this attempt performed nothing.
-const REFUSED_BEFORE_FORWARDING: [&str; 13] = [
+const REFUSED_BEFORE_FORWARDING: [&str; 14] = [
     "approval_required",
+    "approval_declined",
     "sign_in_required",
     "extension_required",
     "invalid_header",
@@ -196,7 +197,7 @@ async fn send_approval(
 }
 
 /// An answer that is not `approval_required`.
-fn final_answer(answer: Answer, approval_sent: bool, ambiguous: bool) -> Outcome {
+pub fn final_answer(answer: Answer, approval_sent: bool, ambiguous: bool) -> Outcome {
     let code = answer.error_code();
     let refused = code
         .as_deref()

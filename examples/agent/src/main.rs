@@ -23,6 +23,15 @@
 //! agent sign --sid ses_demo1 POST http://127.0.0.1:8080/orders/ord_7Hk2/exchanges
 //! ```
 //!
+//! Without the operations extension (`--no-extension`, as most agents are today), a Company
+//! that handles approval itself answers with a link to its own approval page; the agent
+//! prints it and, with `--wait`, sends the same request again until the User approved there:
+//!
+//! ```text
+//! agent --no-extension --wait --token "$(agent demo-token ada)" POST /orders/ord_9Pg4/exchanges \
+//!     --json '{"item_id":"itm_3Hb","replacement_sku":"stormline-insulated-m"}'
+//! ```
+//!
 //! Exit codes: 0 performed (the API's answer is on stdout), 1 declined or not performed,
 //! 2 outcome unknown (check the order before trying again), 3 usage or other errors.
 
@@ -34,6 +43,7 @@ mod flow;
 mod http;
 mod identity;
 mod operation;
+mod page;
 mod serve;
 mod session;
 
@@ -90,6 +100,15 @@ struct Cli {
         default_value = "Hello! I'd like to exchange the jacket on my order for the insulated one."
     )]
     say: String,
+    /// Send no `Poppy-Extensions` (an agent without the operations extension): a Company
+    /// that handles approval itself answers with a link to its approval page, printed here.
+    #[arg(long, conflicts_with = "conversation")]
+    no_extension: bool,
+    /// With --no-extension: send the same request again every 2s until it is performed,
+    /// declined, or its link expires, for at most this long (default 10m).
+    #[arg(long, value_name = "DURATION", requires = "no_extension", num_args = 0..=1,
+          default_missing_value = "10m", value_parser = parse_duration)]
+    wait: Option<Duration>,
     /// JSON request body: the text, or @file.
     #[arg(long)]
     json: Option<String>,
@@ -166,6 +185,13 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8084")]
         listen: SocketAddr,
     },
+    /// Print a stand-in access token for ACCOUNT (an unsigned JWT whose `sub` is ACCOUNT), for
+    /// --token against a gateway that does not verify tokens, like the demo's. It proves
+    /// nothing: a real agent has the User's token from the Company's own sign-in.
+    DemoToken {
+        /// The account, e.g. ada.
+        account: String,
+    },
     /// Print one new Session JWT for METHOD on URL (for scripts: one per request).
     Sign {
         #[command(flatten)]
@@ -208,6 +234,10 @@ fn main() -> ExitCode {
     match &cli.command {
         Some(Command::Identity { listen }) => return ExitCode::from(identity(*listen)),
         Some(Command::Sign { who, method, url }) => return ExitCode::from(sign(who, method, url)),
+        Some(Command::DemoToken { account }) => {
+            println!("{}", session::demo_token(account));
+            return ExitCode::from(0);
+        }
         None => {}
     }
     if let Some(endpoint) = &cli.conversation {
@@ -244,11 +274,16 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_OTHER);
         }
     };
-    let settings = Settings {
-        yes: cli.yes,
-        max_wait: cli.max_wait,
+    let outcome = if cli.no_extension {
+        let settings = page::Settings { wait: cli.wait };
+        runtime.block_on(page::run(&client, &request, &settings))
+    } else {
+        let settings = Settings {
+            yes: cli.yes,
+            max_wait: cli.max_wait,
+        };
+        runtime.block_on(flow::run(&client, &request, &asked, &settings))
     };
-    let outcome = runtime.block_on(flow::run(&client, &request, &asked, &settings));
     ExitCode::from(report(outcome))
 }
 
@@ -343,10 +378,10 @@ fn converse(cli: &Cli, endpoint: &str) -> u8 {
 /// The headers of every request this agent makes (its Session is signed for each request, in
 /// http.rs): version and extensions, the access token, and `--header`s.
 fn agent_headers(cli: &Cli) -> Result<Vec<(String, String)>, UsageError> {
-    let mut headers = vec![
-        ("Poppy-Version".to_owned(), "0.4".to_owned()),
-        ("Poppy-Extensions".to_owned(), OPERATIONS_V2.to_owned()),
-    ];
+    let mut headers = vec![("Poppy-Version".to_owned(), "0.4".to_owned())];
+    if !cli.no_extension {
+        headers.push(("Poppy-Extensions".to_owned(), OPERATIONS_V2.to_owned()));
+    }
     if let Some(token) = &cli.token {
         headers.push(("Authorization".to_owned(), format!("Bearer {token}")));
     }

@@ -148,6 +148,17 @@ fn now() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
+/// A stand-in access token for `account`: an unsigned JWT (`alg` none) whose `sub` is the
+/// account. A gateway that does not verify bearer tokens (the demo's: no `[session.token]`)
+/// reads the account from it, as an API would after checking a real token; it proves nothing.
+pub fn demo_token(account: &str) -> String {
+    format!(
+        "{}.{}.",
+        URL_SAFE_NO_PAD.encode(json!({"alg": "none", "typ": "JWT"}).to_string()),
+        URL_SAFE_NO_PAD.encode(json!({ "sub": account }).to_string())
+    )
+}
+
 /// A Session ID for this run: distinct per process and time.
 pub fn new_sid() -> String {
     let nanos = std::time::SystemTime::now()

@@ -31,6 +31,10 @@ fn usage_errors_exit_3() {
         &["--conversation", "https://company.example"],
         &["--conversation", "http://127.0.0.1:1", "POST", "/x"],
         &["POST", "/x", "--say", "hello"],
+        // --wait is for --no-extension, which has no conversation mode.
+        &["POST", "/x", "--wait", "1m"],
+        &["POST", "/x", "--no-extension", "--wait", "soon"],
+        &["--conversation", "http://127.0.0.1:1", "--no-extension"],
     ] {
         let out = agent(args);
         assert_eq!(out.status.code(), Some(3), "{args:?}: {out:?}");
@@ -69,4 +73,19 @@ fn sign_prints_one_new_session_jwt_per_call() {
     for args in [&["sign", "POST"][..], &["sign", "POST", "/no-origin"]] {
         assert_eq!(agent(args).status.code(), Some(3), "{args:?}");
     }
+}
+
+#[test]
+fn demo_token_is_an_unsigned_jwt_of_the_account() {
+    let out = agent(&["demo-token", "ada"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let parts: Vec<&str> = token.split('.').collect();
+    assert_eq!(parts.len(), 3, "{token}");
+    assert_eq!(parts[2], "", "unsigned: {token}");
+    use base64::Engine as _;
+    let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(parts[1])
+        .unwrap();
+    assert_eq!(claims, br#"{"sub":"ada"}"#);
 }

@@ -127,6 +127,8 @@ impl Shop {
         shop.seed_order("ord_5Nc8", "Ada", &[("itm_6Wd", "stormline-l")]);
         // And one for the conversation walkthrough (examples/company, the README).
         shop.seed_order("ord_2Cv6", "Ada", &[("itm_5Tz", "stormline-m")]);
+        // And one for the approval page walkthrough (an agent without the extension).
+        shop.seed_order("ord_9Pg4", "Ada", &[("itm_3Hb", "stormline-m")]);
         shop
     }
 
