@@ -167,7 +167,7 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
             }
             if let Some(page) = &config.approval_page {
                 println!(
-                    "approval page {} at {} for {} (OpenID {} client {}, secret from {}; shows operations, approves nothing yet)",
+                    "approval page {} at {} for {} (OpenID {} client {}, secret from {}; sign-in, approve and decline)",
                     page.listen,
                     page.public_url,
                     page.company_name,
