@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod agent;
+pub mod announced;
 pub mod answer;
 pub mod auth_server;
 pub mod binaries;

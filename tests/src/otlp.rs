@@ -2,14 +2,13 @@
 //! exports with the official OpenTelemetry protobuf definitions (`opentelemetry-proto`, in
 //! `deps/python/otel`) and writes one JSON line per span, which [`OtlpReceiver::spans`] reads.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::announced;
 use crate::thirdparty::{deps_dir, python};
 
 pub struct OtlpReceiver {
@@ -33,33 +32,14 @@ impl OtlpReceiver {
     fn start_with(args: &[&str]) -> OtlpReceiver {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let out = dir.path().join("spans.jsonl");
-        let mut child = Command::new(python("otel"))
+        let mut command = Command::new(python("otel"));
+        command
             .arg(deps_dir().join("otel").join("receiver.py"))
             .arg("--out")
             .arg(&out)
             .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start receiver.py: {e}"));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = sender.send(line);
-        });
-        let line = receiver
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| {
-                let _ = child.kill();
-                panic!("receiver.py did not say its port within 30 s")
-            });
-        let port = serde_json::from_str::<Value>(&line)
-            .ok()
-            .and_then(|v| v["port"].as_u64())
-            .and_then(|p| u16::try_from(p).ok())
-            .unwrap_or_else(|| panic!("receiver.py's first line is not {{\"port\": N}}: {line:?}"));
+            .stderr(Stdio::inherit());
+        let (child, port) = announced::spawn(command, "receiver.py");
         OtlpReceiver {
             child,
             port,

@@ -5,13 +5,9 @@
 //! that need a page approval.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
-use serde_json::Value;
-
+use crate::announced;
 use crate::identity::keys_dir;
 use crate::thirdparty::node_project;
 
@@ -30,37 +26,15 @@ pub struct PageProvider {
 impl PageProvider {
     pub fn start(page: &str) -> PageProvider {
         let dir = node_project("oidc");
-        let mut child = Command::new("node")
+        let mut command = Command::new("node");
+        command
             .current_dir(&dir)
             .arg(dir.join("provider.mjs"))
             .arg(keys_dir().join("es256-a.pem"))
             .arg(keys_dir().join("rs256-a.pem"))
             .env("POPPY_PAGE_REDIRECT_URI", format!("{page}/callback"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start node provider.mjs");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            let first = lines.next().and_then(Result::ok).unwrap_or_default();
-            let _ = sender.send(first);
-            for _ in lines {}
-        });
-        let line = receiver
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| {
-                let _ = child.kill();
-                panic!("provider.mjs did not say its port within 30 s")
-            });
-        let port = serde_json::from_str::<Value>(&line)
-            .ok()
-            .and_then(|v| v["port"].as_u64())
-            .and_then(|p| u16::try_from(p).ok())
-            .unwrap_or_else(|| {
-                panic!("provider.mjs's first line is not {{\"port\": N}}: {line:?}")
-            });
+            .stderr(Stdio::null());
+        let (child, port) = announced::spawn(command, "provider.mjs");
         PageProvider { child, port }
     }
 

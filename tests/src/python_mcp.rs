@@ -3,13 +3,11 @@
 //! execution counts (`GET /count`) and the SDK server's gate (`POST /hold`, `/release`).
 //! Killed on drop.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::announced;
 use crate::gateway::{HTTP_TIMEOUT, http_client};
 use crate::thirdparty::{deps_dir, python};
 
@@ -37,29 +35,8 @@ impl PythonMcpServer {
         command
             .arg(deps_dir().join("mcp").join(script))
             .args(args)
-            .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {script}: {e}"));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = sender.send(line);
-        });
-        let line = receiver
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| {
-                let _ = child.kill();
-                panic!("{script} did not say its port within 30 s")
-            });
-        let port = serde_json::from_str::<Value>(&line)
-            .ok()
-            .and_then(|v| v["port"].as_u64())
-            .and_then(|p| u16::try_from(p).ok())
-            .unwrap_or_else(|| panic!("{script}'s first line is not {{\"port\": N}}: {line:?}"));
+        let (child, port) = announced::spawn(command, script);
         PythonMcpServer { child, port }
     }
 

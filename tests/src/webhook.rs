@@ -2,14 +2,13 @@
 //! the port it picked, verifying each delivery with the Standard Webhooks reference library
 //! and recording every attempt to a file this reads with bounded waits. Killed on drop.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::announced;
 use crate::thirdparty::{deps_dir, python};
 use crate::wait;
 
@@ -68,33 +67,14 @@ impl WebhookReceiver {
             .tempdir()
             .expect("a folder for the receiver's record");
         let record = dir.path().join("attempts.jsonl");
-        let mut child = Command::new(python("webhook"))
+        let mut command = Command::new(python("webhook"));
+        command
             .arg(deps_dir().join("webhook/receiver.py"))
             .args(["--secret", SECRET, "--fail-first", &n.to_string()])
             .arg("--record")
             .arg(&record)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start receiver.py");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = sender.send(line);
-        });
-        let line = receiver
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| {
-                let _ = child.kill();
-                panic!("receiver.py did not say its port within 30 s")
-            });
-        let port = serde_json::from_str::<Value>(&line)
-            .ok()
-            .and_then(|v| v["port"].as_u64())
-            .and_then(|p| u16::try_from(p).ok())
-            .unwrap_or_else(|| panic!("receiver.py's first line is not {{\"port\": N}}: {line:?}"));
+            .stderr(Stdio::inherit());
+        let (child, port) = announced::spawn(command, "receiver.py");
         WebhookReceiver {
             child,
             port,
