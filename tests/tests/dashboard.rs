@@ -365,6 +365,11 @@ fn compose_gateway_config_passes_check() {
         .arg("--config")
         .arg(docker_dir().join("gateway.toml"))
         .env("POPPY_GATEWAY__POLICIES", r#"["../policies/*.toml"]"#)
+        // As compose.yaml sets it for the approval page's OpenID client.
+        .env(
+            "POPPY_GATEWAY_PAGE_CLIENT_SECRET",
+            "dev-only-page-client-secret",
+        )
         .env("RUST_LOG", "warn")
         .output()
         .expect("run poppy-gateway check");
