@@ -46,9 +46,7 @@ pub(crate) fn page_decided(
     subject: &str,
 ) {
     if let Some(sink) = sink() {
-        let at_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let at_ms = crate::clock::now_millis();
         let route = route.unwrap_or(crate::config::DEFAULT_ROUTE);
         sink.emit(Event::page_decided(
             approved,

@@ -5,7 +5,7 @@
 //! `[webhook]`, that is also where an operation held, performed or of unknown outcome raises
 //! its event (`crate::events`), queued without waiting.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::config::{DEFAULT_ROUTE, EventType};
 use crate::events::{Event, Happened};
@@ -171,7 +171,7 @@ impl RequestOutcome {
                     "operation"
                 );
                 if let Some(events) = crate::events::sink()
-                    && let Some(event) = self.event(now_ms())
+                    && let Some(event) = self.event(crate::clock::now_millis())
                 {
                     events.emit(event);
                 }
@@ -186,12 +186,6 @@ impl RequestOutcome {
             }
         }
     }
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]
