@@ -382,3 +382,33 @@ fn compose_gateway_config_passes_check() {
     assert!(stdout.contains("redis://redis:6379/0"), "{stdout}");
     assert!(stdout.contains("http://shop:9000"), "{stdout}");
 }
+
+/// The compose gateway sends its traces to the compose Jaeger's OTLP/HTTP port, Prometheus
+/// keeps exemplars, and Grafana's Prometheus data source links an exemplar's `trace_id` to a
+/// data source that is provisioned (the Jaeger one, at the service's query port).
+#[test]
+fn compose_traces_reach_jaeger_and_exemplars_link_to_them() {
+    let gateway = std::fs::read_to_string(docker_dir().join("gateway.toml")).unwrap();
+    let compose = std::fs::read_to_string(docker_dir().join("compose.yaml")).unwrap();
+    let datasources = docker_dir().join("grafana/provisioning/datasources");
+    let prometheus = std::fs::read_to_string(datasources.join("prometheus.yaml")).unwrap();
+    let jaeger = std::fs::read_to_string(datasources.join("jaeger.yaml")).unwrap();
+    assert!(
+        gateway.contains("[tracing]\nendpoint = \"http://jaeger:4318\""),
+        "{gateway}"
+    );
+    assert!(
+        compose.contains("\n  jaeger:\n    image: jaegertracing/jaeger:"),
+        "{compose}"
+    );
+    assert!(
+        compose.contains("--enable-feature=exemplar-storage"),
+        "{compose}"
+    );
+    assert!(
+        prometheus.contains("- name: trace_id\n          datasourceUid: jaeger"),
+        "{prometheus}"
+    );
+    assert!(jaeger.contains("uid: jaeger"), "{jaeger}");
+    assert!(jaeger.contains("url: http://jaeger:16686"), "{jaeger}");
+}
