@@ -110,6 +110,36 @@ fn answer_to<'a>(
     }
 }
 
+/// The round under `key` of `id`, taken at `now_ms`.
+async fn take_round(
+    store: &dyn OperationStore,
+    id: &OperationId,
+    key: &str,
+    now_ms: i64,
+) -> Option<Vec<u8>> {
+    store
+        .take_round(&FollowUp { id, key, now_ms })
+        .await
+        .unwrap()
+}
+
+/// Whether `owner`'s claim of `id` is leased until `until_ms` now.
+async fn set_lease(
+    store: &dyn OperationStore,
+    id: &OperationId,
+    owner: &str,
+    until_ms: i64,
+) -> bool {
+    store
+        .set_lease(&Lease {
+            id,
+            owner,
+            until_ms,
+        })
+        .await
+        .unwrap()
+}
+
 /// Poll `check` until it holds, failing after `EVENTUALLY`.
 async fn eventually<F, Fut>(what: &str, mut check: F)
 where
@@ -1136,17 +1166,7 @@ mod suite {
                 .unwrap(),
             "another owner's claim"
         );
-        assert_eq!(
-            store
-                .take_round(&FollowUp {
-                    id: &id,
-                    key: "k1",
-                    now_ms: now
-                })
-                .await
-                .unwrap(),
-            None
-        );
+        assert_eq!(take_round(&*store, &id, "k1", now).await, None);
         assert!(
             store
                 .put_round(&kept("k1", b"round one", "o", now + 60_000))
@@ -1160,67 +1180,20 @@ mod suite {
         assert_eq!(leased(store.lookup(&id).await.unwrap()), now + 90_000);
         let state = store.action_state(id.action_tag()).await.unwrap();
         assert_eq!(state.in_flight, vec![(id.clone(), now + 90_000)]);
+        assert_eq!(take_round(&*store, &id, "k2", now).await, None);
+        assert_eq!(take_round(&*store, &other, "k1", now).await, None);
         assert_eq!(
-            store
-                .take_round(&FollowUp {
-                    id: &id,
-                    key: "k2",
-                    now_ms: now
-                })
-                .await
-                .unwrap(),
-            None
-        );
-        assert_eq!(
-            store
-                .take_round(&FollowUp {
-                    id: &other,
-                    key: "k1",
-                    now_ms: now
-                })
-                .await
-                .unwrap(),
-            None
-        );
-        assert_eq!(
-            store
-                .take_round(&FollowUp {
-                    id: &id,
-                    key: "k1",
-                    now_ms: now
-                })
-                .await
-                .unwrap()
-                .as_deref(),
+            take_round(&*store, &id, "k1", now).await.as_deref(),
             Some(&b"round one"[..])
         );
-        assert_eq!(
-            store
-                .take_round(&FollowUp {
-                    id: &id,
-                    key: "k1",
-                    now_ms: now
-                })
-                .await
-                .unwrap(),
-            None,
-            "once"
-        );
+        assert_eq!(take_round(&*store, &id, "k1", now).await, None, "once");
         for round in [&b"round one"[..], b"round two"] {
             let mut k = kept("k1", b"", "o", now + 60_000);
             k.round = round;
             assert!(store.put_round(&k).await.unwrap());
         }
         assert_eq!(
-            store
-                .take_round(&FollowUp {
-                    id: &id,
-                    key: "k1",
-                    now_ms: now
-                })
-                .await
-                .unwrap()
-                .as_deref(),
+            take_round(&*store, &id, "k1", now).await.as_deref(),
             Some(&b"round two"[..]),
             "replaced"
         );
@@ -1236,17 +1209,7 @@ mod suite {
         eventually("the round expires", || {
             let store = store.clone();
             let id = id.clone();
-            async move {
-                store
-                    .take_round(&FollowUp {
-                        id: &id,
-                        key: "k3",
-                        now_ms: now_ms(),
-                    })
-                    .await
-                    .unwrap()
-                    .is_none()
-            }
+            async move { take_round(&*store, &id, "k3", now_ms()).await.is_none() }
         })
         .await;
         // Done: no more rounds.
@@ -1268,30 +1231,10 @@ mod suite {
     /// lookup, the action's in-flight set and the operators' listing read.
     pub async fn a_lease_is_set_only_by_its_owner(store: Arc<dyn OperationStore>) {
         let id = fresh_id();
-        assert!(
-            !store
-                .set_lease(&Lease {
-                    id: &id,
-                    owner: "o",
-                    until_ms: 1
-                })
-                .await
-                .unwrap(),
-            "no claim"
-        );
+        assert!(!set_lease(&*store, &id, "o", 1).await, "no claim");
         let claim = claim_by("o");
         store.claim(&id, &claim).await.unwrap();
-        assert!(
-            !store
-                .set_lease(&Lease {
-                    id: &id,
-                    owner: "p",
-                    until_ms: 1
-                })
-                .await
-                .unwrap(),
-            "not p's"
-        );
+        assert!(!set_lease(&*store, &id, "p", 1).await, "not p's");
         let lease_of = |record: Option<OperationRecord>| match record.map(|r| r.state) {
             Some(RecordState::InFlight { lease_until_ms, .. }) => lease_until_ms,
             other => panic!("in flight: {other:?}"),
@@ -1301,16 +1244,7 @@ mod suite {
             claim.lease_until_ms
         );
         let shorter = claim.now_ms - 1;
-        assert!(
-            store
-                .set_lease(&Lease {
-                    id: &id,
-                    owner: "o",
-                    until_ms: shorter
-                })
-                .await
-                .unwrap()
-        );
+        assert!(set_lease(&*store, &id, "o", shorter).await);
         assert_eq!(lease_of(store.lookup(&id).await.unwrap()), shorter);
         let state = store.action_state(id.action_tag()).await.unwrap();
         assert_eq!(state.in_flight, vec![(id.clone(), shorter)]);
@@ -1324,17 +1258,7 @@ mod suite {
                 .await
                 .unwrap()
         );
-        assert!(
-            !store
-                .set_lease(&Lease {
-                    id: &id,
-                    owner: "o",
-                    until_ms: shorter
-                })
-                .await
-                .unwrap(),
-            "done"
-        );
+        assert!(!set_lease(&*store, &id, "o", shorter).await, "done");
     }
 
     pub async fn concurrent_round_takes_have_one_winner(store: Arc<dyn OperationStore>) {
@@ -1354,16 +1278,7 @@ mod suite {
         let takes: Vec<_> = (0..8)
             .map(|_| {
                 let (store, id) = (store.clone(), id.clone());
-                tokio::spawn(async move {
-                    store
-                        .take_round(&FollowUp {
-                            id: &id,
-                            key: "k",
-                            now_ms: now,
-                        })
-                        .await
-                        .unwrap()
-                })
+                tokio::spawn(async move { take_round(&*store, &id, "k", now).await })
             })
             .collect();
         let mut taken = 0;

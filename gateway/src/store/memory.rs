@@ -547,24 +547,19 @@ mod tests {
         }
     }
 
-    fn kept<'a>(
-        id: &'a OperationId,
-        response: &'a RecordedResponse,
-        remember_until_ms: i64,
-    ) -> KeptAnswer<'a> {
-        KeptAnswer {
-            id,
-            response,
-            remember_until_ms,
-        }
-    }
-
-    fn answer(bytes: usize) -> RecordedResponse {
-        RecordedResponse {
+    /// Complete `id`'s claim by "o" with an answer of `bytes`, kept until `until`.
+    async fn complete(store: &MemoryStore, id: &OperationId, bytes: usize, until: i64) -> bool {
+        let response = RecordedResponse {
             status: 201,
             headers: Vec::new(),
             body: Bytes::from(vec![7u8; bytes]),
-        }
+        };
+        let answer = KeptAnswer {
+            id,
+            response: &response,
+            remember_until_ms: until,
+        };
+        store.complete(&answer, "o").await.unwrap()
     }
 
     #[tokio::test]
@@ -579,12 +574,7 @@ mod tests {
                 ClaimOutcome::Claimed
             );
             // Already past: forgotten as soon as it is written.
-            assert!(
-                store
-                    .complete(&kept(&id, &answer(10), now - 1), "o")
-                    .await
-                    .unwrap()
-            );
+            assert!(complete(&store, &id, 10, now - 1).await);
             assert_eq!(store.lookup(&id).await.unwrap(), None);
         }
         assert!(store.lock().records.len() <= SWEEP_MIN_WRITES);
@@ -602,13 +592,7 @@ mod tests {
             .collect();
         for id in &ids[..3] {
             store.claim(id, &claim(now)).await.unwrap();
-            let answer = answer(10);
-            assert!(
-                store
-                    .complete(&kept(id, &answer, now + 60_000), "o")
-                    .await
-                    .unwrap()
-            );
+            assert!(complete(&store, id, 10, now + 60_000).await);
         }
         assert!(matches!(
             store.claim(&ids[3], &claim(now)).await,
@@ -624,13 +608,7 @@ mod tests {
         });
         store.claim(&ids[0], &claim(now)).await.unwrap();
         // An answer is recorded even past the cap: the upstream performed it.
-        let big = answer(200_000);
-        assert!(
-            store
-                .complete(&kept(&ids[0], &big, now + 60_000), "o")
-                .await
-                .unwrap()
-        );
+        assert!(complete(&store, &ids[0], 200_000, now + 60_000).await);
         assert!(matches!(
             store.claim(&ids[1], &claim(now)).await,
             Err(StoreError::Full(_))
