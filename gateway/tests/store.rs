@@ -14,9 +14,10 @@ use bytes::Bytes;
 use poppy_e2e::RedisServer;
 use poppy_gateway::protocol::{OperationId, ScopeKind, SigningKey};
 use poppy_gateway::store::{
-    self, Claim, ClaimOutcome, KeptRound, MemoryStore, MessageSlot, OperationRecord,
-    OperationStore, PageDecided, PageDecision, PageVerdict, RecordState, RecordedResponse,
-    RedisStore, Resolution, ResolveOutcome, StoreError,
+    self, Claim, ClaimOutcome, FollowUp, KeptAnswer, KeptDecision, KeptRound, Lease, MemoryStore,
+    MessageAnswer, MessageLease, MessageSlot, OperationRecord, OperationStore, PageDecided,
+    PageDecision, PageVerdict, RecordState, RecordedResponse, RedisStore, Resolution,
+    ResolveOutcome, Ruling, StoreError,
 };
 use redis::Value;
 
@@ -96,6 +97,49 @@ fn response() -> RecordedResponse {
     }
 }
 
+/// The answer to `id`, kept until `remember_until_ms`.
+fn answer_to<'a>(
+    id: &'a OperationId,
+    response: &'a RecordedResponse,
+    remember_until_ms: i64,
+) -> KeptAnswer<'a> {
+    KeptAnswer {
+        id,
+        response,
+        remember_until_ms,
+    }
+}
+
+/// The round under `key` of `id`, taken at `now_ms`.
+async fn take_round(
+    store: &dyn OperationStore,
+    id: &OperationId,
+    key: &str,
+    now_ms: i64,
+) -> Option<Vec<u8>> {
+    store
+        .take_round(&FollowUp { id, key, now_ms })
+        .await
+        .unwrap()
+}
+
+/// Whether `owner`'s claim of `id` is leased until `until_ms` now.
+async fn set_lease(
+    store: &dyn OperationStore,
+    id: &OperationId,
+    owner: &str,
+    until_ms: i64,
+) -> bool {
+    store
+        .set_lease(&Lease {
+            id,
+            owner,
+            until_ms,
+        })
+        .await
+        .unwrap()
+}
+
 /// Poll `check` until it holds, failing after `EVENTUALLY`.
 async fn eventually<F, Fut>(what: &str, mut check: F)
 where
@@ -162,7 +206,7 @@ mod suite {
         );
         assert!(
             store
-                .complete(&id, "owner-1", &response(), now_ms() + 60_000)
+                .complete(&answer_to(&id, &response(), now_ms() + 60_000), "owner-1")
                 .await
                 .unwrap()
         );
@@ -187,12 +231,12 @@ mod suite {
         let resolved = fresh_id();
         store.claim(&resolved, &claim).await.unwrap();
         store
-            .resolve(
-                &resolved,
-                &Resolution::Performed(response()),
-                now_ms() + 60_000,
-                AFTER_LEASES,
-            )
+            .resolve(&Ruling {
+                id: &resolved,
+                resolution: &Resolution::Performed(response()),
+                remember_until_ms: now_ms() + 60_000,
+                now_ms: AFTER_LEASES,
+            })
             .await
             .unwrap();
         assert_eq!(
@@ -227,7 +271,7 @@ mod suite {
         );
         assert!(
             store
-                .complete(&id, "owner-1", &response(), now_ms() + 60_000)
+                .complete(&answer_to(&id, &response(), now_ms() + 60_000), "owner-1")
                 .await
                 .unwrap()
         );
@@ -307,7 +351,7 @@ mod suite {
 
         assert!(
             !store
-                .complete(&id, "owner-2", &answer, remember)
+                .complete(&answer_to(&id, &answer, remember), "owner-2")
                 .await
                 .unwrap()
         );
@@ -319,7 +363,7 @@ mod suite {
 
         assert!(
             store
-                .complete(&id, "owner-1", &answer, remember)
+                .complete(&answer_to(&id, &answer, remember), "owner-1")
                 .await
                 .unwrap()
         );
@@ -345,13 +389,13 @@ mod suite {
         };
         assert!(
             !store
-                .complete(&id, "owner-1", &other, remember)
+                .complete(&answer_to(&id, &other, remember), "owner-1")
                 .await
                 .unwrap()
         );
         assert!(
             !store
-                .complete(&id, "owner-2", &other, remember)
+                .complete(&answer_to(&id, &other, remember), "owner-2")
                 .await
                 .unwrap()
         );
@@ -365,7 +409,7 @@ mod suite {
         store.claim(&next, &claim_by("owner-4")).await.unwrap();
         assert!(
             store
-                .complete(&next, "owner-4", &other, remember)
+                .complete(&answer_to(&next, &other, remember), "owner-4")
                 .await
                 .unwrap()
         );
@@ -376,7 +420,7 @@ mod suite {
         let id = fresh_id();
         assert!(
             !store
-                .complete(&id, "owner-1", &response(), now_ms() + 60_000)
+                .complete(&answer_to(&id, &response(), now_ms() + 60_000), "owner-1")
                 .await
                 .unwrap()
         );
@@ -403,7 +447,7 @@ mod suite {
         );
         assert!(
             store
-                .complete(&id, "owner-2", &response(), now_ms() + 60_000)
+                .complete(&answer_to(&id, &response(), now_ms() + 60_000), "owner-2")
                 .await
                 .unwrap()
         );
@@ -425,7 +469,7 @@ mod suite {
         store.claim(&done, &claim_by("owner-1")).await.unwrap();
         assert!(
             store
-                .complete(&done, "owner-1", &response(), now_ms() + 300)
+                .complete(&answer_to(&done, &response(), now_ms() + 300), "owner-1")
                 .await
                 .unwrap()
         );
@@ -462,7 +506,7 @@ mod suite {
 
         assert!(
             store
-                .complete(&g0, "o", &response(), now_ms() + 60_000)
+                .complete(&answer_to(&g0, &response(), now_ms() + 60_000), "o")
                 .await
                 .unwrap()
         );
@@ -498,7 +542,7 @@ mod suite {
         store.claim(&released, &claim_by("o")).await.unwrap();
         assert!(
             store
-                .complete(&done, "o", &response(), now_ms() + 60_000)
+                .complete(&answer_to(&done, &response(), now_ms() + 60_000), "o")
                 .await
                 .unwrap()
         );
@@ -512,7 +556,12 @@ mod suite {
         let resolution = Resolution::Performed(response());
         assert_eq!(
             store
-                .resolve(&unknown, &resolution, now_ms() + 60_000, AFTER_LEASES)
+                .resolve(&Ruling {
+                    id: &unknown,
+                    resolution: &resolution,
+                    remember_until_ms: now_ms() + 60_000,
+                    now_ms: AFTER_LEASES
+                })
                 .await
                 .unwrap(),
             ResolveOutcome::Resolved
@@ -522,7 +571,12 @@ mod suite {
         assert!(!listed(&list, &unknown) && listed(&list, &running));
         assert_eq!(
             store
-                .resolve(&running, &Resolution::NotPerformed, now_ms(), AFTER_LEASES)
+                .resolve(&Ruling {
+                    id: &running,
+                    resolution: &Resolution::NotPerformed,
+                    remember_until_ms: now_ms(),
+                    now_ms: AFTER_LEASES
+                })
                 .await
                 .unwrap(),
             ResolveOutcome::Resolved
@@ -538,14 +592,19 @@ mod suite {
         store.claim(&id, &claim).await.unwrap();
         assert_eq!(
             store
-                .resolve(&id, &Resolution::NotPerformed, now_ms(), AFTER_LEASES)
+                .resolve(&Ruling {
+                    id: &id,
+                    resolution: &Resolution::NotPerformed,
+                    remember_until_ms: now_ms(),
+                    now_ms: AFTER_LEASES
+                })
                 .await
                 .unwrap(),
             ResolveOutcome::Resolved
         );
         assert!(
             store
-                .complete_claim(&id, &claim, &response(), now_ms() + 60_000)
+                .complete_claim(&answer_to(&id, &response(), now_ms() + 60_000), &claim)
                 .await
                 .unwrap()
         );
@@ -558,7 +617,7 @@ mod suite {
         assert_eq!(store.generation(id.action_tag()).await.unwrap(), 1);
         assert!(
             !store
-                .complete_claim(&id, &claim, &response(), now_ms() + 60_000)
+                .complete_claim(&answer_to(&id, &response(), now_ms() + 60_000), &claim)
                 .await
                 .unwrap()
         );
@@ -571,17 +630,15 @@ mod suite {
             .unwrap();
         assert!(
             !store
-                .complete_claim(&other, &claim, &response(), now_ms() + 60_000)
+                .complete_claim(&answer_to(&other, &response(), now_ms() + 60_000), &claim)
                 .await
                 .unwrap()
         );
         assert!(
             store
                 .complete_claim(
-                    &other,
-                    &claim_by("someone-else"),
-                    &response(),
-                    now_ms() + 60_000
+                    &answer_to(&other, &response(), now_ms() + 60_000),
+                    &claim_by("someone-else")
                 )
                 .await
                 .unwrap()
@@ -606,31 +663,31 @@ mod suite {
         let now = now_ms();
         assert!(
             store
-                .complete(&long_claim, "o", &response(), now + 300)
+                .complete(&answer_to(&long_claim, &response(), now + 300), "o")
                 .await
                 .unwrap()
         );
         assert!(
             store
-                .complete(&short_claim, "o", &response(), now + 60_000)
+                .complete(&answer_to(&short_claim, &response(), now + 60_000), "o")
                 .await
                 .unwrap()
         );
         assert!(
             store
-                .complete(&g0, "o", &response(), now + 60_000)
+                .complete(&answer_to(&g0, &response(), now + 60_000), "o")
                 .await
                 .unwrap()
         );
         assert!(
             store
-                .complete(&g1, "o", &response(), now + 300)
+                .complete(&answer_to(&g1, &response(), now + 300), "o")
                 .await
                 .unwrap()
         );
         store.claim(&sentinel, &claim_by("o")).await.unwrap();
         store
-            .complete(&sentinel, "o", &response(), now_ms() + 300)
+            .complete(&answer_to(&sentinel, &response(), now_ms() + 300), "o")
             .await
             .unwrap();
 
@@ -656,7 +713,12 @@ mod suite {
         for resolution in [&performed, &Resolution::NotPerformed] {
             assert_eq!(
                 store
-                    .resolve(&id, resolution, remember, AFTER_LEASES)
+                    .resolve(&Ruling {
+                        id: &id,
+                        resolution,
+                        remember_until_ms: remember,
+                        now_ms: AFTER_LEASES
+                    })
                     .await
                     .unwrap(),
                 ResolveOutcome::NoRecord
@@ -671,7 +733,12 @@ mod suite {
         store.claim(&id, &claim).await.unwrap();
         assert_eq!(
             store
-                .resolve(&id, &performed, remember, AFTER_LEASES)
+                .resolve(&Ruling {
+                    id: &id,
+                    resolution: &performed,
+                    remember_until_ms: remember,
+                    now_ms: AFTER_LEASES
+                })
                 .await
                 .unwrap(),
             ResolveOutcome::Resolved
@@ -701,7 +768,12 @@ mod suite {
         ] {
             assert_eq!(
                 store
-                    .resolve(&id, &resolution, remember, AFTER_LEASES)
+                    .resolve(&Ruling {
+                        id: &id,
+                        resolution: &resolution,
+                        remember_until_ms: remember,
+                        now_ms: AFTER_LEASES
+                    })
                     .await
                     .unwrap(),
                 ResolveOutcome::AlreadyDone
@@ -709,7 +781,7 @@ mod suite {
         }
         assert!(
             !store
-                .complete(&id, "owner-1", &other, remember)
+                .complete(&answer_to(&id, &other, remember), "owner-1")
                 .await
                 .unwrap()
         );
@@ -723,14 +795,24 @@ mod suite {
         store.claim(&live, &claim_by("owner-2")).await.unwrap();
         assert_eq!(
             store
-                .resolve(&live, &performed, remember, now_ms())
+                .resolve(&Ruling {
+                    id: &live,
+                    resolution: &performed,
+                    remember_until_ms: remember,
+                    now_ms: now_ms()
+                })
                 .await
                 .unwrap(),
             ResolveOutcome::LeaseLive
         );
         assert_eq!(
             store
-                .resolve(&live, &Resolution::NotPerformed, remember, now_ms())
+                .resolve(&Ruling {
+                    id: &live,
+                    resolution: &Resolution::NotPerformed,
+                    remember_until_ms: remember,
+                    now_ms: now_ms()
+                })
                 .await
                 .unwrap(),
             ResolveOutcome::LeaseLive,
@@ -742,14 +824,19 @@ mod suite {
         ));
         assert_eq!(
             store
-                .resolve(&live, &performed, remember, AFTER_LEASES)
+                .resolve(&Ruling {
+                    id: &live,
+                    resolution: &performed,
+                    remember_until_ms: remember,
+                    now_ms: AFTER_LEASES
+                })
                 .await
                 .unwrap(),
             ResolveOutcome::Resolved
         );
         assert!(
             !store
-                .complete(&live, "owner-2", &other, remember)
+                .complete(&answer_to(&live, &other, remember), "owner-2")
                 .await
                 .unwrap()
         );
@@ -767,7 +854,12 @@ mod suite {
         let remember = now_ms() + 60_000;
         assert_eq!(
             store
-                .resolve(&id, &Resolution::NotPerformed, remember, AFTER_LEASES)
+                .resolve(&Ruling {
+                    id: &id,
+                    resolution: &Resolution::NotPerformed,
+                    remember_until_ms: remember,
+                    now_ms: AFTER_LEASES
+                })
                 .await
                 .unwrap(),
             ResolveOutcome::Resolved
@@ -777,14 +869,19 @@ mod suite {
         // The owner finds nothing left to complete, and nothing is recorded.
         assert!(
             !store
-                .complete(&id, "owner-1", &response(), remember)
+                .complete(&answer_to(&id, &response(), remember), "owner-1")
                 .await
                 .unwrap()
         );
         assert_eq!(store.lookup(&id).await.unwrap(), None);
         assert_eq!(
             store
-                .resolve(&id, &Resolution::NotPerformed, remember, AFTER_LEASES)
+                .resolve(&Ruling {
+                    id: &id,
+                    resolution: &Resolution::NotPerformed,
+                    remember_until_ms: remember,
+                    now_ms: AFTER_LEASES
+                })
                 .await
                 .unwrap(),
             ResolveOutcome::NoRecord
@@ -796,7 +893,7 @@ mod suite {
         );
         assert!(
             store
-                .complete(&id, "owner-2", &response(), remember)
+                .complete(&answer_to(&id, &response(), remember), "owner-2")
                 .await
                 .unwrap()
         );
@@ -810,7 +907,12 @@ mod suite {
         let performed = Resolution::Performed(response());
         assert_eq!(
             store
-                .resolve(&id, &performed, now_ms() + 60_000, AFTER_LEASES)
+                .resolve(&Ruling {
+                    id: &id,
+                    resolution: &performed,
+                    remember_until_ms: now_ms() + 60_000,
+                    now_ms: AFTER_LEASES
+                })
                 .await
                 .unwrap(),
             ResolveOutcome::Resolved
@@ -818,7 +920,7 @@ mod suite {
         let sentinel = fresh_id();
         store.claim(&sentinel, &claim_by("o")).await.unwrap();
         store
-            .complete(&sentinel, "o", &response(), now_ms() + 300)
+            .complete(&answer_to(&sentinel, &response(), now_ms() + 300), "o")
             .await
             .unwrap();
         eventually("the sentinel expires", || async {
@@ -844,7 +946,7 @@ mod suite {
                 let (store, id) = (store.clone(), id.clone());
                 tokio::spawn(async move {
                     store
-                        .complete(&id, "owner-1", &response(), remember)
+                        .complete(&answer_to(&id, &response(), remember), "owner-1")
                         .await
                         .unwrap()
                 })
@@ -853,12 +955,12 @@ mod suite {
                 let (store, id, resolved) = (store.clone(), id.clone(), resolved.clone());
                 tokio::spawn(async move {
                     store
-                        .resolve(
-                            &id,
-                            &Resolution::Performed(resolved),
-                            remember,
-                            AFTER_LEASES,
-                        )
+                        .resolve(&Ruling {
+                            id: &id,
+                            resolution: &Resolution::Performed(resolved),
+                            remember_until_ms: remember,
+                            now_ms: AFTER_LEASES,
+                        })
                         .await
                         .unwrap()
                 })
@@ -893,7 +995,7 @@ mod suite {
         assert_eq!(generation, 0);
         assert!(
             store
-                .complete(&id, "o", &response(), now_ms() + 60_000)
+                .complete(&answer_to(&id, &response(), now_ms() + 60_000), "o")
                 .await
                 .unwrap()
         );
@@ -914,18 +1016,37 @@ mod suite {
         let now = now_ms();
         let take = |owner: &'static str, at: i64| {
             let (store, key) = (store.clone(), key.clone());
-            async move { store.take_message(&key, owner, at, at + 30_000).await }
+            async move {
+                store
+                    .take_message(&MessageLease {
+                        key: &key,
+                        owner,
+                        now_ms: at,
+                        lease_until_ms: at + 30_000,
+                    })
+                    .await
+            }
         };
         assert_eq!(take("a", now).await.unwrap(), MessageSlot::Taken);
         assert_eq!(take("b", now).await.unwrap(), MessageSlot::Busy);
         // Not b's to answer.
         store
-            .finish_message(&key, "b", Some(b"theirs"), now + 60_000)
+            .finish_message(&MessageAnswer {
+                key: &key,
+                owner: "b",
+                answer: Some(b"theirs"),
+                remember_until_ms: now + 60_000,
+            })
             .await
             .unwrap();
         assert_eq!(take("b", now).await.unwrap(), MessageSlot::Busy);
         store
-            .finish_message(&key, "a", Some(b"{\"first\":1}"), now + 60_000)
+            .finish_message(&MessageAnswer {
+                key: &key,
+                owner: "a",
+                answer: Some(b"{\"first\":1}"),
+                remember_until_ms: now + 60_000,
+            })
             .await
             .unwrap();
         assert_eq!(
@@ -936,20 +1057,46 @@ mod suite {
         // A lease that ran out is taken over; let go, the message is handled anew.
         let other = String::from_utf8(fresh_action()).unwrap();
         assert_eq!(
-            store.take_message(&other, "a", now, now - 1).await.unwrap(),
-            MessageSlot::Taken
-        );
-        assert_eq!(
             store
-                .take_message(&other, "b", now, now + 30_000)
+                .take_message(&MessageLease {
+                    key: &other,
+                    owner: "a",
+                    now_ms: now,
+                    lease_until_ms: now - 1
+                })
                 .await
                 .unwrap(),
             MessageSlot::Taken
         );
-        store.finish_message(&other, "b", None, 0).await.unwrap();
         assert_eq!(
             store
-                .take_message(&other, "c", now, now + 30_000)
+                .take_message(&MessageLease {
+                    key: &other,
+                    owner: "b",
+                    now_ms: now,
+                    lease_until_ms: now + 30_000
+                })
+                .await
+                .unwrap(),
+            MessageSlot::Taken
+        );
+        store
+            .finish_message(&MessageAnswer {
+                key: &other,
+                owner: "b",
+                answer: None,
+                remember_until_ms: 0,
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .take_message(&MessageLease {
+                    key: &other,
+                    owner: "c",
+                    now_ms: now,
+                    lease_until_ms: now + 30_000
+                })
                 .await
                 .unwrap(),
             MessageSlot::Taken
@@ -964,7 +1111,12 @@ mod suite {
                 let (store, key) = (store.clone(), key.clone());
                 tokio::spawn(async move {
                     store
-                        .take_message(&key, &format!("owner-{i}"), now, now + 30_000)
+                        .take_message(&MessageLease {
+                            key: &key,
+                            owner: &format!("owner-{i}"),
+                            now_ms: now,
+                            lease_until_ms: now + 30_000,
+                        })
                         .await
                         .unwrap()
                 })
@@ -990,15 +1142,17 @@ mod suite {
         let now = now_ms();
         let kept =
             |key: &'static str, round: &'static [u8], owner: &'static str, until: i64| KeptRound {
+                id: &id,
                 key,
                 round,
                 owner,
                 until_ms: until,
                 lease_until_ms: until + 30_000,
+                now_ms: now,
             };
         assert!(
             !store
-                .put_round(&id, &kept("k1", b"r", "o", now + 60_000), now)
+                .put_round(&kept("k1", b"r", "o", now + 60_000))
                 .await
                 .unwrap(),
             "no claim, no round"
@@ -1007,15 +1161,15 @@ mod suite {
         store.claim(&id, &claim).await.unwrap();
         assert!(
             !store
-                .put_round(&id, &kept("k1", b"r", "p", now + 60_000), now)
+                .put_round(&kept("k1", b"r", "p", now + 60_000))
                 .await
                 .unwrap(),
             "another owner's claim"
         );
-        assert_eq!(store.take_round(&id, "k1", now).await.unwrap(), None);
+        assert_eq!(take_round(&*store, &id, "k1", now).await, None);
         assert!(
             store
-                .put_round(&id, &kept("k1", b"round one", "o", now + 60_000), now)
+                .put_round(&kept("k1", b"round one", "o", now + 60_000))
                 .await
                 .unwrap()
         );
@@ -1026,24 +1180,20 @@ mod suite {
         assert_eq!(leased(store.lookup(&id).await.unwrap()), now + 90_000);
         let state = store.action_state(id.action_tag()).await.unwrap();
         assert_eq!(state.in_flight, vec![(id.clone(), now + 90_000)]);
-        assert_eq!(store.take_round(&id, "k2", now).await.unwrap(), None);
-        assert_eq!(store.take_round(&other, "k1", now).await.unwrap(), None);
+        assert_eq!(take_round(&*store, &id, "k2", now).await, None);
+        assert_eq!(take_round(&*store, &other, "k1", now).await, None);
         assert_eq!(
-            store.take_round(&id, "k1", now).await.unwrap().as_deref(),
+            take_round(&*store, &id, "k1", now).await.as_deref(),
             Some(&b"round one"[..])
         );
-        assert_eq!(
-            store.take_round(&id, "k1", now).await.unwrap(),
-            None,
-            "once"
-        );
+        assert_eq!(take_round(&*store, &id, "k1", now).await, None, "once");
         for round in [&b"round one"[..], b"round two"] {
             let mut k = kept("k1", b"", "o", now + 60_000);
             k.round = round;
-            assert!(store.put_round(&id, &k, now).await.unwrap());
+            assert!(store.put_round(&k).await.unwrap());
         }
         assert_eq!(
-            store.take_round(&id, "k1", now).await.unwrap().as_deref(),
+            take_round(&*store, &id, "k1", now).await.as_deref(),
             Some(&b"round two"[..]),
             "replaced"
         );
@@ -1051,7 +1201,7 @@ mod suite {
         // memory:// on the caller's).
         assert!(
             store
-                .put_round(&id, &kept("k3", b"short", "o", now + 50), now)
+                .put_round(&kept("k3", b"short", "o", now + 50))
                 .await
                 .unwrap()
         );
@@ -1059,25 +1209,19 @@ mod suite {
         eventually("the round expires", || {
             let store = store.clone();
             let id = id.clone();
-            async move {
-                store
-                    .take_round(&id, "k3", now_ms())
-                    .await
-                    .unwrap()
-                    .is_none()
-            }
+            async move { take_round(&*store, &id, "k3", now_ms()).await.is_none() }
         })
         .await;
         // Done: no more rounds.
         assert!(
             store
-                .complete(&id, "o", &response(), now + 60_000)
+                .complete(&answer_to(&id, &response(), now + 60_000), "o")
                 .await
                 .unwrap()
         );
         assert!(
             !store
-                .put_round(&id, &kept("k4", b"r", "o", now + 60_000), now)
+                .put_round(&kept("k4", b"r", "o", now + 60_000))
                 .await
                 .unwrap()
         );
@@ -1087,10 +1231,10 @@ mod suite {
     /// lookup, the action's in-flight set and the operators' listing read.
     pub async fn a_lease_is_set_only_by_its_owner(store: Arc<dyn OperationStore>) {
         let id = fresh_id();
-        assert!(!store.set_lease(&id, "o", 1).await.unwrap(), "no claim");
+        assert!(!set_lease(&*store, &id, "o", 1).await, "no claim");
         let claim = claim_by("o");
         store.claim(&id, &claim).await.unwrap();
-        assert!(!store.set_lease(&id, "p", 1).await.unwrap(), "not p's");
+        assert!(!set_lease(&*store, &id, "p", 1).await, "not p's");
         let lease_of = |record: Option<OperationRecord>| match record.map(|r| r.state) {
             Some(RecordState::InFlight { lease_until_ms, .. }) => lease_until_ms,
             other => panic!("in flight: {other:?}"),
@@ -1100,7 +1244,7 @@ mod suite {
             claim.lease_until_ms
         );
         let shorter = claim.now_ms - 1;
-        assert!(store.set_lease(&id, "o", shorter).await.unwrap());
+        assert!(set_lease(&*store, &id, "o", shorter).await);
         assert_eq!(lease_of(store.lookup(&id).await.unwrap()), shorter);
         let state = store.action_state(id.action_tag()).await.unwrap();
         assert_eq!(state.in_flight, vec![(id.clone(), shorter)]);
@@ -1110,11 +1254,11 @@ mod suite {
         );
         assert!(
             store
-                .complete(&id, "o", &response(), now_ms() + 60_000)
+                .complete(&answer_to(&id, &response(), now_ms() + 60_000), "o")
                 .await
                 .unwrap()
         );
-        assert!(!store.set_lease(&id, "o", shorter).await.unwrap(), "done");
+        assert!(!set_lease(&*store, &id, "o", shorter).await, "done");
     }
 
     pub async fn concurrent_round_takes_have_one_winner(store: Arc<dyn OperationStore>) {
@@ -1122,17 +1266,19 @@ mod suite {
         let now = now_ms();
         store.claim(&id, &claim_by("o")).await.unwrap();
         let kept = KeptRound {
+            id: &id,
             key: "k",
             round: b"r",
             owner: "o",
             until_ms: now + 60_000,
             lease_until_ms: now + 90_000,
+            now_ms: now,
         };
-        assert!(store.put_round(&id, &kept, now).await.unwrap());
+        assert!(store.put_round(&kept).await.unwrap());
         let takes: Vec<_> = (0..8)
             .map(|_| {
                 let (store, id) = (store.clone(), id.clone());
-                tokio::spawn(async move { store.take_round(&id, "k", now).await.unwrap() })
+                tokio::spawn(async move { take_round(&*store, &id, "k", now).await })
             })
             .collect();
         let mut taken = 0;
@@ -1163,7 +1309,11 @@ mod suite {
         let approved = page_decision(&id, "100-r1", PageVerdict::Approved);
         assert_eq!(
             store
-                .decide_on_page(&approved, now + 60_000, now)
+                .decide_on_page(&KeptDecision {
+                    decision: &approved,
+                    until_ms: now + 60_000,
+                    now_ms: now
+                })
                 .await
                 .unwrap(),
             PageDecided::Stored
@@ -1172,7 +1322,11 @@ mod suite {
         let declined = page_decision(&id, "100-r1", PageVerdict::Declined);
         assert_eq!(
             store
-                .decide_on_page(&declined, now + 60_000, now)
+                .decide_on_page(&KeptDecision {
+                    decision: &declined,
+                    until_ms: now + 60_000,
+                    now_ms: now
+                })
                 .await
                 .unwrap(),
             PageDecided::Exists(approved.clone())
@@ -1183,7 +1337,11 @@ mod suite {
         for decision in [&later, &elsewhere] {
             assert_eq!(
                 store
-                    .decide_on_page(decision, now + 60_000, now)
+                    .decide_on_page(&KeptDecision {
+                        decision,
+                        until_ms: now + 60_000,
+                        now_ms: now
+                    })
                     .await
                     .unwrap(),
                 PageDecided::Stored
@@ -1211,7 +1369,14 @@ mod suite {
         let now = now_ms();
         let short = page_decision(&id, "100-r1", PageVerdict::Approved);
         assert_eq!(
-            store.decide_on_page(&short, now + 300, now).await.unwrap(),
+            store
+                .decide_on_page(&KeptDecision {
+                    decision: &short,
+                    until_ms: now + 300,
+                    now_ms: now
+                })
+                .await
+                .unwrap(),
             PageDecided::Stored
         );
         eventually("the decision is forgotten", || {
@@ -1224,7 +1389,11 @@ mod suite {
         let later = now_ms();
         assert_eq!(
             store
-                .decide_on_page(&again, later + 60_000, later)
+                .decide_on_page(&KeptDecision {
+                    decision: &again,
+                    until_ms: later + 60_000,
+                    now_ms: later
+                })
                 .await
                 .unwrap(),
             PageDecided::Stored
@@ -1245,7 +1414,11 @@ mod suite {
                     };
                     let decision = page_decision(&id, "100-r1", verdict);
                     store
-                        .decide_on_page(&decision, now + 60_000, now)
+                        .decide_on_page(&KeptDecision {
+                            decision: &decision,
+                            until_ms: now + 60_000,
+                            now_ms: now,
+                        })
                         .await
                         .unwrap()
                 })
@@ -1352,7 +1525,7 @@ async fn assert_all_unavailable(store: &dyn OperationStore) {
             "complete",
             Box::pin(async {
                 store
-                    .complete(&id, "o", &response(), now_ms() + 60_000)
+                    .complete(&answer_to(&id, &response(), now_ms() + 60_000), "o")
                     .await
                     .map(drop)
             }),
@@ -1365,12 +1538,12 @@ async fn assert_all_unavailable(store: &dyn OperationStore) {
             "resolve",
             Box::pin(async {
                 store
-                    .resolve(
-                        &id,
-                        &Resolution::NotPerformed,
-                        now_ms() + 60_000,
-                        AFTER_LEASES,
-                    )
+                    .resolve(&Ruling {
+                        id: &id,
+                        resolution: &Resolution::NotPerformed,
+                        remember_until_ms: now_ms() + 60_000,
+                        now_ms: AFTER_LEASES,
+                    })
                     .await
                     .map(drop)
             }),
@@ -1379,22 +1552,42 @@ async fn assert_all_unavailable(store: &dyn OperationStore) {
             "put_round",
             Box::pin(async {
                 let kept = KeptRound {
+                    id: &id,
                     key: "k",
                     round: b"r",
                     owner: "o",
                     until_ms: now_ms() + 60_000,
                     lease_until_ms: now_ms() + 90_000,
+                    now_ms: now_ms(),
                 };
-                store.put_round(&id, &kept, now_ms()).await.map(drop)
+                store.put_round(&kept).await.map(drop)
             }),
         ),
         (
             "take_round",
-            Box::pin(async { store.take_round(&id, "k", now_ms()).await.map(drop) }),
+            Box::pin(async {
+                store
+                    .take_round(&FollowUp {
+                        id: &id,
+                        key: "k",
+                        now_ms: now_ms(),
+                    })
+                    .await
+                    .map(drop)
+            }),
         ),
         (
             "set_lease",
-            Box::pin(async { store.set_lease(&id, "o", now_ms()).await.map(drop) }),
+            Box::pin(async {
+                store
+                    .set_lease(&Lease {
+                        id: &id,
+                        owner: "o",
+                        until_ms: now_ms(),
+                    })
+                    .await
+                    .map(drop)
+            }),
         ),
     ];
     for (name, call) in checks {
@@ -1671,7 +1864,7 @@ async fn redis_keys_share_a_hash_tag_and_expire() {
     store.claim(&id, &claim_by("o")).await.unwrap();
     assert!(
         store
-            .complete(&id, "o", &response(), now_ms() + 120_000)
+            .complete(&answer_to(&id, &response(), now_ms() + 120_000), "o")
             .await
             .unwrap()
     );
@@ -1726,7 +1919,12 @@ async fn redis_malformed_entries_are_corrupt_and_fail_closed() {
     for resolution in [Resolution::NotPerformed, Resolution::Performed(response())] {
         assert!(matches!(
             store
-                .resolve(&id, &resolution, now_ms() + 60_000, AFTER_LEASES)
+                .resolve(&Ruling {
+                    id: &id,
+                    resolution: &resolution,
+                    remember_until_ms: now_ms() + 60_000,
+                    now_ms: AFTER_LEASES
+                })
                 .await,
             Err(StoreError::Corrupt(_))
         ));
@@ -1755,7 +1953,7 @@ async fn redis_malformed_entries_are_corrupt_and_fail_closed() {
     ));
     assert!(matches!(
         store
-            .complete(&id, "o", &response(), now_ms() + 60_000)
+            .complete(&answer_to(&id, &response(), now_ms() + 60_000), "o")
             .await,
         Err(StoreError::Corrupt(_))
     ));
@@ -1859,18 +2057,18 @@ async fn redis_claims_wait_for_a_replica() {
     // The answer was delivered and is on the primary: complete succeeds (with a warning).
     assert!(
         store
-            .complete(&id, "o", &response(), now_ms() + 60_000)
+            .complete(&answer_to(&id, &response(), now_ms() + 60_000), "o")
             .await
             .unwrap()
     );
     assert_eq!(
         store
-            .resolve(
-                &unknown,
-                &Resolution::NotPerformed,
-                now_ms() + 60_000,
-                AFTER_LEASES
-            )
+            .resolve(&Ruling {
+                id: &unknown,
+                resolution: &Resolution::NotPerformed,
+                remember_until_ms: now_ms() + 60_000,
+                now_ms: AFTER_LEASES
+            })
             .await
             .unwrap(),
         ResolveOutcome::Resolved
@@ -2028,7 +2226,7 @@ async fn redis_cluster_scripts_follow_a_moved_slot() {
 
         assert!(
             completing
-                .complete(&id, "o", &response(), now_ms() + 60_000)
+                .complete(&answer_to(&id, &response(), now_ms() + 60_000), "o")
                 .await
                 .expect("a moved slot is followed, not a store error")
         );

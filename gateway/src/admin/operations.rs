@@ -22,6 +22,7 @@ use crate::protocol::{OperationId, constant_time_eq};
 use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{
     OperationRecord, OperationStore, RecordState, RecordedResponse, Resolution, ResolveOutcome,
+    Ruling,
 };
 
 /// An admin answer: status and JSON body.
@@ -282,10 +283,13 @@ pub(crate) async fn resolve(
         Some(_) => store.lookup(&id).await.ok().flatten(),
         None => None,
     };
-    match store
-        .resolve(&id, &resolution, remember_until_ms, now)
-        .await
-    {
+    let ruling = Ruling {
+        id: &id,
+        resolution: &resolution,
+        remember_until_ms,
+        now_ms: now,
+    };
+    match store.resolve(&ruling).await {
         Err(e) => (
             503,
             json!({"error": "store_unavailable", "detail": e.to_string()}),

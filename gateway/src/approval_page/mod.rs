@@ -33,7 +33,7 @@ use crate::operation::page::{PageDecided, PageDecision, PageVerdict, field};
 use crate::protocol::page_link::{self as link, Link};
 use crate::protocol::page_session::{self as session, Purpose};
 use crate::protocol::{Keys, constant_time_eq};
-use crate::store::{OperationStore, RecordState};
+use crate::store::{KeptDecision, OperationStore, RecordState};
 
 use html::{Done, SECURITY_HEADERS, STYLESHEET, Standing, View, error_page, operation_page};
 use signin::{Pending, SignIn};
@@ -506,9 +506,12 @@ pub(crate) async fn decide(
         .expires_at
         .saturating_mul(1000)
         .saturating_add(grace_ms);
-    let decided = store
-        .decide_on_page(decision, until_ms, now_millis())
-        .await?;
+    let kept = KeptDecision {
+        decision,
+        until_ms,
+        now_ms: now_millis(),
+    };
+    let decided = store.decide_on_page(&kept).await?;
     match &decided {
         PageDecided::Stored => {
             tracing::info!(

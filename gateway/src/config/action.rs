@@ -11,7 +11,7 @@ use super::duration::parse_duration;
 use super::error::ConfigError;
 use super::file::TermFile;
 use crate::policy::{
-    ApprovalVia, Expression, FormName, PathTemplate, SummaryTemplate, TermSource,
+    ApprovalVia, Expression, FormName, PathTemplate, Policy, SummaryTemplate, TermSource,
     is_valid_json_path,
 };
 
@@ -100,6 +100,30 @@ pub(super) struct Action {
     pub ignore: Vec<String>,
     /// `file:line:column` of the table's name.
     pub source: String,
+}
+
+impl Action {
+    /// The policy of these keys, approved `approval`, with nothing of a table's own (no
+    /// route or tool, lookups, ignored query or headers, overrides): its compiler adds those.
+    pub(super) fn into_policy(self, approval: ApprovalVia) -> Policy {
+        Policy {
+            name: self.name,
+            route: None,
+            tool: None,
+            id_prefix: self.id_prefix,
+            expires_in: self.expires_in,
+            same_action: self.same_action,
+            summary: self.summary,
+            terms: self.terms,
+            source: self.source,
+            lookups: Vec::new(),
+            ignore: self.ignore,
+            ignore_query: Vec::new(),
+            ignore_headers: Vec::new(),
+            overrides: Vec::new(),
+            approval,
+        }
+    }
 }
 
 /// Lint the shared keys; `None` (with the problems in `errors`) if any is wrong.

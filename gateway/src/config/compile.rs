@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use super::edge::{self, AccessLog, ProxyHeaders};
 use super::env::{Applied, Overrides};
-use super::error::{At, ConfigError, ConfigErrors};
-use super::file::{GatewayFile, WellKnownFile};
+use super::error::{ConfigError, ConfigErrors};
+use super::file::GatewayFile;
+use super::named_file::read_named;
 use super::routes::{Loading, RouteConfig, compile_routes};
 use super::server::Server;
 use super::store::StoreSettings;
@@ -99,7 +100,16 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         .as_ref()
         .and_then(|table| super::webhook::compile(table, folder, &at, &mut errors));
 
-    let well_known = well_known(&file.well_known, folder, &at, &mut errors);
+    let well_known = file.well_known.file.as_ref().and_then(|doc| {
+        read_named(
+            doc,
+            "well_known.file",
+            folder,
+            json_object,
+            &at,
+            &mut errors,
+        )
+    });
     let taken: Vec<&str> = std::iter::once(server.listen.as_str())
         .chain(admin_listen.as_deref())
         .collect();
@@ -187,41 +197,11 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     })
 }
 
-/// `[well_known] file`: the fallback poppy.json document, read now.
-fn well_known(
-    table: &WellKnownFile,
-    folder: &Path,
-    at: At<'_>,
-    errors: &mut Vec<ConfigError>,
-) -> Option<serde_json::Value> {
-    match &table.file {
-        None => None,
-        Some(f) => {
-            let doc_path = folder.join(f.get_ref());
-            match std::fs::read_to_string(&doc_path)
-                .map_err(|e| e.to_string())
-                .and_then(|text| {
-                    serde_json::from_str::<serde_json::Value>(&text).map_err(|e| e.to_string())
-                }) {
-                Ok(doc) if doc.is_object() => Some(doc),
-                Ok(_) => {
-                    errors.push(at(
-                        f.span(),
-                        format!(
-                            "well_known.file: {} is not a JSON object",
-                            doc_path.display()
-                        ),
-                    ));
-                    None
-                }
-                Err(e) => {
-                    errors.push(at(
-                        f.span(),
-                        format!("well_known.file: {}: {e}", doc_path.display()),
-                    ));
-                    None
-                }
-            }
-        }
+/// `[well_known] file`: the fallback poppy.json document.
+fn json_object(text: Vec<u8>) -> Result<serde_json::Value, String> {
+    match serde_json::from_slice::<serde_json::Value>(&text) {
+        Ok(doc) if doc.is_object() => Ok(doc),
+        Ok(_) => Err("is not a JSON object".to_owned()),
+        Err(e) => Err(e.to_string()),
     }
 }

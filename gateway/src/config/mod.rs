@@ -13,6 +13,7 @@ mod env;
 mod error;
 mod file;
 mod lookup;
+mod named_file;
 mod policy_file;
 mod receipts;
 mod routes;

@@ -160,22 +160,12 @@ fn compile_operation(
     if errors.len() > start {
         return None;
     }
-    let action = action?;
     Some(Policy {
-        name: action.name,
-        lookups,
         route: template.map(|path| Route { method, path }),
-        tool: None,
-        id_prefix: action.id_prefix,
-        expires_in: action.expires_in,
-        same_action: action.same_action,
-        summary: action.summary,
-        terms: action.terms,
-        ignore: action.ignore,
+        lookups,
         ignore_query,
         ignore_headers,
         overrides,
-        approval,
-        source: action.source,
+        ..action?.into_policy(approval)
     })
 }

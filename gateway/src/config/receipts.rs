@@ -8,6 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::error::ConfigError;
+use super::named_file::read_named;
 use crate::receipts::{ReceiptSettings, ReceiptTarget, SigningKey};
 
 /// The longest replica name: it goes into a file name.
@@ -64,20 +65,8 @@ pub(super) fn compile(
         }),
     };
     let signing_key = file.signing_key.as_ref().and_then(|k| {
-        let key_path = folder.join(k.get_ref());
-        let loaded = std::fs::read(&key_path)
-            .map_err(|e| format!("cannot read: {e}"))
-            .and_then(|pem| SigningKey::from_pem(&pem).map_err(|e| e.to_string()));
-        match loaded {
-            Ok(key) => Some(Arc::new(key)),
-            Err(why) => {
-                errors.push(at(
-                    k.span(),
-                    format!("receipts.signing_key: {}: {why}", key_path.display()),
-                ));
-                None
-            }
-        }
+        let check = |pem: Vec<u8>| SigningKey::from_pem(&pem).map_err(|e| e.to_string());
+        read_named(k, "receipts.signing_key", folder, check, at, errors).map(Arc::new)
     });
     (errors.len() == before).then_some(ReceiptSettings {
         target: target?,

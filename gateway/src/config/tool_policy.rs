@@ -84,23 +84,9 @@ pub(super) fn compile_tool(
     if errors.len() > start {
         return None;
     }
-    let action = action?;
     Some(Policy {
-        lookups: Vec::new(),
-        name: action.name,
-        route: None,
         tool: Some(tool_name.clone()),
-        id_prefix: action.id_prefix,
-        expires_in: action.expires_in,
-        same_action: action.same_action,
-        summary: action.summary,
-        terms: action.terms,
-        ignore: action.ignore,
-        ignore_query: Vec::new(),
-        ignore_headers: Vec::new(),
-        overrides: Vec::new(),
-        approval,
-        source: action.source,
+        ..action?.into_policy(approval)
     })
 }
 

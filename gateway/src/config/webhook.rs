@@ -14,8 +14,8 @@ use toml::Spanned;
 
 use super::duration::duration;
 use super::error::ConfigError;
+use super::named_file::read_ca_file;
 use super::secret::{SecretSource, read_secret};
-use crate::identity::HttpClient;
 use crate::identity::http::check_document_url;
 
 /// `queue` when not set: events waiting or being retried at most.
@@ -241,15 +241,10 @@ pub(super) fn compile(
         at,
         errors,
     );
-    let ca_pem = file.ca_file.as_ref().and_then(|ca| {
-        let path = folder.join(ca.get_ref());
-        let checked = std::fs::read(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))
-            .and_then(|pem| HttpClient::check_roots(&pem).map(|()| pem));
-        checked
-            .map_err(|problem| errors.push(at(ca.span(), format!("webhook.ca_file: {problem}"))))
-            .ok()
-    });
+    let ca_pem = file
+        .ca_file
+        .as_ref()
+        .and_then(|ca| read_ca_file(ca, "webhook.ca_file", folder, at, errors));
     let (secret, secret_source) = read_secret(
         &SecretSource {
             section: "webhook",

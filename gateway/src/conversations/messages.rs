@@ -22,7 +22,7 @@ use super::wire::Answer;
 use crate::clock::now_millis;
 use crate::identity::Approver;
 use crate::protocol::{ErrorBody, SigningKey};
-use crate::store::{MessageSlot, OperationStore};
+use crate::store::{MessageAnswer, MessageLease, MessageSlot, OperationStore};
 
 /// What a delivery of a message found.
 pub(crate) enum Delivery {
@@ -70,11 +70,13 @@ impl Messages {
         let now = now_millis();
         let lease_until =
             now.saturating_add(i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX));
-        match self
-            .store
-            .take_message(&key, &owner, now, lease_until)
-            .await
-        {
+        let lease = MessageLease {
+            key: &key,
+            owner: &owner,
+            now_ms: now,
+            lease_until_ms: lease_until,
+        };
+        match self.store.take_message(&lease).await {
             Ok(MessageSlot::Taken) => Delivery::Handle(Handling { key, owner, proof }),
             Ok(MessageSlot::Busy) => Delivery::Answered(Answer::retry_later(
                 1,
@@ -110,16 +112,13 @@ impl Messages {
         let stored = answer
             .is_final()
             .then(|| answer.to_stored(handling.proof.as_deref()));
-        if let Err(e) = self
-            .store
-            .finish_message(
-                &handling.key,
-                &handling.owner,
-                stored.as_deref(),
-                remember_until_ms,
-            )
-            .await
-        {
+        let finished = MessageAnswer {
+            key: &handling.key,
+            owner: &handling.owner,
+            answer: stored.as_deref(),
+            remember_until_ms,
+        };
+        if let Err(e) = self.store.finish_message(&finished).await {
             // The answer is still given; a retry of the message is then handled by the flow
             // again, which performs nothing twice (at worst it says "already performed").
             tracing::warn!(error = %e, "the answer to a conversation message was not kept");

@@ -29,7 +29,8 @@ use crate::policy::{LivePolicies, Policy};
 use crate::protocol::{ApprovalHeader, Keys, OperationId, SigningKey};
 use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{
-    Claim, ClaimOutcome, KeptRound, OperationRecord, OperationStore, RecordedResponse, StoreError,
+    Claim, ClaimOutcome, FollowUp, KeptAnswer, KeptRound, Lease, OperationRecord, OperationStore,
+    RecordedResponse, StoreError,
 };
 use crate::telemetry::Span;
 
@@ -749,7 +750,12 @@ impl Executor {
         // Kept in the store: the round may have been put there by another gateway, or by
         // this one before a restart (`proxy::rounds`).
         let key = rounds::key(revision, &prepared.request.fingerprint, token);
-        let round = match self.parts.store.take_round(&id, &key, self.now()).await {
+        let follow_up = FollowUp {
+            id: &id,
+            key: &key,
+            now_ms: self.now(),
+        };
+        let round = match self.parts.store.take_round(&follow_up).await {
             Ok(Some(kept)) => match Round::decode(&kept) {
                 Some(round) => round,
                 None => {
@@ -795,13 +801,13 @@ impl Executor {
             Err(ForwardError::Unknown(e)) => self.unknown(id.clone(), name, &e),
         };
         if matches!(decision, Decision::Unknown(_)) {
-            let (owner, lease_until_ms) = lapse;
-            if let Err(e) = self
-                .parts
-                .store
-                .set_lease(&id, &owner, lease_until_ms)
-                .await
-            {
+            let (owner, until_ms) = lapse;
+            let lease = Lease {
+                id: &id,
+                owner: &owner,
+                until_ms,
+            };
+            if let Err(e) = self.parts.store.set_lease(&lease).await {
                 tracing::warn!(policy = name, operation_id = %id, error = %e, "the round's lease could not be ended; retries read in progress until it runs out");
             }
         }
@@ -867,13 +873,15 @@ impl Executor {
         let until = now.saturating_add(i64::try_from(ROUND_TTL.as_millis()).unwrap_or(i64::MAX));
         let (key, encoded) = (round.key(), round.encode());
         let kept = KeptRound {
+            id,
             key: &key,
             round: &encoded,
             owner: &round.claim.owner,
             until_ms: until,
             lease_until_ms: until.saturating_add(forward_lease(round)),
+            now_ms: now,
         };
-        match self.parts.store.put_round(id, &kept, now).await {
+        match self.parts.store.put_round(&kept).await {
             Ok(true) => true,
             Ok(false) => {
                 tracing::warn!(policy = name, operation_id = %id, "the claim is no longer in flight under its owner; the round is not kept");
@@ -894,10 +902,12 @@ impl Executor {
         let clock = Arc::clone(&self.parts.clock);
         let until = completion.until_ms(clock.now_millis());
         let policy = completion.policy.clone();
-        match store
-            .complete_claim(id, &completion.claim, &response, until)
-            .await
-        {
+        let answer = KeptAnswer {
+            id,
+            response: &response,
+            remember_until_ms: until,
+        };
+        match store.complete_claim(&answer, &completion.claim).await {
             Ok(true) => {
                 tracing::info!(policy, operation_id = %id, status = response.status, outcome = "performed", "performed; answer recorded");
                 completion.write_receipt(self.parts.receipts.as_deref(), &response, clock.as_ref());
@@ -915,11 +925,12 @@ impl Executor {
                     let mut pause = Duration::from_millis(100);
                     while tokio::time::Instant::now() < deadline {
                         tokio::time::sleep(pause).await;
-                        let until = completion.until_ms(clock.now_millis());
-                        match store
-                            .complete_claim(&id, &completion.claim, &response, until)
-                            .await
-                        {
+                        let answer = KeptAnswer {
+                            id: &id,
+                            response: &response,
+                            remember_until_ms: completion.until_ms(clock.now_millis()),
+                        };
+                        match store.complete_claim(&answer, &completion.claim).await {
                             Ok(recorded) => {
                                 tracing::info!(policy, operation_id = %id, recorded, "answer recorded after a store failure");
                                 if recorded {

@@ -22,7 +22,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
 use crate::clock::now_millis;
-use crate::store::{MessageSlot, OperationStore};
+use crate::store::{MessageAnswer, MessageLease, MessageSlot, OperationStore};
 
 /// How long a declaration is kept: a working day's MCP session. A client whose session
 /// outlives it gets the tool error alone.
@@ -57,23 +57,17 @@ impl McpClients {
     /// Note that the MCP session `session_id` declared URL-mode elicitation. A failure is
     /// logged: that session's client then gets the tool error alone.
     pub(crate) async fn note_url_elicitation(&self, session_id: &[u8]) {
-        let key = self.key(session_id);
-        let owner = self.owner();
-        let now = now_millis();
-        let noted = match self
-            .store
-            .take_message(&key, &owner, now, now.saturating_add(LEASE_MS))
-            .await
-        {
+        let (key, owner) = (self.key(session_id), self.owner());
+        let lease = lease(&key, &owner);
+        let noted = match self.store.take_message(&lease).await {
             Ok(MessageSlot::Taken) => {
-                self.store
-                    .finish_message(
-                        &key,
-                        &owner,
-                        Some(URL_ELICITATION),
-                        now.saturating_add(REMEMBERED_MS),
-                    )
-                    .await
+                let noted = MessageAnswer {
+                    key: &key,
+                    owner: &owner,
+                    answer: Some(URL_ELICITATION),
+                    remember_until_ms: lease.now_ms.saturating_add(REMEMBERED_MS),
+                };
+                self.store.finish_message(&noted).await
             }
             // Noted already (an MCP session is initialized once).
             Ok(MessageSlot::Answered(_) | MessageSlot::Busy) => Ok(()),
@@ -87,18 +81,19 @@ impl McpClients {
     /// Whether the MCP session `session_id` declared URL-mode elicitation: false when it did
     /// not, or when the store can't say now.
     pub(crate) async fn declared_url_elicitation(&self, session_id: &[u8]) -> bool {
-        let key = self.key(session_id);
-        let owner = self.owner();
-        let now = now_millis();
-        match self
-            .store
-            .take_message(&key, &owner, now, now.saturating_add(LEASE_MS))
-            .await
-        {
+        let (key, owner) = (self.key(session_id), self.owner());
+        let lease = lease(&key, &owner);
+        match self.store.take_message(&lease).await {
             Ok(MessageSlot::Answered(kept)) => kept.as_ref() == URL_ELICITATION,
             Ok(MessageSlot::Taken) => {
                 // Nothing noted: let the slot this look took go again.
-                if let Err(e) = self.store.finish_message(&key, &owner, None, now).await {
+                let let_go = MessageAnswer {
+                    key: &key,
+                    owner: &owner,
+                    answer: None,
+                    remember_until_ms: lease.now_ms,
+                };
+                if let Err(e) = self.store.finish_message(&let_go).await {
                     tracing::warn!(error = %e, "an MCP client's slot not let go; it lapses by itself");
                 }
                 false
@@ -131,6 +126,17 @@ impl McpClients {
             hash.update(part);
         }
         URL_SAFE_NO_PAD.encode(hash.finalize())
+    }
+}
+
+/// A note's or a look's hold on its slot, from now.
+fn lease<'a>(key: &'a str, owner: &'a str) -> MessageLease<'a> {
+    let now_ms = now_millis();
+    MessageLease {
+        key,
+        owner,
+        now_ms,
+        lease_until_ms: now_ms.saturating_add(LEASE_MS),
     }
 }
 

@@ -7,9 +7,9 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use super::{
-    ActionState, Claim, ClaimOutcome, Durability, InFlightOperation, KeptRound, MessageSlot,
-    OperationRecord, OperationStore, PageDecided, PageDecision, RecordedResponse, Resolution,
-    ResolveOutcome, StoreError,
+    ActionState, Claim, ClaimOutcome, Durability, FollowUp, InFlightOperation, KeptAnswer,
+    KeptDecision, KeptRound, Lease, MessageAnswer, MessageLease, MessageSlot, OperationRecord,
+    OperationStore, PageDecided, PageDecision, ResolveOutcome, Ruling, StoreError,
 };
 use crate::metrics::{Metrics, StoreCall};
 use crate::protocol::OperationId;
@@ -104,33 +104,18 @@ impl OperationStore for InstrumentedStore {
             .await
     }
 
-    async fn complete(
-        &self,
-        id: &OperationId,
-        owner: &str,
-        response: &RecordedResponse,
-        remember_until_ms: i64,
-    ) -> Result<bool, StoreError> {
-        self.timed(
-            StoreCall::Complete,
-            self.inner.complete(id, owner, response, remember_until_ms),
-        )
-        .await
+    async fn complete(&self, answer: &KeptAnswer<'_>, owner: &str) -> Result<bool, StoreError> {
+        self.timed(StoreCall::Complete, self.inner.complete(answer, owner))
+            .await
     }
 
     async fn complete_claim(
         &self,
-        id: &OperationId,
+        answer: &KeptAnswer<'_>,
         claim: &Claim,
-        response: &RecordedResponse,
-        remember_until_ms: i64,
     ) -> Result<bool, StoreError> {
-        self.timed(
-            StoreCall::Complete,
-            self.inner
-                .complete_claim(id, claim, response, remember_until_ms),
-        )
-        .await
+        let call = self.inner.complete_claim(answer, claim);
+        self.timed(StoreCall::Complete, call).await
     }
 
     async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError> {
@@ -138,60 +123,31 @@ impl OperationStore for InstrumentedStore {
             .await
     }
 
-    async fn resolve(
-        &self,
-        id: &OperationId,
-        resolution: &Resolution,
-        remember_until_ms: i64,
-        now_ms: i64,
-    ) -> Result<ResolveOutcome, StoreError> {
-        self.timed(
-            StoreCall::Resolve,
-            self.inner
-                .resolve(id, resolution, remember_until_ms, now_ms),
-        )
-        .await
+    async fn resolve(&self, ruling: &Ruling<'_>) -> Result<ResolveOutcome, StoreError> {
+        self.timed(StoreCall::Resolve, self.inner.resolve(ruling))
+            .await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.timed(StoreCall::Ping, self.inner.ping()).await
     }
 
-    // Conversation messages: not timed (their label set is the flow's calls), passed on.
-    async fn put_round(
-        &self,
-        id: &OperationId,
-        kept: &KeptRound<'_>,
-        now_ms: i64,
-    ) -> Result<bool, StoreError> {
-        self.inner.put_round(id, kept, now_ms).await
+    // Rounds, page decisions and conversation messages: not timed (their label set is the
+    // flow's calls), passed on.
+    async fn put_round(&self, kept: &KeptRound<'_>) -> Result<bool, StoreError> {
+        self.inner.put_round(kept).await
     }
 
-    async fn take_round(
-        &self,
-        id: &OperationId,
-        key: &str,
-        now_ms: i64,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.take_round(id, key, now_ms).await
+    async fn take_round(&self, follow_up: &FollowUp<'_>) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.take_round(follow_up).await
     }
 
-    async fn set_lease(
-        &self,
-        id: &OperationId,
-        owner: &str,
-        lease_until_ms: i64,
-    ) -> Result<bool, StoreError> {
-        self.inner.set_lease(id, owner, lease_until_ms).await
+    async fn set_lease(&self, lease: &Lease<'_>) -> Result<bool, StoreError> {
+        self.inner.set_lease(lease).await
     }
 
-    async fn decide_on_page(
-        &self,
-        decision: &PageDecision,
-        until_ms: i64,
-        now_ms: i64,
-    ) -> Result<PageDecided, StoreError> {
-        self.inner.decide_on_page(decision, until_ms, now_ms).await
+    async fn decide_on_page(&self, kept: &KeptDecision<'_>) -> Result<PageDecided, StoreError> {
+        self.inner.decide_on_page(kept).await
     }
 
     async fn page_state(
@@ -203,28 +159,12 @@ impl OperationStore for InstrumentedStore {
             .await
     }
 
-    async fn take_message(
-        &self,
-        key: &str,
-        owner: &str,
-        now_ms: i64,
-        lease_until_ms: i64,
-    ) -> Result<MessageSlot, StoreError> {
-        self.inner
-            .take_message(key, owner, now_ms, lease_until_ms)
-            .await
+    async fn take_message(&self, lease: &MessageLease<'_>) -> Result<MessageSlot, StoreError> {
+        self.inner.take_message(lease).await
     }
 
-    async fn finish_message(
-        &self,
-        key: &str,
-        owner: &str,
-        answer: Option<&[u8]>,
-        remember_until_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .finish_message(key, owner, answer, remember_until_ms)
-            .await
+    async fn finish_message(&self, answer: &MessageAnswer<'_>) -> Result<(), StoreError> {
+        self.inner.finish_message(answer).await
     }
 }
 
@@ -248,25 +188,13 @@ mod tests {
         async fn claim(&self, _: &OperationId, _: &Claim) -> Result<ClaimOutcome, StoreError> {
             Err(StoreError::Unavailable("down".into()))
         }
-        async fn complete(
-            &self,
-            _: &OperationId,
-            _: &str,
-            _: &RecordedResponse,
-            _: i64,
-        ) -> Result<bool, StoreError> {
+        async fn complete(&self, _: &KeptAnswer<'_>, _: &str) -> Result<bool, StoreError> {
             Err(StoreError::Unavailable("down".into()))
         }
         async fn release(&self, _: &OperationId, _: &str) -> Result<bool, StoreError> {
             Err(StoreError::Unavailable("down".into()))
         }
-        async fn resolve(
-            &self,
-            _: &OperationId,
-            _: &Resolution,
-            _: i64,
-            _: i64,
-        ) -> Result<ResolveOutcome, StoreError> {
+        async fn resolve(&self, _: &Ruling<'_>) -> Result<ResolveOutcome, StoreError> {
             Err(StoreError::Unavailable("down".into()))
         }
         async fn ping(&self) -> Result<(), StoreError> {
@@ -281,13 +209,7 @@ mod tests {
         async fn unknown_count(&self, _: i64) -> Result<u64, StoreError> {
             Err(StoreError::Unavailable("down".into()))
         }
-        async fn complete_claim(
-            &self,
-            _: &OperationId,
-            _: &Claim,
-            _: &RecordedResponse,
-            _: i64,
-        ) -> Result<bool, StoreError> {
+        async fn complete_claim(&self, _: &KeptAnswer<'_>, _: &Claim) -> Result<bool, StoreError> {
             Err(StoreError::Unavailable("down".into()))
         }
     }

@@ -15,9 +15,9 @@ use super::memory_rounds::MemoryRounds;
 use super::messages::{MemoryMessages, MessageSlot};
 use super::owner::{Finishable, Finisher};
 use super::{
-    ActionState, Claim, ClaimOutcome, InFlightOperation, KeptRound, MemoryLimits, OperationRecord,
-    OperationStore, PageDecided, PageDecision, RecordState, RecordedResponse, Resolution,
-    ResolveOutcome, StoreError,
+    ActionState, Claim, ClaimOutcome, FollowUp, InFlightOperation, KeptAnswer, KeptDecision,
+    KeptRound, Lease, MemoryLimits, MessageAnswer, MessageLease, OperationRecord, OperationStore,
+    PageDecided, PageDecision, RecordState, Resolution, ResolveOutcome, Ruling, StoreError,
 };
 use crate::protocol::OperationId;
 
@@ -194,14 +194,12 @@ impl Inner {
 
     /// Record the answer (of a finishable in-flight record, or of one that vanished) and
     /// move the generation on.
-    fn record_answer(
-        &mut self,
-        id: &OperationId,
-        record: OperationRecord,
-        response: &RecordedResponse,
-        remember_until_ms: i64,
-        now: i64,
-    ) {
+    fn record_answer(&mut self, answer: &KeptAnswer<'_>, record: OperationRecord, now: i64) {
+        let KeptAnswer {
+            id,
+            response,
+            remember_until_ms,
+        } = *answer;
         let expires_at_ms = match self.records.get(id.as_str()) {
             // In flight: it had no expiry of its own.
             Some(entry) if entry.expires_at_ms != i64::MAX => {
@@ -403,13 +401,8 @@ impl OperationStore for MemoryStore {
         Ok(ClaimOutcome::Claimed)
     }
 
-    async fn complete(
-        &self,
-        id: &OperationId,
-        owner: &str,
-        response: &RecordedResponse,
-        remember_until_ms: i64,
-    ) -> Result<bool, StoreError> {
+    async fn complete(&self, answer: &KeptAnswer<'_>, owner: &str) -> Result<bool, StoreError> {
+        let id = answer.id;
         let now = now_ms();
         let mut inner = self.lock();
         if inner.finishable(id.as_str(), now, Finisher::Owner(owner)) != Finishable::Yes {
@@ -418,17 +411,16 @@ impl OperationStore for MemoryStore {
         let Some(record) = inner.live_record(id.as_str(), now).cloned() else {
             return Ok(false);
         };
-        inner.record_answer(id, record, response, remember_until_ms, now);
+        inner.record_answer(answer, record, now);
         Ok(true)
     }
 
     async fn complete_claim(
         &self,
-        id: &OperationId,
+        answer: &KeptAnswer<'_>,
         claim: &Claim,
-        response: &RecordedResponse,
-        remember_until_ms: i64,
     ) -> Result<bool, StoreError> {
+        let id = answer.id;
         let now = now_ms();
         let mut inner = self.lock();
         let record = match inner.finishable(id.as_str(), now, Finisher::Restore(claim)) {
@@ -438,7 +430,7 @@ impl OperationStore for MemoryStore {
             Finishable::NoRecord => None,
         };
         let record = record.unwrap_or_else(|| claim.in_flight_record());
-        inner.record_answer(id, record, response, remember_until_ms, now);
+        inner.record_answer(answer, record, now);
         Ok(true)
     }
 
@@ -453,26 +445,29 @@ impl OperationStore for MemoryStore {
         Ok(owned)
     }
 
-    async fn resolve(
-        &self,
-        id: &OperationId,
-        resolution: &Resolution,
-        remember_until_ms: i64,
-        now_ms: i64,
-    ) -> Result<ResolveOutcome, StoreError> {
-        let now = self::now_ms();
+    async fn resolve(&self, ruling: &Ruling<'_>) -> Result<ResolveOutcome, StoreError> {
+        let id = ruling.id;
+        let now = now_ms();
         let mut inner = self.lock();
-        match inner.finishable(id.as_str(), now, Finisher::Operator { now_ms }) {
+        let operator = Finisher::Operator {
+            now_ms: ruling.now_ms,
+        };
+        match inner.finishable(id.as_str(), now, operator) {
             Finishable::NoRecord => return Ok(ResolveOutcome::NoRecord),
             Finishable::Done => return Ok(ResolveOutcome::AlreadyDone),
             Finishable::LeaseLive => return Ok(ResolveOutcome::LeaseLive),
             // An operator finishes anybody's in-flight record.
             Finishable::Yes | Finishable::NotYours => {}
         }
-        match resolution {
+        match ruling.resolution {
             Resolution::Performed(response) => {
                 if let Some(record) = inner.live_record(id.as_str(), now).cloned() {
-                    inner.record_answer(id, record, response, remember_until_ms, now);
+                    let answer = KeptAnswer {
+                        id,
+                        response,
+                        remember_until_ms: ruling.remember_until_ms,
+                    };
+                    inner.record_answer(&answer, record, now);
                 }
             }
             Resolution::NotPerformed => {
@@ -487,49 +482,27 @@ impl OperationStore for MemoryStore {
         Ok(())
     }
 
-    async fn put_round(
-        &self,
-        id: &OperationId,
-        kept: &KeptRound<'_>,
-        now_ms: i64,
-    ) -> Result<bool, StoreError> {
-        if !self.lease(id, kept.owner, |lease| lease.max(kept.lease_until_ms)) {
+    async fn put_round(&self, kept: &KeptRound<'_>) -> Result<bool, StoreError> {
+        if !self.lease(kept.id, kept.owner, |lease| lease.max(kept.lease_until_ms)) {
             return Ok(false);
         }
-        self.rounds.put(
-            format!("{id}:{}", kept.key),
-            kept.round,
-            now_ms,
-            kept.until_ms,
-        )?;
+        let key = format!("{}:{}", kept.id, kept.key);
+        self.rounds
+            .put(key, kept.round, kept.now_ms, kept.until_ms)?;
         Ok(true)
     }
 
-    async fn set_lease(
-        &self,
-        id: &OperationId,
-        owner: &str,
-        lease_until_ms: i64,
-    ) -> Result<bool, StoreError> {
-        Ok(self.lease(id, owner, |_| lease_until_ms))
+    async fn set_lease(&self, lease: &Lease<'_>) -> Result<bool, StoreError> {
+        Ok(self.lease(lease.id, lease.owner, |_| lease.until_ms))
     }
 
-    async fn take_round(
-        &self,
-        id: &OperationId,
-        key: &str,
-        now_ms: i64,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
-        self.rounds.take(&format!("{id}:{key}"), now_ms)
+    async fn take_round(&self, follow_up: &FollowUp<'_>) -> Result<Option<Vec<u8>>, StoreError> {
+        let key = format!("{}:{}", follow_up.id, follow_up.key);
+        self.rounds.take(&key, follow_up.now_ms)
     }
 
-    async fn decide_on_page(
-        &self,
-        decision: &PageDecision,
-        until_ms: i64,
-        now_ms: i64,
-    ) -> Result<PageDecided, StoreError> {
-        self.pages.decide(decision, until_ms, now_ms)
+    async fn decide_on_page(&self, kept: &KeptDecision<'_>) -> Result<PageDecided, StoreError> {
+        self.pages.decide(kept.decision, kept.until_ms, kept.now_ms)
     }
 
     async fn page_state(
@@ -540,24 +513,12 @@ impl OperationStore for MemoryStore {
         Ok((state, self.pages.of_action(action_tag, now_ms())))
     }
 
-    async fn take_message(
-        &self,
-        key: &str,
-        owner: &str,
-        now_ms: i64,
-        lease_until_ms: i64,
-    ) -> Result<MessageSlot, StoreError> {
-        self.messages.take(key, owner, now_ms, lease_until_ms)
+    async fn take_message(&self, lease: &MessageLease<'_>) -> Result<MessageSlot, StoreError> {
+        self.messages.take(lease)
     }
 
-    async fn finish_message(
-        &self,
-        key: &str,
-        owner: &str,
-        answer: Option<&[u8]>,
-        remember_until_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.messages.finish(key, owner, answer, remember_until_ms);
+    async fn finish_message(&self, answer: &MessageAnswer<'_>) -> Result<(), StoreError> {
+        self.messages.finish(answer);
         Ok(())
     }
 }
@@ -566,6 +527,7 @@ impl OperationStore for MemoryStore {
 mod tests {
     use super::*;
     use crate::protocol::{ScopeKind, SigningKey};
+    use crate::store::RecordedResponse;
     use bytes::Bytes;
 
     fn key() -> SigningKey {
@@ -585,12 +547,19 @@ mod tests {
         }
     }
 
-    fn answer(bytes: usize) -> RecordedResponse {
-        RecordedResponse {
+    /// Complete `id`'s claim by "o" with an answer of `bytes`, kept until `until`.
+    async fn complete(store: &MemoryStore, id: &OperationId, bytes: usize, until: i64) -> bool {
+        let response = RecordedResponse {
             status: 201,
             headers: Vec::new(),
             body: Bytes::from(vec![7u8; bytes]),
-        }
+        };
+        let answer = KeptAnswer {
+            id,
+            response: &response,
+            remember_until_ms: until,
+        };
+        store.complete(&answer, "o").await.unwrap()
     }
 
     #[tokio::test]
@@ -605,12 +574,7 @@ mod tests {
                 ClaimOutcome::Claimed
             );
             // Already past: forgotten as soon as it is written.
-            assert!(
-                store
-                    .complete(&id, "o", &answer(10), now - 1)
-                    .await
-                    .unwrap()
-            );
+            assert!(complete(&store, &id, 10, now - 1).await);
             assert_eq!(store.lookup(&id).await.unwrap(), None);
         }
         assert!(store.lock().records.len() <= SWEEP_MIN_WRITES);
@@ -628,12 +592,7 @@ mod tests {
             .collect();
         for id in &ids[..3] {
             store.claim(id, &claim(now)).await.unwrap();
-            assert!(
-                store
-                    .complete(id, "o", &answer(10), now + 60_000)
-                    .await
-                    .unwrap()
-            );
+            assert!(complete(&store, id, 10, now + 60_000).await);
         }
         assert!(matches!(
             store.claim(&ids[3], &claim(now)).await,
@@ -649,12 +608,7 @@ mod tests {
         });
         store.claim(&ids[0], &claim(now)).await.unwrap();
         // An answer is recorded even past the cap: the upstream performed it.
-        assert!(
-            store
-                .complete(&ids[0], "o", &answer(200_000), now + 60_000)
-                .await
-                .unwrap()
-        );
+        assert!(complete(&store, &ids[0], 200_000, now + 60_000).await);
         assert!(matches!(
             store.claim(&ids[1], &claim(now)).await,
             Err(StoreError::Full(_))

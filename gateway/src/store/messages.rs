@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 
-use super::{MemoryLimits, StoreError};
+use super::{MemoryLimits, MessageAnswer, MessageLease, StoreError};
 
 /// What [`super::OperationStore::take_message`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,13 +108,13 @@ impl MemoryMessages {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub(super) fn take(
-        &self,
-        key: &str,
-        owner: &str,
-        now_ms: i64,
-        lease_until_ms: i64,
-    ) -> Result<MessageSlot, StoreError> {
+    pub(super) fn take(&self, lease: &MessageLease<'_>) -> Result<MessageSlot, StoreError> {
+        let MessageLease {
+            key,
+            owner,
+            now_ms,
+            lease_until_ms,
+        } = *lease;
         let mut inner = self.lock();
         match inner.entries.get(key).filter(|entry| entry.live(now_ms)) {
             Some(Entry::Answered { answer, .. }) => {
@@ -150,13 +150,13 @@ impl MemoryMessages {
         Ok(MessageSlot::Taken)
     }
 
-    pub(super) fn finish(
-        &self,
-        key: &str,
-        owner: &str,
-        answer: Option<&[u8]>,
-        remember_until_ms: i64,
-    ) {
+    pub(super) fn finish(&self, answer: &MessageAnswer<'_>) {
+        let MessageAnswer {
+            key,
+            owner,
+            answer,
+            remember_until_ms,
+        } = *answer;
         let mut inner = self.lock();
         let ours =
             matches!(inner.entries.get(key), Some(Entry::Busy { owner: o, .. }) if o == owner);
@@ -180,6 +180,30 @@ impl MemoryMessages {
 mod tests {
     use super::*;
 
+    fn take(
+        store: &MemoryMessages,
+        key: &str,
+        owner: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<MessageSlot, StoreError> {
+        store.take(&MessageLease {
+            key,
+            owner,
+            now_ms,
+            lease_until_ms,
+        })
+    }
+
+    fn finish(store: &MemoryMessages, key: &str, owner: &str, answer: Option<&[u8]>, until: i64) {
+        store.finish(&MessageAnswer {
+            key,
+            owner,
+            answer,
+            remember_until_ms: until,
+        });
+    }
+
     fn messages(max_records: usize) -> MemoryMessages {
         MemoryMessages::with_limits(MemoryLimits {
             max_records,
@@ -190,19 +214,19 @@ mod tests {
     #[test]
     fn a_message_is_handled_once_at_a_time_and_answered_once() {
         let store = messages(10);
-        assert_eq!(store.take("m", "a", 0, 100).unwrap(), MessageSlot::Taken);
-        assert_eq!(store.take("m", "b", 50, 150).unwrap(), MessageSlot::Busy);
+        assert_eq!(take(&store, "m", "a", 0, 100).unwrap(), MessageSlot::Taken);
+        assert_eq!(take(&store, "m", "b", 50, 150).unwrap(), MessageSlot::Busy);
         // Another owner's answer changes nothing.
-        store.finish("m", "b", Some(b"theirs"), 1000);
-        assert_eq!(store.take("m", "b", 60, 160).unwrap(), MessageSlot::Busy);
-        store.finish("m", "a", Some(b"first"), 1000);
+        finish(&store, "m", "b", Some(b"theirs"), 1000);
+        assert_eq!(take(&store, "m", "b", 60, 160).unwrap(), MessageSlot::Busy);
+        finish(&store, "m", "a", Some(b"first"), 1000);
         assert_eq!(
-            store.take("m", "c", 70, 170).unwrap(),
+            take(&store, "m", "c", 70, 170).unwrap(),
             MessageSlot::Answered(Bytes::from_static(b"first"))
         );
         // Forgotten once its time is up.
         assert_eq!(
-            store.take("m", "c", 1000, 1100).unwrap(),
+            take(&store, "m", "c", 1000, 1100).unwrap(),
             MessageSlot::Taken
         );
     }
@@ -210,27 +234,33 @@ mod tests {
     #[test]
     fn a_lapsed_lease_is_taken_over_and_a_let_go_message_is_handled_anew() {
         let store = messages(10);
-        assert_eq!(store.take("m", "a", 0, 100).unwrap(), MessageSlot::Taken);
-        assert_eq!(store.take("m", "b", 101, 200).unwrap(), MessageSlot::Taken);
+        assert_eq!(take(&store, "m", "a", 0, 100).unwrap(), MessageSlot::Taken);
+        assert_eq!(
+            take(&store, "m", "b", 101, 200).unwrap(),
+            MessageSlot::Taken
+        );
         // The first handler's late answer is not kept: the message is b's now.
-        store.finish("m", "a", Some(b"late"), 1000);
-        store.finish("m", "b", None, 1000);
-        assert_eq!(store.take("m", "c", 150, 250).unwrap(), MessageSlot::Taken);
+        finish(&store, "m", "a", Some(b"late"), 1000);
+        finish(&store, "m", "b", None, 1000);
+        assert_eq!(
+            take(&store, "m", "c", 150, 250).unwrap(),
+            MessageSlot::Taken
+        );
     }
 
     #[test]
     fn a_full_store_refuses_new_messages() {
         let store = messages(2);
-        assert_eq!(store.take("m1", "a", 0, 100).unwrap(), MessageSlot::Taken);
-        assert_eq!(store.take("m2", "a", 0, 100).unwrap(), MessageSlot::Taken);
+        assert_eq!(take(&store, "m1", "a", 0, 100).unwrap(), MessageSlot::Taken);
+        assert_eq!(take(&store, "m2", "a", 0, 100).unwrap(), MessageSlot::Taken);
         assert!(matches!(
-            store.take("m3", "a", 0, 100),
+            take(&store, "m3", "a", 0, 100),
             Err(StoreError::Full(_))
         ));
-        store.finish("m1", "a", Some(b"x"), 10);
+        finish(&store, "m1", "a", Some(b"x"), 10);
         // Expired entries are swept before refusing.
         assert_eq!(
-            store.take("m3", "a", 61_000, 61_100).unwrap(),
+            take(&store, "m3", "a", 61_000, 61_100).unwrap(),
             MessageSlot::Taken
         );
     }

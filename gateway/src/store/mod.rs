@@ -26,6 +26,7 @@
 //! Every step is one atomic call (one Redis round trip, a Lua script where it writes).
 //! [`OperationStore::resolve`] is the operator's way out of an *unknown* outcome.
 
+mod calls;
 mod check;
 mod instrumented;
 mod memory;
@@ -47,6 +48,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+pub use calls::{
+    FollowUp, KeptAnswer, KeptDecision, KeptRound, Lease, MessageAnswer, MessageLease, Ruling,
+};
 pub(crate) use check::DurabilityCheck;
 pub(crate) use instrumented::InstrumentedStore;
 pub use memory::MemoryStore;
@@ -56,21 +60,6 @@ pub use redis::RedisStore;
 pub(crate) use redis::{CLUSTER_SCHEME, DEFAULT_NAMESPACE, MAX_WAIT_TIMEOUT, cluster_seeds};
 
 use crate::protocol::OperationId;
-
-/// A round of an interim answer, as [`OperationStore::put_round`] keeps it.
-#[derive(Debug, Clone, Copy)]
-pub struct KeptRound<'a> {
-    /// What its follow-up must present (a digest of what it is bound to).
-    pub key: &'a str,
-    /// What the follow-up needs to go on under the claim.
-    pub round: &'a [u8],
-    /// The claim's owner: the round is kept only while the record is in flight under it.
-    pub owner: &'a str,
-    /// Until when the round waits (wall-clock ms).
-    pub until_ms: i64,
-    /// The claim's new lease: the round's end and the follow-up's forward.
-    pub lease_until_ms: i64,
-}
 
 /// A store failure. The gateway fails closed on any of these: nothing is forwarded.
 #[derive(Debug, thiserror::Error)]
@@ -173,16 +162,10 @@ pub trait OperationStore: Send + Sync + 'static {
     async fn claim(&self, id: &OperationId, claim: &Claim) -> Result<ClaimOutcome, StoreError>;
 
     /// Record the answer of an operation this `owner` claimed, and move the action's
-    /// generation on; the record is kept until `remember_until_ms` (never less than an expiry
+    /// generation on; the record is kept until `answer.remember_until_ms` (never less than an expiry
     /// it already has). Returns false (and changes nothing) if the record is gone or not
     /// in flight under `owner`.
-    async fn complete(
-        &self,
-        id: &OperationId,
-        owner: &str,
-        response: &RecordedResponse,
-        remember_until_ms: i64,
-    ) -> Result<bool, StoreError>;
+    async fn complete(&self, answer: &KeptAnswer<'_>, owner: &str) -> Result<bool, StoreError>;
 
     /// [`OperationStore::complete`] for the gateway that performed `claim`: when the record
     /// vanished (Redis restarted empty, or an operator resolved it as not performed while it
@@ -191,10 +174,8 @@ pub trait OperationStore: Send + Sync + 'static {
     /// or in flight under another owner.
     async fn complete_claim(
         &self,
-        id: &OperationId,
+        answer: &KeptAnswer<'_>,
         claim: &Claim,
-        response: &RecordedResponse,
-        remember_until_ms: i64,
     ) -> Result<bool, StoreError>;
 
     /// Forget a claim whose forward provably performed nothing, so the same approval can be
@@ -202,18 +183,13 @@ pub trait OperationStore: Send + Sync + 'static {
     async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError>;
 
     /// An operator's verdict on an operation (admin API): one whose outcome is unknown. One
-    /// atomic step, whoever owns the in-flight record, once its lease ran out (by `now_ms`):
+    /// atomic step, whoever owns the in-flight record, once its lease ran out (by
+    /// `ruling.now_ms`):
     /// while the lease is live the forward may still be at the upstream, and the record is
     /// left alone ([`ResolveOutcome::LeaseLive`]). `Performed` records the answer exactly as [`OperationStore::complete`]
     /// does (expiry at least `remember_until_ms`, generation moved on); `NotPerformed` deletes
     /// the record and leaves the generation alone. A recorded answer is never changed.
-    async fn resolve(
-        &self,
-        id: &OperationId,
-        resolution: &Resolution,
-        remember_until_ms: i64,
-        now_ms: i64,
-    ) -> Result<ResolveOutcome, StoreError>;
+    async fn resolve(&self, ruling: &Ruling<'_>) -> Result<ResolveOutcome, StoreError>;
 
     /// A cheap round trip, for `/readyz`.
     async fn ping(&self) -> Result<(), StoreError>;
@@ -230,38 +206,23 @@ pub trait OperationStore: Send + Sync + 'static {
     // gateway sharing the store. A store without them fails closed: the interim answer ends
     // its operation as unknown.
 
-    /// Keep a round for operation `id` (replacing any under the same key), and lease its
+    /// Keep a round for operation `kept.id` (replacing any under the same key), and lease its
     /// claim until `kept.lease_until_ms` (never shorter than it was), in one atomic step;
     /// only while the record is in flight under `kept.owner` (false: nothing written).
-    async fn put_round(
-        &self,
-        _id: &OperationId,
-        _kept: &KeptRound<'_>,
-        _now_ms: i64,
-    ) -> Result<bool, StoreError> {
+    async fn put_round(&self, _kept: &KeptRound<'_>) -> Result<bool, StoreError> {
         Err(StoreError::Unavailable("this store keeps no rounds".into()))
     }
 
-    /// Take the round under `key` of operation `id`, if one is kept and has not expired by
+    /// Take the round the follow-up asks for, if one is kept and has not expired by its
     /// `now_ms`: read and removed in one atomic step, so only one follow-up ever gets it.
-    async fn take_round(
-        &self,
-        _id: &OperationId,
-        _key: &str,
-        _now_ms: i64,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn take_round(&self, _follow_up: &FollowUp<'_>) -> Result<Option<Vec<u8>>, StoreError> {
         Err(StoreError::Unavailable("this store keeps no rounds".into()))
     }
 
-    /// Set the lease of `owner`'s in-flight claim of `id`, longer or shorter (false: not in
+    /// Set the lease of `lease.owner`'s in-flight claim of `lease.id`, longer or shorter (false: not in
     /// flight under `owner`, nothing written): a round's lease ends with its follow-up's
     /// forward when that forward's outcome is unknown.
-    async fn set_lease(
-        &self,
-        _id: &OperationId,
-        _owner: &str,
-        _lease_until_ms: i64,
-    ) -> Result<bool, StoreError> {
+    async fn set_lease(&self, _lease: &Lease<'_>) -> Result<bool, StoreError> {
         Err(StoreError::Unavailable("this store keeps no rounds".into()))
     }
 
@@ -269,15 +230,10 @@ pub trait OperationStore: Send + Sync + 'static {
     // decision per operation and revision. A store without them fails closed: the page
     // stores nothing, and a page request is only ever held.
 
-    /// Keep `decision` for its operation's revision unless that revision has one already
+    /// Keep `kept.decision` for its operation's revision unless that revision has one already
     /// (which is then returned, unchanged), until `until_ms` (the revision's expiry and the
     /// store's grace). Decisions of the action whose time is up by `now_ms` may be dropped.
-    async fn decide_on_page(
-        &self,
-        _decision: &PageDecision,
-        _until_ms: i64,
-        _now_ms: i64,
-    ) -> Result<PageDecided, StoreError> {
+    async fn decide_on_page(&self, _kept: &KeptDecision<'_>) -> Result<PageDecided, StoreError> {
         Err(StoreError::Unavailable(
             "this store keeps no page decisions".into(),
         ))
@@ -298,30 +254,18 @@ pub trait OperationStore: Send + Sync + 'static {
     // service gave to a Personal Agent's message, so that the message retried with the same
     // ID gets it again. A store without them fails closed: the service answers 503.
 
-    /// Take the message `key` for `owner` until `lease_until_ms`, unless it was answered or
+    /// Take the message `lease.key` for its owner until `lease_until_ms`, unless it was answered or
     /// another owner's lease on it still runs at `now_ms`. One atomic step.
-    async fn take_message(
-        &self,
-        _key: &str,
-        _owner: &str,
-        _now_ms: i64,
-        _lease_until_ms: i64,
-    ) -> Result<MessageSlot, StoreError> {
+    async fn take_message(&self, _lease: &MessageLease<'_>) -> Result<MessageSlot, StoreError> {
         Err(StoreError::Unavailable(
             "this store keeps no conversation messages".into(),
         ))
     }
 
-    /// `owner`'s answer to the message `key`, kept until `remember_until_ms`; `None` lets the
+    /// `answer.owner`'s answer to the message `answer.key`, kept until `remember_until_ms`; `None` lets the
     /// message go unanswered (the next delivery of it is handled anew). Changes nothing when
     /// the message is not `owner`'s any more.
-    async fn finish_message(
-        &self,
-        _key: &str,
-        _owner: &str,
-        _answer: Option<&[u8]>,
-        _remember_until_ms: i64,
-    ) -> Result<(), StoreError> {
+    async fn finish_message(&self, _answer: &MessageAnswer<'_>) -> Result<(), StoreError> {
         Err(StoreError::Unavailable(
             "this store keeps no conversation messages".into(),
         ))

@@ -10,9 +10,9 @@ use std::time::Duration;
 use super::duration::parse_duration;
 use super::error::{At, ConfigError};
 use super::file::{AgentFile, SessionFile};
+use super::named_file::read_ca_file;
 use crate::identity::{
-    Expectations, HttpClient, IssuerSettings, KeySource, SessionSettings, VerifierSettings,
-    VerifySettings,
+    Expectations, IssuerSettings, KeySource, SessionSettings, VerifierSettings, VerifySettings,
 };
 
 mod token;
@@ -90,7 +90,12 @@ fn verifier(
     errors: &mut Vec<ConfigError>,
 ) -> Option<VerifierSettings> {
     let before = errors.len();
-    let ca_pem = ca_pem(session, folder, at, errors)?;
+    // Extra certificate authorities for the gateway's own fetches (agents' metadata and keys,
+    // token keys, introspection).
+    let ca_pem = match &session.ca_file {
+        None => None,
+        Some(file) => Some(read_ca_file(file, "session.ca_file", folder, at, errors)?),
+    };
     if session.agent.is_empty() {
         errors.push(at(
             verify_span.clone(),
@@ -157,37 +162,6 @@ pub(super) fn issuer_settings(
         refresh,
         file_keys,
     })
-}
-
-/// `ca_file`: extra certificate authorities for the gateway's own fetches (agents' metadata
-/// and keys, token keys, introspection), besides the built-in roots. Read and checked now;
-/// `Some(None)` without one, `None` after pushing an error.
-fn ca_pem(
-    session: &SessionFile,
-    folder: &Path,
-    at: At<'_>,
-    errors: &mut Vec<ConfigError>,
-) -> Option<Option<Vec<u8>>> {
-    let Some(file) = &session.ca_file else {
-        return Some(None);
-    };
-    let pem = match std::fs::read(folder.join(file.get_ref())) {
-        Ok(pem) => pem,
-        Err(e) => {
-            errors.push(at(
-                file.span(),
-                format!("session.ca_file: cannot read {:?}: {e}", file.get_ref()),
-            ));
-            return None;
-        }
-    };
-    match HttpClient::check_roots(&pem) {
-        Ok(()) => Some(Some(pem)),
-        Err(e) => {
-            errors.push(at(file.span(), format!("session.ca_file: {e}")));
-            None
-        }
-    }
 }
 
 /// `origins`: the public origins Sessions are signed for (`htu`), required with an agent

@@ -7,7 +7,7 @@ use redis::Value;
 use super::RedisStore;
 use super::codec::{bytes_of, corrupt};
 use super::script::{self, Lua};
-use crate::store::{MessageSlot, StoreError};
+use crate::store::{MessageAnswer, MessageLease, MessageSlot, StoreError};
 
 const TAKE_LUA: &str = include_str!("../lua/message_take.lua");
 const FINISH_LUA: &str = include_str!("../lua/message_finish.lua");
@@ -34,19 +34,16 @@ impl RedisStore {
     /// `message_take.lua`. No replica wait: the operation's claim, not this, keeps it once.
     pub(super) async fn take_message_now(
         &self,
-        key: &str,
-        owner: &str,
-        now_ms: i64,
-        lease_until_ms: i64,
+        lease: &MessageLease<'_>,
     ) -> Result<MessageSlot, StoreError> {
         let call = self
             .messages
             .take
             .call()
-            .key(self.message_key(key))
-            .arg(owner)
-            .arg(now_ms)
-            .arg(lease_until_ms);
+            .key(self.message_key(lease.key))
+            .arg(lease.owner)
+            .arg(lease.now_ms)
+            .arg(lease.lease_until_ms);
         let ran = script::run(&self.links, &call, None).await?;
         let Value::Array(parts) = ran.value else {
             return Err(corrupt("message script answered no list"));
@@ -71,12 +68,9 @@ impl RedisStore {
     /// `message_finish.lua`.
     pub(super) async fn finish_message_now(
         &self,
-        key: &str,
-        owner: &str,
-        answer: Option<&[u8]>,
-        remember_until_ms: i64,
+        finished: &MessageAnswer<'_>,
     ) -> Result<(), StoreError> {
-        let (mode, answer) = match answer {
+        let (mode, answer) = match finished.answer {
             Some(answer) => ("answer", answer),
             None => ("forget", &b""[..]),
         };
@@ -84,11 +78,11 @@ impl RedisStore {
             .messages
             .finish
             .call()
-            .key(self.message_key(key))
-            .arg(owner)
+            .key(self.message_key(finished.key))
+            .arg(finished.owner)
             .arg(mode)
             .arg(answer)
-            .arg(remember_until_ms);
+            .arg(finished.remember_until_ms);
         script::run(&self.links, &call, None).await.map(drop)
     }
 }

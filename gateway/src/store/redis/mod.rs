@@ -50,9 +50,10 @@ use self::script::{Lua, Ran};
 pub(crate) use self::url::{CLUSTER_SCHEME, cluster_seeds};
 use super::owner::Finisher;
 use super::{
-    ActionState, Claim, ClaimOutcome, InFlightOperation, KeptRound, MessageSlot, OperationRecord,
-    OperationStore, PageDecided, PageDecision, RecordState, RecordedResponse, ReplicaWait,
-    Resolution, ResolveOutcome, StoreError, StoreOptions,
+    ActionState, Claim, ClaimOutcome, FollowUp, InFlightOperation, KeptAnswer, KeptDecision,
+    KeptRound, Lease, MessageAnswer, MessageLease, MessageSlot, OperationRecord, OperationStore,
+    PageDecided, PageDecision, RecordState, ReplicaWait, Resolution, ResolveOutcome, Ruling,
+    StoreError, StoreOptions,
 };
 use crate::protocol::OperationId;
 
@@ -284,11 +285,14 @@ impl RedisStore {
     /// `complete.lua`: record the answer and move the generation on.
     async fn record_answer(
         &self,
-        id: &OperationId,
+        answer: &KeptAnswer<'_>,
         mode: Finisher<'_>,
-        response: &RecordedResponse,
-        remember_until_ms: i64,
     ) -> Result<(Finished, Ran), StoreError> {
+        let KeptAnswer {
+            id,
+            response,
+            remember_until_ms,
+        } = *answer;
         let restore = match &mode {
             Finisher::Restore(claim) => Some(*claim),
             _ => None,
@@ -362,6 +366,24 @@ impl RedisStore {
             tracing::error!(operation_id = %id, error = %e, "unreplicated claim not released");
         }
         StoreError::Unavailable(format!("claim not used: {shortfall}"))
+    }
+
+    /// `complete` and `complete_claim`: whether `finisher`'s answer was recorded.
+    async fn completed(
+        &self,
+        answer: &KeptAnswer<'_>,
+        finisher: Finisher<'_>,
+    ) -> Result<bool, StoreError> {
+        let (finished, ran) = self.record_answer(answer, finisher).await?;
+        if finished == Finished::Yes
+            && let Some(shortfall) = self.short_of_replicas(&ran)
+        {
+            // The answer is being delivered and is on the primary; a failover before it
+            // reaches a replica would turn the operation unknown again (never re-forwarded).
+            let id = answer.id;
+            tracing::warn!(operation_id = %id, "answer recorded on the primary only: {shortfall}");
+        }
+        Ok(finished == Finished::Yes)
     }
 }
 
@@ -496,42 +518,16 @@ impl OperationStore for RedisStore {
         decode_record(fields).map(ClaimOutcome::Exists)
     }
 
-    async fn complete(
-        &self,
-        id: &OperationId,
-        owner: &str,
-        response: &RecordedResponse,
-        remember_until_ms: i64,
-    ) -> Result<bool, StoreError> {
-        let (finished, ran) = self
-            .record_answer(id, Finisher::Owner(owner), response, remember_until_ms)
-            .await?;
-        if finished == Finished::Yes
-            && let Some(shortfall) = self.short_of_replicas(&ran)
-        {
-            // The answer is being delivered and is on the primary; a failover before it
-            // reaches a replica would turn the operation unknown again (never re-forwarded).
-            tracing::warn!(operation_id = %id, "answer recorded on the primary only: {shortfall}");
-        }
-        Ok(finished == Finished::Yes)
+    async fn complete(&self, answer: &KeptAnswer<'_>, owner: &str) -> Result<bool, StoreError> {
+        self.completed(answer, Finisher::Owner(owner)).await
     }
 
     async fn complete_claim(
         &self,
-        id: &OperationId,
+        answer: &KeptAnswer<'_>,
         claim: &Claim,
-        response: &RecordedResponse,
-        remember_until_ms: i64,
     ) -> Result<bool, StoreError> {
-        let (finished, ran) = self
-            .record_answer(id, Finisher::Restore(claim), response, remember_until_ms)
-            .await?;
-        if finished == Finished::Yes
-            && let Some(shortfall) = self.short_of_replicas(&ran)
-        {
-            tracing::warn!(operation_id = %id, "answer recorded on the primary only: {shortfall}");
-        }
-        Ok(finished == Finished::Yes)
+        self.completed(answer, Finisher::Restore(claim)).await
     }
 
     async fn release(&self, id: &OperationId, owner: &str) -> Result<bool, StoreError> {
@@ -539,18 +535,19 @@ impl OperationStore for RedisStore {
         Ok(finished == Finished::Yes)
     }
 
-    async fn resolve(
-        &self,
-        id: &OperationId,
-        resolution: &Resolution,
-        remember_until_ms: i64,
-        now_ms: i64,
-    ) -> Result<ResolveOutcome, StoreError> {
-        let operator = Finisher::Operator { now_ms };
-        let (finished, ran) = match resolution {
+    async fn resolve(&self, ruling: &Ruling<'_>) -> Result<ResolveOutcome, StoreError> {
+        let id = ruling.id;
+        let operator = Finisher::Operator {
+            now_ms: ruling.now_ms,
+        };
+        let (finished, ran) = match ruling.resolution {
             Resolution::Performed(response) => {
-                self.record_answer(id, operator, response, remember_until_ms)
-                    .await?
+                let answer = KeptAnswer {
+                    id,
+                    response,
+                    remember_until_ms: ruling.remember_until_ms,
+                };
+                self.record_answer(&answer, operator).await?
             }
             Resolution::NotPerformed => self.forget(id, operator, self.wait).await?,
         };
@@ -578,40 +575,20 @@ impl OperationStore for RedisStore {
         durability::read(&self.links).await.map(Some)
     }
 
-    async fn put_round(
-        &self,
-        id: &OperationId,
-        kept: &KeptRound<'_>,
-        now_ms: i64,
-    ) -> Result<bool, StoreError> {
-        self.put_round_now(id, kept, now_ms).await
+    async fn put_round(&self, kept: &KeptRound<'_>) -> Result<bool, StoreError> {
+        self.put_round_now(kept).await
     }
 
-    async fn take_round(
-        &self,
-        id: &OperationId,
-        key: &str,
-        _now_ms: i64,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
-        self.take_round_now(id, key).await
+    async fn take_round(&self, follow_up: &FollowUp<'_>) -> Result<Option<Vec<u8>>, StoreError> {
+        self.take_round_now(follow_up).await
     }
 
-    async fn set_lease(
-        &self,
-        id: &OperationId,
-        owner: &str,
-        lease_until_ms: i64,
-    ) -> Result<bool, StoreError> {
-        self.set_lease_now(id, owner, lease_until_ms).await
+    async fn set_lease(&self, lease: &Lease<'_>) -> Result<bool, StoreError> {
+        self.set_lease_now(lease).await
     }
 
-    async fn decide_on_page(
-        &self,
-        decision: &PageDecision,
-        until_ms: i64,
-        now_ms: i64,
-    ) -> Result<PageDecided, StoreError> {
-        self.decide_on_page_now(decision, until_ms, now_ms).await
+    async fn decide_on_page(&self, kept: &KeptDecision<'_>) -> Result<PageDecided, StoreError> {
+        self.decide_on_page_now(kept).await
     }
 
     async fn page_state(
@@ -622,26 +599,12 @@ impl OperationStore for RedisStore {
             .await
     }
 
-    async fn take_message(
-        &self,
-        key: &str,
-        owner: &str,
-        now_ms: i64,
-        lease_until_ms: i64,
-    ) -> Result<MessageSlot, StoreError> {
-        self.take_message_now(key, owner, now_ms, lease_until_ms)
-            .await
+    async fn take_message(&self, lease: &MessageLease<'_>) -> Result<MessageSlot, StoreError> {
+        self.take_message_now(lease).await
     }
 
-    async fn finish_message(
-        &self,
-        key: &str,
-        owner: &str,
-        answer: Option<&[u8]>,
-        remember_until_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.finish_message_now(key, owner, answer, remember_until_ms)
-            .await
+    async fn finish_message(&self, answer: &MessageAnswer<'_>) -> Result<(), StoreError> {
+        self.finish_message_now(answer).await
     }
 }
 

@@ -10,7 +10,7 @@ use redis::Value;
 use super::RedisStore;
 use super::codec::{bytes_of, corrupt, into_fields};
 use super::script::{self, Lua};
-use crate::store::{ActionState, PageDecided, PageDecision, StoreError};
+use crate::store::{ActionState, KeptDecision, PageDecided, PageDecision, StoreError};
 
 const DECIDE_LUA: &str = include_str!("../lua/page_decide.lua");
 const STATE_LUA: &str = include_str!("../lua/page_state.lua");
@@ -37,10 +37,13 @@ impl RedisStore {
     /// `page_decide.lua`.
     pub(super) async fn decide_on_page_now(
         &self,
-        decision: &PageDecision,
-        until_ms: i64,
-        now_ms: i64,
+        kept: &KeptDecision<'_>,
     ) -> Result<PageDecided, StoreError> {
+        let KeptDecision {
+            decision,
+            until_ms,
+            now_ms,
+        } = *kept;
         let field = decision.field();
         let call = self
             .pages

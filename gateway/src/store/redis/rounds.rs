@@ -9,7 +9,7 @@ use super::RedisStore;
 use super::codec::bytes_of;
 use super::script::{self, Lua};
 use crate::protocol::OperationId;
-use crate::store::{KeptRound, StoreError};
+use crate::store::{FollowUp, KeptRound, Lease, StoreError};
 
 const PUT_LUA: &str = include_str!("../lua/round_put.lua");
 const TAKE_LUA: &str = include_str!("../lua/round_take.lua");
@@ -44,12 +44,8 @@ impl RedisStore {
     /// `round_put.lua`, and on a cluster the index's lease (another slot) after it. No
     /// replica wait (as for messages): a round lost in a failover only leaves its operation
     /// unknown, never performs it twice.
-    pub(super) async fn put_round_now(
-        &self,
-        id: &OperationId,
-        kept: &KeptRound<'_>,
-        now_ms: i64,
-    ) -> Result<bool, StoreError> {
+    pub(super) async fn put_round_now(&self, kept: &KeptRound<'_>) -> Result<bool, StoreError> {
+        let id = kept.id;
         let call = self
             .rounds
             .put
@@ -58,7 +54,7 @@ impl RedisStore {
             .key(self.record_key(id))
             .key(self.busy_key(id.action_tag()))
             .arg(kept.round)
-            .arg(kept.until_ms.saturating_sub(now_ms).max(1))
+            .arg(kept.until_ms.saturating_sub(kept.now_ms).max(1))
             .arg(kept.owner)
             .arg(kept.lease_until_ms)
             .arg(id.as_str());
@@ -72,26 +68,22 @@ impl RedisStore {
     }
 
     /// `lease.lua`, and on a cluster the index's lease after it.
-    pub(super) async fn set_lease_now(
-        &self,
-        id: &OperationId,
-        owner: &str,
-        lease_until_ms: i64,
-    ) -> Result<bool, StoreError> {
+    pub(super) async fn set_lease_now(&self, lease: &Lease<'_>) -> Result<bool, StoreError> {
+        let id = lease.id;
         let call = self
             .rounds
             .lease
             .call()
             .key(self.record_key(id))
             .key(self.busy_key(id.action_tag()))
-            .arg(owner)
-            .arg(lease_until_ms)
+            .arg(lease.owner)
+            .arg(lease.until_ms)
             .arg(id.as_str());
         let call = self.with_index(call);
         let ran = script::run(&self.links, &call, None).await?;
         let set = ran.value == Value::Int(1);
         if set {
-            self.index_lease(id, lease_until_ms).await?;
+            self.index_lease(id, lease.until_ms).await?;
         }
         Ok(set)
     }
@@ -117,13 +109,13 @@ impl RedisStore {
             .map(drop)
     }
 
-    /// `round_take.lua`.
+    /// `round_take.lua` (the round's own expiry is Redis's clock: `now_ms` is not needed).
     pub(super) async fn take_round_now(
         &self,
-        id: &OperationId,
-        key: &str,
+        follow_up: &FollowUp<'_>,
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        let call = self.rounds.take.call().key(self.round_key(id, key));
+        let key = self.round_key(follow_up.id, follow_up.key);
+        let call = self.rounds.take.call().key(key);
         let ran = script::run(&self.links, &call, None).await?;
         match ran.value {
             Value::Nil => Ok(None),
