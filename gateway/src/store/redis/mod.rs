@@ -314,7 +314,8 @@ impl RedisStore {
                 .arg(&claim.policy)
                 .arg(&claim.revision)
                 .arg(claim.now_ms)
-                .arg(claim.credentials.as_deref().unwrap_or(""));
+                .arg(claim.credentials.as_deref().unwrap_or(""))
+                .arg(claim.request.as_deref().unwrap_or(""));
         }
         let ran = script::run(&self.links, &call, self.wait).await?;
         let finished = finished(&ran.value)?;
@@ -479,7 +480,8 @@ impl OperationStore for RedisStore {
         let call = self.with_index(call);
         let call = call
             .arg(claim.credentials.as_deref().unwrap_or(""))
-            .arg(claim.trace.as_deref().unwrap_or(""));
+            .arg(claim.trace.as_deref().unwrap_or(""))
+            .arg(claim.request.as_deref().unwrap_or(""));
         let ran = script::run(&self.links, &call, self.wait).await?;
         if ran.value == Value::Int(1) {
             if let Some(shortfall) = self.short_of_replicas(&ran) {
