@@ -1,7 +1,12 @@
 //! Decisions made on the Company's approval page (issue 29): the core's vocabulary of them,
 //! and how the core reads them for a request. A decision is one per (operation ID, revision),
-//! set once (`OperationStore::decide_on_page`), kept until the revision's expiry and the
-//! store's grace, and read back by the action (`OperationStore::page_state`).
+//! set once (`OperationStore::decide_on_page`), kept until the revision's expiry and as long
+//! as a record of its operation can be kept after it, and read back by the action
+//! (`OperationStore::page_state`).
+//!
+//! A page request's retry is first answered from the record of an operation its account
+//! approved for this very request, before its lookup ([`replay_before_lookup`]); only
+//! otherwise are the decisions read for it after the lookup ([`read_decisions`]).
 //!
 //! For a request without the extension (`Via::Page`), an Approved decision by the account the
 //! request acts for is treated exactly as a `Poppy-Approval` of that operation and revision:
