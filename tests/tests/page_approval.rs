@@ -291,7 +291,9 @@ async fn a_retry_whose_lookup_the_action_changed_gets_the_recorded_answer(store:
 }
 
 /// A page request's retry after the approved revision expired gets the recorded answer, as
-/// a Poppy agent's replay does (on main it got a new link); another request gets its own.
+/// a Poppy agent's replay does (on main it got a new link); another request gets its own:
+/// other terms, or the same terms and action at another target (`?express=1`, a query
+/// parameter the policy ignores, so only the request's fingerprint tells it apart).
 async fn a_retry_after_the_revision_expired_gets_the_recorded_answer(store: Store) {
     let (stack, _provider, page) = start(store, "approval = \"either\"\n", "6s");
     wait_for_page(&page).await;
@@ -313,6 +315,15 @@ async fn a_retry_after_the_revision_expired_gets_the_recorded_answer(store: Stor
     stack.assert_executions(1, "performed once");
     let other = stack.gateway.send(&exchange_without_extension("i2")).await;
     assert_ne!(link_of(&other, "another request"), link);
+    let elsewhere = Request::agent(
+        "POST",
+        "/orders/o1/exchanges?express=1",
+        &Session::signed_in("ses_page", ACCOUNT),
+    )
+    .json(&serde_json::json!({"item_id": "i1", "replacement_sku": "s1"}))
+    .without_header("Poppy-Extensions");
+    let held = stack.gateway.send(&elsewhere).await;
+    assert_ne!(link_of(&held, "another target"), link);
     stack.assert_executions(1, "nothing else performed");
 }
 

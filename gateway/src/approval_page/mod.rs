@@ -710,6 +710,23 @@ mod tests {
     use crate::protocol::{OperationId, SigningKey};
     use crate::store::MemoryStore;
 
+    /// A page retry finds the record by its decision: the decision is kept at least as long
+    /// as the record of an operation completed by its revision's expiry.
+    #[test]
+    fn a_decision_outlives_the_record_of_a_completion_by_its_expiry() {
+        let (expires_in, grace) = (Duration::from_secs(900), Duration::from_secs(60));
+        let expires_at = 1_900_000_000_i64;
+        let kept = i64::try_from(keep_after(expires_in, grace).as_millis()).unwrap();
+        let remember = crate::operation::Remember {
+            expires_at,
+            expires_in,
+            grace,
+        };
+        for completed_ms in [expires_at * 1000 - 900_000, expires_at * 1000] {
+            assert!(remember.until_ms(completed_ms, None) <= expires_at * 1000 + kept);
+        }
+    }
+
     fn app() -> ApprovalPageApp {
         let keys = Keys::new(vec![SigningKey::new(
             b"page-app-test-key-0123456789abcde".to_vec(),
