@@ -336,6 +336,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             keys.clone(),
             Arc::clone(&store),
             config.store.remember_grace,
+            policies.clone(),
         )
         .map_err(StartError::ApprovalPage)?;
         let mut service = Service::new(

@@ -71,6 +71,7 @@ fn claim_by(owner: &str) -> Claim {
         lease_until_ms: now + 30_000,
         credentials: None,
         trace: None,
+        request: None,
     }
 }
 
@@ -284,6 +285,53 @@ mod suite {
             store.lookup(&without).await.unwrap().expect("record").trace,
             None
         );
+    }
+
+    /// The digest of the request a page approval approved is kept from the claim through
+    /// completion, and written again when the record vanished before it (a restore); a claim
+    /// without one (a Poppy agent's) has none.
+    pub async fn page_request_digest_is_kept(store: Arc<dyn OperationStore>) {
+        let claim = Claim {
+            request: Some("digest-of-the-request".into()),
+            ..claim_by("owner-1")
+        };
+        let request_of = |id: OperationId| {
+            let store = store.clone();
+            async move { store.lookup(&id).await.unwrap().expect("record").request }
+        };
+        let id = fresh_id();
+        store.claim(&id, &claim).await.unwrap();
+        assert_eq!(
+            request_of(id.clone()).await.as_deref(),
+            Some("digest-of-the-request")
+        );
+        assert!(
+            store
+                .complete(&answer_to(&id, &response(), now_ms() + 60_000), "owner-1")
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            request_of(id).await.as_deref(),
+            Some("digest-of-the-request")
+        );
+        let restored = fresh_id();
+        assert!(
+            store
+                .complete_claim(
+                    &answer_to(&restored, &response(), now_ms() + 60_000),
+                    &claim
+                )
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            request_of(restored).await.as_deref(),
+            Some("digest-of-the-request")
+        );
+        let without = fresh_id();
+        store.claim(&without, &claim_by("owner-1")).await.unwrap();
+        assert_eq!(request_of(without).await, None);
     }
 
     pub async fn second_claim_returns_the_existing_record(store: Arc<dyn OperationStore>) {
@@ -1476,6 +1524,7 @@ both_stores!(
     claim_then_lookup,
     credentials_digest_is_kept,
     execution_trace_is_kept,
+    page_request_digest_is_kept,
     second_claim_returns_the_existing_record,
     concurrent_claims_have_one_winner,
     complete_checks_the_owner_and_moves_the_generation,

@@ -5,7 +5,9 @@
 //! the gate already counts. Responses are JSON `{"execution": N, "method": M, "path": P}`,
 //! status 201 for POST and 200 otherwise (or `CODE` for a path `/status/CODE`), with header
 //! `x-upstream: counting`; a path given an answer with [`Upstream::answer_json`] is answered
-//! that JSON with 200 instead (a record or a quote a policy's lookup reads), and still counted.
+//! that JSON with 200 instead (a record or a quote a policy's lookup reads), and still counted;
+//! a path given [`Upstream::answer_posts`] is answered `{"posts": N}`, the POSTs executed so
+//! far (a record the action itself changes).
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
@@ -67,6 +69,8 @@ struct Shared {
     delay: Mutex<Duration>,
     /// Answers by path, for any method.
     answers: Mutex<HashMap<String, Value>>,
+    /// Paths answered with the count of POSTs executed so far.
+    posts_at: Mutex<Vec<String>>,
     well_known_hits: AtomicUsize,
     /// Requests being answered now, and the most at once.
     in_flight: AtomicUsize,
@@ -137,6 +141,7 @@ impl Upstream {
             gate: watch::Sender::new(true),
             delay: Mutex::new(Duration::ZERO),
             answers: Mutex::new(HashMap::new()),
+            posts_at: Mutex::new(Vec::new()),
             well_known_hits: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             peak_in_flight: AtomicUsize::new(0),
@@ -238,6 +243,17 @@ impl Upstream {
             .insert(path.to_owned(), answer);
     }
 
+    /// From now on, answer every request to `path` with `{"posts": N}`, N the POSTs executed
+    /// so far (status 200): a record that each performed action changes, for a policy's lookup
+    /// to read. The requests are still recorded and counted.
+    pub fn answer_posts(&self, path: &str) {
+        self.shared
+            .posts_at
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .push(path.to_owned());
+    }
+
     /// Wait until at least `n` executions have arrived; panics after `timeout`.
     pub async fn wait_for_count(&self, n: usize, timeout: Duration) {
         let mut count = self.shared.count.subscribe();
@@ -311,12 +327,28 @@ async fn handle(
         tokio::time::sleep(delay).await;
     }
 
-    let canned = shared
-        .answers
+    let posts = shared
+        .posts_at
         .lock()
         .unwrap_or_else(|poison| poison.into_inner())
-        .get(uri.path())
-        .cloned();
+        .iter()
+        .any(|path| path == uri.path())
+        .then(|| {
+            let posts = shared
+                .requests()
+                .iter()
+                .filter(|r| r.method == "POST")
+                .count();
+            json!({ "posts": posts })
+        });
+    let canned = posts.or_else(|| {
+        shared
+            .answers
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .get(uri.path())
+            .cloned()
+    });
     if let Some(answer) = canned {
         let mut response = (StatusCode::OK, axum::Json(answer)).into_response();
         response

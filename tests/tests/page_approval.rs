@@ -23,9 +23,6 @@ const ACCOUNT: &str = "acct-1";
 /// A stack whose `exchange` policy has `lines` added, with `[approval_page]` on a free port
 /// and its provider; returns them and the page's base URL.
 fn start(store: Store, lines: &str, expires_in: &str) -> (Stack, PageProvider, String) {
-    let port = free_port();
-    let page = format!("http://127.0.0.1:{port}");
-    let provider = PageProvider::start(&page);
     let policies = DEFAULT
         .replacen(
             "id_prefix = \"exc\"\n",
@@ -37,9 +34,17 @@ fn start(store: Store, lines: &str, expires_in: &str) -> (Stack, PageProvider, S
             &format!("expires_in = \"{expires_in}\""),
             1,
         );
+    start_with(store, &policies)
+}
+
+/// [`start`] with these policies.
+fn start_with(store: Store, policies: &str) -> (Stack, PageProvider, String) {
+    let port = free_port();
+    let page = format!("http://127.0.0.1:{port}");
+    let provider = PageProvider::start(&page);
     let issuer = provider.issuer();
     let stack = Stack::start_with(store, |b| {
-        b.policy(DEFAULT_FILE, &policies)
+        b.policy(DEFAULT_FILE, policies)
             .env(SECRET_ENV, PAGE_CLIENT_SECRET)
             .extra_config(&format!(
                 "[approval_page]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"{page}\"\ncompany_name = \"Example Shop\"\nissuer = \"{issuer}\"\nclient_id = \"{PAGE_CLIENT_ID}\"\nclient_secret_env = \"{SECRET_ENV}\"\n"
@@ -214,6 +219,114 @@ async fn an_expired_revision_is_not_decided(store: Store) {
     stack.assert_executions(0, "expired");
 }
 
+/// An exchange approved on the page whose lookup reads a record the exchange itself changes
+/// (`exchanges`: the POSTs the upstream performed): after the performance the same request
+/// reads other terms, and no approved revision verifies against it.
+const LOOKUP_THE_ACTION_CHANGES: &str = r#"
+[[operation]]
+name = "exchange"
+method = "POST"
+path = "/orders/{order_id}/exchanges"
+id_prefix = "exc"
+approval = "either"
+expires_in = "15m"
+same_action = ["order_id", "item_id"]
+summary = "Exchange item **{item_id}** on order {order_id} for {replacement_sku} (exchanges so far: {exchanges})."
+
+[operation.terms]
+order_id = { path = "order_id" }
+item_id = { body = "$.item_id" }
+replacement_sku = { body = "$.replacement_sku" }
+exchanges = { lookup = "$.posts" }
+
+[operation.lookup]
+url = "/orders/{order_id}"
+"#;
+
+fn exchanges_performed(stack: &Stack) -> usize {
+    stack.upstream.count_for("POST", "/orders/o1/exchanges")
+}
+
+/// A page request's retry is answered from its record before its lookup: performed once,
+/// then the recorded answer, although the lookup now reads other terms (on main it got a new
+/// link). Another request of the same account and action, and the same request of another
+/// account, get links of their own.
+async fn a_retry_whose_lookup_the_action_changed_gets_the_recorded_answer(store: Store) {
+    let (stack, _provider, page) = start_with(store, LOOKUP_THE_ACTION_CHANGES);
+    stack.upstream.answer_posts("/orders/o1");
+    wait_for_page(&page).await;
+    let request = exchange_without_extension("i1");
+    let link = link_of(&stack.gateway.send(&request).await, "first");
+    approve_on_page(&link, ACCOUNT, "approve").await;
+    let performed = stack.gateway.send(&request).await;
+    assert_eq!(performed.status, 201, "{}", performed.describe());
+    assert_eq!(exchanges_performed(&stack), 1, "performed once");
+    for retry in ["a retry", "another retry"] {
+        stack
+            .gateway
+            .send(&request)
+            .await
+            .assert_replay_of(&performed, retry);
+    }
+    assert_eq!(exchanges_performed(&stack), 1, "retries replay");
+    // Other terms, same account and action: not the approved request.
+    let other = stack
+        .gateway
+        .send(
+            &Request::exchange(&Session::signed_in("ses_page", ACCOUNT), "o1", "i1", "s2")
+                .without_header("Poppy-Extensions"),
+        )
+        .await;
+    assert_ne!(link_of(&other, "other terms"), link);
+    // The same request by another account: its own link.
+    let theirs = stack
+        .gateway
+        .send(
+            &Request::exchange(&Session::signed_in("ses_other", "acct-2"), "o1", "i1", "s1")
+                .without_header("Poppy-Extensions"),
+        )
+        .await;
+    assert_ne!(link_of(&theirs, "another account"), link);
+    assert_eq!(exchanges_performed(&stack), 1, "nothing else performed");
+}
+
+/// A page request's retry after the approved revision expired gets the recorded answer, as
+/// a Poppy agent's replay does (on main it got a new link); another request gets its own:
+/// other terms, or the same terms and action at another target (`?express=1`, a query
+/// parameter the policy ignores, so only the request's fingerprint tells it apart).
+async fn a_retry_after_the_revision_expired_gets_the_recorded_answer(store: Store) {
+    let (stack, _provider, page) = start(store, "approval = \"either\"\n", "6s");
+    wait_for_page(&page).await;
+    let request = exchange_without_extension("i1");
+    let held = stack.gateway.send(&request).await;
+    let link = link_of(&held, "first");
+    let expires_at =
+        poppy_e2e::rfc3339::parse(held.json()["expires_at"].as_str().expect("expires_at"))
+            .expect("expires_at is RFC 3339");
+    approve_on_page(&link, ACCOUNT, "approve").await;
+    let performed = stack.gateway.send(&request).await;
+    assert_eq!(performed.status, 201, "{}", performed.describe());
+    wait::until_clock_passes(expires_at + 1.0, Duration::from_secs(10)).await;
+    stack
+        .gateway
+        .send(&request)
+        .await
+        .assert_replay_of(&performed, "after the revision expired");
+    stack.assert_executions(1, "performed once");
+    let other = stack.gateway.send(&exchange_without_extension("i2")).await;
+    assert_ne!(link_of(&other, "another request"), link);
+    let elsewhere = Request::agent(
+        "POST",
+        "/orders/o1/exchanges?express=1",
+        &Session::signed_in("ses_page", ACCOUNT),
+    )
+    .json(&serde_json::json!({"item_id": "i1", "replacement_sku": "s1"}))
+    .without_header("Poppy-Extensions");
+    let held = stack.gateway.send(&elsewhere).await;
+    assert_ne!(link_of(&held, "another target"), link);
+    stack.assert_executions(1, "nothing else performed");
+}
+
 /// `proof = "company_page"`: a Poppy agent's approval is held (with the page's link on the
 /// operation) until the account approved the same revision on the page; then it is
 /// performed once.
@@ -348,4 +461,6 @@ store_tests!(
     proof_holds_a_poppy_approval_until_the_page_approval,
     a_company_page_policy_is_approved_on_the_page_only,
     a_browser_approves_on_the_page,
+    a_retry_whose_lookup_the_action_changed_gets_the_recorded_answer,
+    a_retry_after_the_revision_expired_gets_the_recorded_answer,
 );

@@ -30,6 +30,7 @@ use pingora::protocols::http::ServerSession;
 use crate::clock::now_millis;
 use crate::config::ApprovalPage;
 use crate::operation::page::{PageDecided, PageDecision, PageVerdict, field};
+use crate::policy::LivePolicies;
 use crate::protocol::page_link::{self as link, Link};
 use crate::protocol::page_session::{self as session, Purpose};
 use crate::protocol::{Keys, constant_time_eq};
@@ -50,8 +51,11 @@ pub(crate) struct ApprovalPageApp {
     company: String,
     keys: Keys,
     store: Arc<dyn OperationStore>,
-    /// The store's `remember_grace`: a decision is kept until its revision expires, and this.
+    /// The store's `remember_grace`: a decision is kept until its revision expires, then as
+    /// long as the record of the operation it approved can be kept (see [`keep_after`]).
     grace: Duration,
+    /// The policies in force (every route's), for their `expires_in`.
+    policies: LivePolicies,
     /// `[approval_page] public_url`, without a trailing `/`.
     public_url: String,
     signin: SignIn,
@@ -89,12 +93,14 @@ impl ApprovalPageApp {
         keys: Keys,
         store: Arc<dyn OperationStore>,
         grace: Duration,
+        policies: LivePolicies,
     ) -> Result<ApprovalPageApp, String> {
         Ok(ApprovalPageApp {
             company: settings.company_name.clone(),
             keys,
             store,
             grace,
+            policies,
             public_url: settings.public_url.clone(),
             signin: SignIn::new(settings)?,
             csp: csp_for(&settings.issuer),
@@ -370,7 +376,16 @@ impl ApprovalPageApp {
             at_ms: now_millis(),
         };
         let path = page_path(link, &request.query);
-        match decide(self.store.as_ref(), &decision, link, self.grace).await {
+        let expires_in = self
+            .policies
+            .snapshot()
+            .iter()
+            .filter(|policy| policy.name == link.details.policy)
+            .map(|policy| policy.expires_in)
+            .max()
+            .unwrap_or_default();
+        let kept_after = keep_after(expires_in, self.grace);
+        match decide(self.store.as_ref(), &decision, link, kept_after).await {
             Ok(PageDecided::Stored) => redirect(&path),
             Ok(PageDecided::Exists(_)) => redirect(&format!("{path}&again=1")),
             Err(e) => {
@@ -491,21 +506,33 @@ impl ApprovalPageApp {
     }
 }
 
+/// How long after its revision's expiry a decision is kept: the policy's `expires_in`, a
+/// second and the store's grace. The record of the operation it approved is kept until its
+/// completion + that much (`operation::Remember`), and a page request's retry finds that
+/// record by the decision (`operation::approved_operations`): so the recorded answer is
+/// replayed as long as it is kept (a forward answered after the revision expired excepted:
+/// its record outlives the decision by as long as the forward ran past the expiry).
+fn keep_after(expires_in: Duration, grace: Duration) -> Duration {
+    expires_in
+        .saturating_add(Duration::from_secs(1))
+        .saturating_add(grace)
+}
+
 /// The one place a decision on the page is made: stored once per revision, kept until the
-/// revision expires and the store's grace. (Events for the Company's systems, "approved on
-/// the page" and "declined", go here once the webhook exists.)
+/// revision expires and `kept_after` ([`keep_after`]). (Events for the Company's systems,
+/// "approved on the page" and "declined", go here once the webhook exists.)
 pub(crate) async fn decide(
     store: &dyn OperationStore,
     decision: &PageDecision,
     link: &Link,
-    grace: Duration,
+    kept_after: Duration,
 ) -> Result<PageDecided, crate::store::StoreError> {
-    let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+    let kept_ms = i64::try_from(kept_after.as_millis()).unwrap_or(i64::MAX);
     let until_ms = link
         .details
         .expires_at
         .saturating_mul(1000)
-        .saturating_add(grace_ms);
+        .saturating_add(kept_ms);
     let kept = KeptDecision {
         decision,
         until_ms,
@@ -686,6 +713,23 @@ mod tests {
     use crate::protocol::{OperationId, SigningKey};
     use crate::store::MemoryStore;
 
+    /// A page retry finds the record by its decision: the decision is kept at least as long
+    /// as the record of an operation completed by its revision's expiry.
+    #[test]
+    fn a_decision_outlives_the_record_of_a_completion_by_its_expiry() {
+        let (expires_in, grace) = (Duration::from_secs(900), Duration::from_secs(60));
+        let expires_at = 1_900_000_000_i64;
+        let kept = i64::try_from(keep_after(expires_in, grace).as_millis()).unwrap();
+        let remember = crate::operation::Remember {
+            expires_at,
+            expires_in,
+            grace,
+        };
+        for completed_ms in [expires_at * 1000 - 900_000, expires_at * 1000] {
+            assert!(remember.until_ms(completed_ms, None) <= expires_at * 1000 + kept);
+        }
+    }
+
     fn app() -> ApprovalPageApp {
         let keys = Keys::new(vec![SigningKey::new(
             b"page-app-test-key-0123456789abcde".to_vec(),
@@ -696,6 +740,7 @@ mod tests {
             keys,
             store: Arc::new(MemoryStore::new()),
             grace: Duration::from_secs(60),
+            policies: LivePolicies::new(crate::policy::PolicySet::default()),
             public_url: "https://approve.shop.example".into(),
             csp: csp_for("https://id.shop.example"),
             signin: SignIn::new(&ApprovalPage {

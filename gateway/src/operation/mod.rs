@@ -37,7 +37,10 @@ use crate::policy::{Policy, Terms, canonical_json};
 use crate::protocol::{ApprovalHeader, OperationId, ScopeKind};
 
 pub(crate) use decision::Decision;
-pub(crate) use page::{PageRead, held_again, proven_on_page, read_decisions};
+pub(crate) use page::{
+    PageRead, action_before_lookup, approved_operations, held_again, proven_on_page,
+    read_decisions, replay_before_lookup, request_digest,
+};
 pub(crate) use receipt::{Receipt, draft_receipt, rfc3339_ms};
 pub(crate) use remember::{ForwardRules, Remember, lease_until_ms, releases};
 pub(crate) use verdict::{
@@ -76,15 +79,10 @@ impl Prepared {
             // Returned while this Session was signed out: it stays the Session's to approve.
             request.approver = request.approver.session_only();
         }
-        let policy = &request.policy;
-        let mut action_material = vec![
-            policy.name.clone().into_bytes(),
-            request.approver.scope.clone().into_bytes(),
-        ];
-        action_material.extend(policy.action_material(&request.terms));
+        let action_material = action_material(&request.policy, &request.approver, &request.terms);
         Prepared {
             terms_json: canonical_json(&terms_value(&request.terms)),
-            summary: policy.summary.render(&request.terms),
+            summary: request.policy.summary.render(&request.terms),
             action_material,
             request,
         }
@@ -100,6 +98,16 @@ impl Prepared {
         prepared.request.approval = Some(approval);
         prepared
     }
+}
+
+/// What the action tag covers: the policy, the approver's scope, the `same_action` terms.
+fn action_material(policy: &Policy, approver: &Approver, terms: &Terms) -> Vec<Vec<u8>> {
+    let mut material = vec![
+        policy.name.clone().into_bytes(),
+        approver.scope.clone().into_bytes(),
+    ];
+    material.extend(policy.action_material(terms));
+    material
 }
 
 /// Whether an approval names an operation returned to a signed-out Session.

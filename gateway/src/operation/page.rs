@@ -1,16 +1,31 @@
 //! Decisions made on the Company's approval page (issue 29): the core's vocabulary of them,
 //! and how the core reads them for a request. A decision is one per (operation ID, revision),
-//! set once (`OperationStore::decide_on_page`), kept until the revision's expiry and the
-//! store's grace, and read back by the action (`OperationStore::page_state`).
+//! set once (`OperationStore::decide_on_page`), kept until the revision's expiry and as long
+//! as a record of its operation can be kept after it, and read back by the action
+//! (`OperationStore::page_state`).
+//!
+//! A page request's retry is first answered from the record of an operation its account
+//! approved for this very request, before its lookup ([`replay_before_lookup`]); only
+//! otherwise are the decisions read for it after the lookup ([`read_decisions`]).
 //!
 //! For a request without the extension (`Via::Page`), an Approved decision by the account the
 //! request acts for is treated exactly as a `Poppy-Approval` of that operation and revision:
 //! the same checks 1 to 3, the same claim, one forward. A Declined decision for a revision
 //! that is still valid for this very request is answered as declined: nothing is performed.
 
-use super::verdict::{Approved, revision_input, rfc3339};
-use super::{Prepared, terms_value};
-use crate::protocol::{ApprovalHeader, Keys, Operation, OperationId, Revision};
+use super::record::OperationRecord;
+use super::verdict::{Answer, Approved, derive_action, from_record, revision_input, rfc3339};
+use super::{Prepared, action_material, terms_value};
+use crate::identity::Approver;
+use crate::policy::{Policy, TermSource, Terms};
+use crate::protocol::{
+    ActionTag, ApprovalHeader, Keys, Operation, OperationId, Revision, SigningKey,
+};
+
+/// How many operations the account approved on the page a retry reads the records of, before
+/// its lookup, at most (newest first): each is one store round trip, and an account rarely
+/// approves more than one request of one action while its decisions are kept.
+const REPLAY_CANDIDATES: usize = 4;
 
 /// What the User decided on the page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,6 +174,92 @@ pub(crate) fn read_decisions(
         Some(d) if d.verdict == PageVerdict::Declined => PageRead::Declined(d.operation_id.clone()),
         Some(d) => PageRead::Approved(d.clone()),
     }
+}
+
+/// The digest of a request (its fingerprint, bound to its route) kept with the record of an
+/// operation approved on the page: a page request names no operation, so its retry is known
+/// for the approved one by this, before its lookup. Keyed, as the credentials digest is, so
+/// that a store dump gives no way to test guesses of a request's body.
+pub(crate) fn request_digest(key: &SigningKey, fingerprint: &[u8]) -> String {
+    key.tag(b"poppy-page-request-v1", &[fingerprint], 43)
+}
+
+/// The action a page request is for, from the terms its request carries (before its policy's
+/// lookup): the tag covers the policy, the account and the `same_action` terms, so it is
+/// known before the lookup unless `same_action` names a looked-up or computed term (`None`:
+/// then only the lookup can say, and the request goes the normal way).
+pub(crate) fn action_before_lookup(
+    keys: &Keys,
+    policy: &Policy,
+    approver: &Approver,
+    terms: &Terms,
+) -> Option<ActionTag> {
+    let from_lookup = |name: &String| {
+        policy.terms.iter().any(|(term, source)| {
+            term == name && matches!(source, TermSource::Lookup { .. } | TermSource::Compute(_))
+        })
+    };
+    if policy
+        .same_action
+        .iter()
+        .any(|name| from_lookup(name) || !terms.contains_key(name))
+    {
+        return None;
+    }
+    let material = action_material(policy, approver, terms);
+    Some(derive_action(keys, policy, approver.kind, &material))
+}
+
+/// The operations the account a request acts for approved on the page, newest decision
+/// first, each once, at most [`REPLAY_CANDIDATES`]: those whose record may hold the answer to
+/// its retry. Whether a revision is still valid does not matter here: a performed operation
+/// is replayed as long as its record is kept.
+pub(crate) fn approved_operations(
+    decisions: &[PageDecision],
+    account: Option<&str>,
+) -> Vec<OperationId> {
+    let mut approved: Vec<&PageDecision> = decisions
+        .iter()
+        .filter(|d| d.verdict == PageVerdict::Approved && subject_is_account(&d.subject, account))
+        .collect();
+    approved.sort_by_key(|d| std::cmp::Reverse(d.at_ms));
+    let mut ids: Vec<OperationId> = Vec::new();
+    for decision in approved {
+        if ids.len() == REPLAY_CANDIDATES {
+            break;
+        }
+        if !ids.contains(&decision.operation_id) {
+            ids.push(decision.operation_id.clone());
+        }
+    }
+    ids
+}
+
+/// Checks 1 and 2 for a page request before its lookup, against the record of an operation
+/// its account approved on the page: answered as a Poppy agent's retry of that operation
+/// would be (the recorded answer, in progress, unknown, already performed), but only when
+/// the record was claimed for this very request (the digest of its fingerprint, under any
+/// key), under this policy, by this approver. `None`: the request goes the normal way (its
+/// lookup, then the page's decisions): another request of the same action by the same
+/// account, or a record written before it kept the digest.
+pub(crate) fn replay_before_lookup(
+    keys: &Keys,
+    policy: &Policy,
+    approver: &Approver,
+    fingerprint: &[u8],
+    id: &OperationId,
+    record: OperationRecord,
+    now_ms: i64,
+) -> Option<Answer> {
+    let kept = record.request.as_deref()?;
+    if !keys
+        .all()
+        .iter()
+        .any(|key| request_digest(key, fingerprint) == kept)
+    {
+        return None;
+    }
+    from_record(keys, policy, approver, id, record, now_ms)
 }
 
 /// Whether a `Poppy-Approval` of `approved` may be used under `proof = "company_page"`: the

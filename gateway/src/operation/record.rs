@@ -45,6 +45,11 @@ pub struct OperationRecord {
     /// The `traceparent` of the span that executed it (`[tracing]` on), for a replay's span
     /// to link to. `None` in records written without one.
     pub trace: Option<String>,
+    /// A keyed digest of the request a page approval approved (its fingerprint, bound to its
+    /// route: `operation::page::request_digest`), so that its retry is answered from this
+    /// record before its lookup runs. `None` for a Poppy agent's approval (its retry names the
+    /// operation) and in records written before it existed.
+    pub request: Option<String>,
 }
 
 /// The record a claim creates when none exists.
@@ -57,6 +62,8 @@ pub struct Claim {
     pub credentials: Option<String>,
     /// See [`OperationRecord::trace`].
     pub trace: Option<String>,
+    /// See [`OperationRecord::request`].
+    pub request: Option<String>,
     pub owner: String,
     pub now_ms: i64,
     pub lease_until_ms: i64,
@@ -72,6 +79,7 @@ impl Claim {
             created_at_ms: self.now_ms,
             credentials: self.credentials.clone(),
             trace: self.trace.clone(),
+            request: self.request.clone(),
             state: RecordState::InFlight {
                 owner: self.owner.clone(),
                 lease_until_ms: self.lease_until_ms,
@@ -100,6 +108,10 @@ pub struct InFlightOperation {
 
 /// The result of `OperationStore::claim`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per claim, returned once: boxing the record would cost an allocation for nothing"
+)]
 pub enum ClaimOutcome {
     /// This caller owns the operation now and must forward it.
     Claimed,

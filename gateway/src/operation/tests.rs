@@ -155,6 +155,7 @@ fn record(keys: &Keys, approver: &Approver, policy: &str, state: RecordState) ->
             .as_ref()
             .map(|c| c.digest(keys.current())),
         trace: None,
+        request: None,
     }
 }
 
@@ -992,5 +993,207 @@ fn page_decisions_stand_for_their_own_request_and_account_only() {
     assert_eq!(
         read_decisions(&keys, &signed_out, &[approved], NOW_MS),
         PageRead::Hold
+    );
+}
+
+/// A policy whose action is named by a looked-up term: only its lookup can say which action
+/// a request is for.
+const ACTION_LOOKED_UP_POLICY: &str = r#"
+[[operation]]
+name = "exchange_by_name"
+method = "POST"
+path = "/orders/{order_id}/by-name"
+id_prefix = "exn"
+expires_in = "15m"
+same_action = ["name"]
+summary = "Exchange on order {order_id} for {name}."
+[operation.terms]
+order_id = { path = "order_id" }
+name = { lookup = "$.name" }
+[operation.lookup]
+url = "/catalog/{order_id}"
+"#;
+
+/// A page request's action is known from its request terms before its lookup, and is the
+/// one its decisions are kept under once the lookup ran; unless `same_action` names a
+/// looked-up term.
+#[test]
+fn a_page_requests_action_is_known_before_its_lookup() {
+    let keys = keys();
+    let looked_up = policies("15m").remove(1);
+    let alice = signed_in("s1", "alice");
+    let before: Terms = [("order_id".to_owned(), json!("o1"))].into_iter().collect();
+    let mut after = before.clone();
+    after.insert("name".into(), json!("Jacket"));
+    let prepared = Prepared::new(request(&looked_up, alice.clone(), after));
+    assert_eq!(
+        page::action_before_lookup(&keys, &looked_up, &alice, &before),
+        Some(action_tag(&keys, &prepared))
+    );
+    // Another account's request is another action.
+    let bob = signed_in("s1", "bob");
+    assert_ne!(
+        page::action_before_lookup(&keys, &looked_up, &bob, &before),
+        Some(action_tag(&keys, &prepared))
+    );
+    let by_name = crate::config::parse_policy_file(Path::new("n.toml"), ACTION_LOOKED_UP_POLICY)
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        page::action_before_lookup(&keys, &by_name, &alice, &before),
+        None
+    );
+}
+
+/// The operations a page retry reads the records of: the account's approvals only, newest
+/// first, each operation once, a few at most; declines and other subjects' never.
+#[test]
+fn a_page_retry_reads_the_accounts_approved_operations_newest_first() {
+    use page::{PageVerdict, approved_operations};
+    let alice = signed_in("s1", "alice");
+    let account = alice.who.account.as_deref();
+    let one = minted(&request(
+        &exchange(),
+        alice.clone(),
+        terms("o1", "i1", "s1"),
+    ));
+    let two = minted_at(
+        &keys(),
+        &request(&exchange(), alice.clone(), terms("o1", "i1", "s2")),
+        1,
+        NOW_MS,
+    );
+    let three = minted_at(
+        &keys(),
+        &request(&exchange(), alice.clone(), terms("o1", "i1", "s3")),
+        2,
+        NOW_MS,
+    );
+    let decisions = [
+        page_decision(&one, PageVerdict::Approved, "alice", NOW_MS),
+        page_decision(&two, PageVerdict::Approved, "alice", NOW_MS + 2),
+        page_decision(&one, PageVerdict::Approved, "alice", NOW_MS + 3),
+        page_decision(&three, PageVerdict::Declined, "alice", NOW_MS + 4),
+        page_decision(&three, PageVerdict::Approved, "bob", NOW_MS + 5),
+    ];
+    assert_eq!(
+        approved_operations(&decisions, account),
+        vec![id_of(&one), id_of(&two)]
+    );
+    assert!(approved_operations(&decisions, None).is_empty());
+    let many: Vec<_> = (0..10)
+        .map(|g| {
+            let operation = minted_at(
+                &keys(),
+                &request(&exchange(), alice.clone(), terms("o1", "i1", "s1")),
+                g,
+                NOW_MS,
+            );
+            page_decision(
+                &operation,
+                PageVerdict::Approved,
+                "alice",
+                NOW_MS + g as i64,
+            )
+        })
+        .collect();
+    let read = approved_operations(&many, account);
+    assert_eq!(read.len(), 4, "a few at most");
+    assert_eq!(read[0], many[9].operation_id, "the newest first");
+}
+
+/// A page retry is answered from the record of an operation its account approved on the page
+/// only when the record was claimed for this very request (under any key), by this approver,
+/// under this policy; then as a Poppy agent's retry would be, however long after the
+/// revision's expiry.
+#[test]
+fn a_page_retry_is_answered_from_the_record_of_its_own_request_only() {
+    use page::{replay_before_lookup, request_digest};
+    let keys = keys();
+    let policy = exchange();
+    let alice = signed_in("s1", "alice");
+    let operation = minted(&request(&policy, alice.clone(), terms("o1", "i1", "s1")));
+    let id = id_of(&operation);
+    let approved_request = b"POST /orders/o1/exchanges i1 s1".as_slice();
+    let kept = |state: RecordState, digest: Option<String>| OperationRecord {
+        request: digest,
+        ..record(&keys, &alice, "exchange", state)
+    };
+    let digest = Some(request_digest(keys.current(), approved_request));
+    let long_after = NOW_MS + 10 * FIFTEEN_MINUTES * 1000;
+    let replay = |approver: &Approver, fingerprint: &[u8], record: OperationRecord, now: i64| {
+        replay_before_lookup(&keys, &policy, approver, fingerprint, &id, record, now)
+    };
+    assert_eq!(
+        replay(
+            &alice,
+            approved_request,
+            kept(done(), digest.clone()),
+            long_after
+        ),
+        Some(Answer::Replay(answer())),
+        "the same request, after the revision expired"
+    );
+    assert_eq!(
+        replay(
+            &alice,
+            b"POST /orders/o1/exchanges i1 s2",
+            kept(done(), digest.clone()),
+            NOW_MS
+        ),
+        None,
+        "another request of the same action"
+    );
+    assert_eq!(
+        replay(&alice, approved_request, kept(done(), None), NOW_MS),
+        None,
+        "a record that kept no request (a Poppy agent's, or an older one)"
+    );
+    assert_eq!(
+        replay(
+            &signed_in("s1", "bob"),
+            approved_request,
+            kept(done(), digest.clone()),
+            NOW_MS
+        ),
+        None,
+        "another account"
+    );
+    let other_policy = OperationRecord {
+        policy: "cancel".into(),
+        ..kept(done(), digest.clone())
+    };
+    assert_eq!(replay(&alice, approved_request, other_policy, NOW_MS), None);
+    assert_eq!(
+        replay(
+            &alice,
+            approved_request,
+            kept(in_flight(NOW_MS + 1), digest.clone()),
+            NOW_MS
+        ),
+        Some(Answer::InProgress(id.clone()))
+    );
+    assert_eq!(
+        replay(
+            &alice,
+            approved_request,
+            kept(in_flight(NOW_MS - 1), digest.clone()),
+            NOW_MS
+        ),
+        Some(Answer::Unknown(id.clone()))
+    );
+    // Kept under a key that was retired since.
+    let rotated = Keys::new(vec![key("b"), key("a")]).unwrap();
+    assert_eq!(
+        replay_before_lookup(
+            &rotated,
+            &policy,
+            &alice,
+            approved_request,
+            &id,
+            kept(done(), digest),
+            NOW_MS
+        ),
+        Some(Answer::Replay(answer()))
     );
 }

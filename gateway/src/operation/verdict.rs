@@ -301,14 +301,24 @@ pub(crate) fn mint_for(
 
 /// The action a request is for, under the current key: the store keys its state by it.
 pub(crate) fn action_tag(keys: &Keys, prepared: &Prepared) -> ActionTag {
-    let material: Vec<&[u8]> = prepared.action_material.iter().map(Vec::as_slice).collect();
     let request = &prepared.request;
-    ActionTag::derive(
-        keys.current(),
-        &request.policy.id_prefix,
+    derive_action(
+        keys,
+        &request.policy,
         request.approver.kind,
-        &material,
+        &prepared.action_material,
     )
+}
+
+/// The action tag of `material` (see [`Prepared::action_material`]), under the current key.
+pub(super) fn derive_action(
+    keys: &Keys,
+    policy: &Policy,
+    kind: ScopeKind,
+    material: &[Vec<u8>],
+) -> ActionTag {
+    let material: Vec<&[u8]> = material.iter().map(Vec::as_slice).collect();
+    ActionTag::derive(keys.current(), &policy.id_prefix, kind, &material)
 }
 
 /// The record a claim of an approved operation creates: in flight under `owner` until
@@ -332,6 +342,7 @@ pub(crate) fn claim(
             .as_ref()
             .map(|c| c.digest(keys.current())),
         trace: None,
+        request: None,
         owner,
         now_ms,
         lease_until_ms,

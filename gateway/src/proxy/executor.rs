@@ -25,7 +25,7 @@ use crate::operation::{
     self, Answer, Approved, Decision, Minted, OperationRequest, PageRead, Prepared, Remember,
     Start, Verdict,
 };
-use crate::policy::{LivePolicies, Policy};
+use crate::policy::{LivePolicies, Policy, Terms};
 use crate::protocol::{ApprovalHeader, Keys, OperationId, SigningKey};
 use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{
@@ -225,6 +225,19 @@ impl Executor {
         {
             return Operated::Decided(executed);
         }
+        if via == Via::Page
+            && let Some(executed) = self
+                .page_answer_from_record(
+                    &policy,
+                    &admitted.approver,
+                    &admitted.terms,
+                    &admitted.fingerprint,
+                    reading,
+                )
+                .await
+        {
+            return Operated::Decided(executed);
+        }
         let mut terms = admitted.terms;
         // Lookups' upstream calls in a box of their own: inline, their future would make
         // every request's as large (see `decide`).
@@ -314,35 +327,17 @@ impl Executor {
                     }
                     PageRead::Approved(decision) => {
                         let approved = prepared.with_approval(decision.as_approval());
-                        let id = &decision.operation_id;
-                        match self.parts.store.lookup_with_generation(id).await {
-                            Ok((record, generation)) => {
-                                let linked = record.as_ref().and_then(|r| r.trace.clone());
-                                let verdict = operation::check(
-                                    keys,
-                                    &approved,
-                                    id,
-                                    record,
-                                    generation,
-                                    self.now(),
-                                );
-                                let decided = self
-                                    .carry_out(
-                                        &approved,
-                                        verdict,
-                                        forward,
-                                        reading,
-                                        &mut rejection,
-                                        Some(&decision),
-                                        linked,
-                                    )
-                                    .await;
-                                return Operated::Decided(
-                                    self.executed(&approved, decided, rejection),
-                                );
-                            }
-                            Err(e) => Err(e),
-                        }
+                        let decided = self
+                            .check_and_carry_out(
+                                &approved,
+                                &decision.operation_id,
+                                forward,
+                                reading,
+                                &mut rejection,
+                                Some(&decision),
+                            )
+                            .await;
+                        return Operated::Decided(self.executed(&approved, decided, rejection));
                     }
                 }
             }
@@ -352,10 +347,16 @@ impl Executor {
 
     /// The request as the core reads it, bound to this executor's route.
     fn prepare(&self, mut request: OperationRequest) -> Prepared {
-        if let Some(route) = &self.parts.route {
-            request.fingerprint = bound_to_route(route, &request.fingerprint);
-        }
+        request.fingerprint = self.route_bound(&request.fingerprint);
         Prepared::new(request)
+    }
+
+    /// A request's fingerprint as its revisions cover it: bound to this executor's route.
+    fn route_bound(&self, fingerprint: &[u8]) -> Vec<u8> {
+        match &self.parts.route {
+            Some(route) => bound_to_route(route, fingerprint),
+            None => fingerprint.to_vec(),
+        }
     }
 
     /// What a decision comes to, for the interface: the store failing at any step fails
@@ -414,9 +415,82 @@ impl Executor {
         let linked = record.trace.clone();
         let answer =
             operation::from_record(&self.parts.keys, policy, approver, &id, record, self.now())?;
-        let _replay = replay_span(&answer, linked.as_deref(), &policy.name, id.as_str());
+        Some(self.answered_from_record(policy, &id, answer, linked.as_deref(), approval))
+    }
+
+    /// A page request's retry answered from its record before its lookup (as a Poppy agent's
+    /// is by [`Self::answer_from_record`]): the operations its account approved on the page
+    /// for its action (read by the action tag its request terms give), newest first; the
+    /// first whose record was claimed for this very request answers it, for as long as the
+    /// record is kept. `None` when the request goes the normal way: no such record, another
+    /// request, an action only the lookup can name, or the store can't say (the normal way
+    /// then fails closed).
+    async fn page_answer_from_record(
+        &self,
+        policy: &Policy,
+        approver: &Approver,
+        terms: &Terms,
+        fingerprint: &[u8],
+        reading: &Reading<'_>,
+    ) -> Option<Executed> {
+        let keys = &self.parts.keys;
+        let action = operation::action_before_lookup(keys, policy, approver, terms)?;
+        let (_, decisions) = self.parts.store.page_state(action.as_str()).await.ok()?;
+        let candidates =
+            operation::approved_operations(&decisions, approver.who.account.as_deref());
+        if candidates.is_empty() {
+            return None;
+        }
+        let fingerprint = self.route_bound(fingerprint);
+        for id in candidates {
+            let Some(record) = self.parts.store.lookup(&id).await.ok()? else {
+                continue;
+            };
+            let linked = record.trace.clone();
+            let approval = ApprovalHeader {
+                operation_id: id.to_string(),
+                revision: record.revision.clone(),
+            };
+            let Some(answer) = operation::replay_before_lookup(
+                keys,
+                policy,
+                approver,
+                &fingerprint,
+                &id,
+                record,
+                self.now(),
+            ) else {
+                continue;
+            };
+            if reading.follow_up.is_some()
+                && matches!(answer, Answer::InProgress(_) | Answer::Unknown(_))
+            {
+                // A follow-up of an interim answer goes on under its claim: the normal way.
+                return None;
+            }
+            return Some(self.answered_from_record(
+                policy,
+                &id,
+                answer,
+                linked.as_deref(),
+                Some(&approval),
+            ));
+        }
+        None
+    }
+
+    /// An answer from an operation's record, before any lookup, with what to count and log.
+    fn answered_from_record(
+        &self,
+        policy: &Policy,
+        id: &OperationId,
+        answer: Answer,
+        linked: Option<&str>,
+        approval: Option<&ApprovalHeader>,
+    ) -> Executed {
+        let _replay = replay_span(&answer, linked, &policy.name, id.as_str());
         let decision = self.answer(answer, &policy.name);
-        Some(Executed {
+        Executed {
             outcome: RequestOutcome::decided(
                 &policy.name,
                 &decision,
@@ -427,7 +501,7 @@ impl Executor {
             .on_route(self.parts.route.as_deref()),
             decision,
             page_url: None,
-        })
+        }
     }
 
     async fn decide(
@@ -437,25 +511,42 @@ impl Executor {
         reading: &Reading<'_>,
         rejection: &mut Option<Rejection>,
     ) -> Result<Decision, StoreError> {
-        // The operation's record's executing span, for a replay's link.
-        let mut linked = None;
-        let verdict = match operation::start(prepared) {
-            Start::Decided(verdict) => verdict,
-            Start::Lookup(id) => {
-                // The action's generation comes in the same round trip, for check 1.
-                let (record, generation) = self.parts.store.lookup_with_generation(&id).await?;
-                linked = record.as_ref().and_then(|r| r.trace.clone());
-                operation::check(
-                    &self.parts.keys,
-                    prepared,
-                    &id,
-                    record,
-                    generation,
-                    self.now(),
-                )
+        match operation::start(prepared) {
+            Start::Decided(verdict) => {
+                self.carry_out(prepared, verdict, forward, reading, rejection, None, None)
+                    .await
             }
-        };
-        self.carry_out(prepared, verdict, forward, reading, rejection, None, linked)
+            Start::Lookup(id) => {
+                self.check_and_carry_out(prepared, &id, forward, reading, rejection, None)
+                    .await
+            }
+        }
+    }
+
+    /// Checks 1 to 3 of the approval `prepared` carries, for operation `id` (a
+    /// `Poppy-Approval`'s, or the page decision's: `page`), then the verdict carried out.
+    async fn check_and_carry_out(
+        &self,
+        prepared: &Prepared,
+        id: &OperationId,
+        forward: &ForwardRequest,
+        reading: &Reading<'_>,
+        rejection: &mut Option<Rejection>,
+        page: Option<&PageDecision>,
+    ) -> Result<Decision, StoreError> {
+        // The action's generation comes in the same round trip, for check 1.
+        let (record, generation) = self.parts.store.lookup_with_generation(id).await?;
+        // The operation's record's executing span, for a replay's link.
+        let linked = record.as_ref().and_then(|r| r.trace.clone());
+        let verdict = operation::check(
+            &self.parts.keys,
+            prepared,
+            id,
+            record,
+            generation,
+            self.now(),
+        );
+        self.carry_out(prepared, verdict, forward, reading, rejection, page, linked)
             .await
     }
 
@@ -650,6 +741,13 @@ impl Executor {
             lease_until_ms,
         );
         claim.trace = trace;
+        if page.is_some() {
+            // Its retry names no operation: the record keeps which request it approved.
+            claim.request = Some(operation::request_digest(
+                self.parts.keys.current(),
+                &prepared.request.fingerprint,
+            ));
+        }
         let Some(guard) = self.parts.drain.start_forward() else {
             return Ok(Ok(Decision::ShuttingDown));
         };

@@ -66,6 +66,7 @@ impl Round {
             policy: self.claim.policy.clone(),
             claim_revision: self.claim.revision.clone(),
             credentials: self.claim.credentials.clone(),
+            request: self.claim.request.clone(),
             owner: self.claim.owner.clone(),
             claimed_ms: self.claim.now_ms,
             lease_until_ms: self.claim.lease_until_ms,
@@ -98,6 +99,7 @@ impl Round {
                 credentials: stored.credentials,
                 // Only the first forward's span is linked to by replays.
                 trace: None,
+                request: stored.request,
                 owner: stored.owner,
                 now_ms: stored.claimed_ms,
                 lease_until_ms: stored.lease_until_ms,
@@ -122,6 +124,9 @@ struct Stored {
     policy: String,
     claim_revision: String,
     credentials: Option<String>,
+    /// Kept by gateways since page replays read it; absent in rounds kept before.
+    #[serde(default)]
+    request: Option<String>,
     owner: String,
     claimed_ms: i64,
     lease_until_ms: i64,
@@ -220,6 +225,7 @@ mod tests {
                 revision: "1-a".into(),
                 credentials: Some("c".into()),
                 trace: None,
+                request: Some("q".into()),
                 owner: "o".into(),
                 now_ms: 5,
                 lease_until_ms: 9,

@@ -153,6 +153,7 @@ fn size_of(key: &str, record: &OperationRecord) -> usize {
         + record.scope.len()
         + record.policy.len()
         + record.revision.len()
+        + record.request.as_ref().map_or(0, String::len)
         + state
 }
 
@@ -541,6 +542,7 @@ mod tests {
             revision: "r".into(),
             credentials: None,
             trace: None,
+            request: None,
             owner: "o".into(),
             now_ms: now,
             lease_until_ms: now,

@@ -231,8 +231,9 @@ pub trait OperationStore: Send + Sync + 'static {
     // stores nothing, and a page request is only ever held.
 
     /// Keep `kept.decision` for its operation's revision unless that revision has one already
-    /// (which is then returned, unchanged), until `until_ms` (the revision's expiry and the
-    /// store's grace). Decisions of the action whose time is up by `now_ms` may be dropped.
+    /// (which is then returned, unchanged), until `kept.until_ms` (the revision's expiry, then
+    /// as long as a record of its operation may be kept: `approval_page::keep_after`).
+    /// Decisions of the action whose time is up by `kept.now_ms` may be dropped.
     async fn decide_on_page(&self, _kept: &KeptDecision<'_>) -> Result<PageDecided, StoreError> {
         Err(StoreError::Unavailable(
             "this store keeps no page decisions".into(),

@@ -95,6 +95,7 @@ mod tests {
             revision: String::new(),
             credentials: None,
             trace: None,
+            request: None,
             owner: "gw-2".into(),
             now_ms: 0,
             lease_until_ms: 0,

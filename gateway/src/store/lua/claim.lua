@@ -7,7 +7,8 @@
 -- writes it itself)
 -- ARGV: scope, policy, revision, created_at_ms, owner, lease_until_ms, operation_id, indexed,
 --   credentials (a keyed digest, or '' for none: the field is then not written),
---   trace (the executing span's traceparent, or '' for none: likewise)
+--   trace (the executing span's traceparent, or '' for none: likewise),
+--   request (a keyed digest of a page approval's request, or '' for none: likewise)
 -- Returns the existing record (HGETALL pairs) or 1 when this call created it.
 local existing = redis.call('HGETALL', KEYS[1])
 if #existing > 0 then
@@ -31,5 +32,8 @@ if ARGV[9] and ARGV[9] ~= '' then
 end
 if ARGV[10] and ARGV[10] ~= '' then
   redis.call('HSET', KEYS[1], 'trace', ARGV[10])
+end
+if ARGV[11] and ARGV[11] ~= '' then
+  redis.call('HSET', KEYS[1], 'request', ARGV[11])
 end
 return 1

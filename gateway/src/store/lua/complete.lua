@@ -10,7 +10,8 @@
 -- KEYS[1] record, KEYS[2] generation counter, KEYS[3] the action's in-flight set (same hash
 -- tag, same cluster slot), KEYS[4] the operators' index (only when ARGV[8] = '1')
 -- ARGV: mode, owner, status, headers, body, remember_until_ms, operation_id, indexed;
--- 'restore' adds scope, policy, revision, created_at_ms, credentials ('' for none)
+-- 'restore' adds scope, policy, revision, created_at_ms, credentials ('' for none), request
+-- (likewise)
 -- Returns 1 when recorded, 0 when there is no record, 2 when it is done already, 3 when it is
 -- in flight under another owner, 4 when its lease is live (mode 'any').
 local mode = ARGV[1]
@@ -52,6 +53,9 @@ if not fields[1] then
     'created_at', ARGV[12])
   if ARGV[13] and ARGV[13] ~= '' then
     redis.call('HSET', KEYS[1], 'credentials', ARGV[13])
+  end
+  if ARGV[14] and ARGV[14] ~= '' then
+    redis.call('HSET', KEYS[1], 'request', ARGV[14])
   end
 end
 redis.call('HSET', KEYS[1],

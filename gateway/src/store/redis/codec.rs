@@ -80,7 +80,8 @@ pub(super) fn into_fields(value: Value) -> Result<HashMap<String, Vec<u8>>, Stor
 /// (`in_flight` or `done`); in flight: `owner`, `lease_until`; done: `status`, `headers`
 /// (JSON array of `[name, base64 value]`), `body` (raw bytes). Optional: `credentials` (added
 /// without a format change, so records written before it still read, with `None`), `trace`
-/// (likewise: the executing span's `traceparent`).
+/// (likewise: the executing span's `traceparent`), `request` (likewise: the digest of the
+/// request a page approval approved).
 pub(super) fn decode_record(
     mut fields: HashMap<String, Vec<u8>>,
 ) -> Result<OperationRecord, StoreError> {
@@ -91,6 +92,11 @@ pub(super) fn decode_record(
     // Only ever a hint for a span link: an unreadable one is dropped, not corrupt.
     let trace = fields
         .remove("trace")
+        .and_then(|bytes| String::from_utf8(bytes).ok());
+    // Unreadable, it only means no replay before the lookup (the request goes the normal
+    // way), so it is dropped, not corrupt.
+    let request = fields
+        .remove("request")
         .and_then(|bytes| String::from_utf8(bytes).ok());
     let mut take = |name: &str| {
         fields
@@ -124,6 +130,7 @@ pub(super) fn decode_record(
         state,
         credentials,
         trace,
+        request,
     })
 }
 
@@ -216,6 +223,19 @@ mod tests {
         let mut fields = done_fields();
         fields.insert("credentials".into(), vec![0xff]);
         assert!(matches!(decode_record(fields), Err(StoreError::Corrupt(_))));
+    }
+
+    /// Records written before page replays read as having no request digest (their page
+    /// retries go the normal way, after the lookup).
+    #[test]
+    fn the_request_digest_is_optional() {
+        assert_eq!(decode_record(done_fields()).unwrap().request, None);
+        let mut fields = done_fields();
+        fields.insert("request".into(), b"digest".to_vec());
+        assert_eq!(
+            decode_record(fields).unwrap().request.as_deref(),
+            Some("digest")
+        );
     }
 
     #[test]

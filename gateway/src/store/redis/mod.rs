@@ -318,7 +318,8 @@ impl RedisStore {
                 .arg(&claim.policy)
                 .arg(&claim.revision)
                 .arg(claim.now_ms)
-                .arg(claim.credentials.as_deref().unwrap_or(""));
+                .arg(claim.credentials.as_deref().unwrap_or(""))
+                .arg(claim.request.as_deref().unwrap_or(""));
         }
         let ran = script::run(&self.links, &call, self.wait).await?;
         let finished = finished(&ran.value)?;
@@ -501,7 +502,8 @@ impl OperationStore for RedisStore {
         let call = self.with_index(call);
         let call = call
             .arg(claim.credentials.as_deref().unwrap_or(""))
-            .arg(claim.trace.as_deref().unwrap_or(""));
+            .arg(claim.trace.as_deref().unwrap_or(""))
+            .arg(claim.request.as_deref().unwrap_or(""));
         let ran = script::run(&self.links, &call, self.wait).await?;
         if ran.value == Value::Int(1) {
             if let Some(shortfall) = self.short_of_replicas(&ran) {
