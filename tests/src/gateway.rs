@@ -13,7 +13,7 @@ use tempfile::TempDir;
 use crate::agent::Request;
 use crate::answer::Answer;
 use crate::metrics::Metrics;
-use crate::ports::free_port;
+use crate::ports::{self, free_port};
 use crate::{binaries, policies, rawhttp};
 
 /// `POPPY_GATEWAY_KEYS` of every test gateway unless a test says otherwise, so two gateways,
@@ -614,10 +614,7 @@ impl Gateway {
                 let addr = SocketAddr::from(([127, 0, 0, 1], port));
                 TcpStream::connect_timeout(&addr, probe).is_ok()
             });
-            if healthy
-                && conversations
-                && TcpStream::connect_timeout(&self.listen_addr(), probe).is_ok()
-            {
+            if healthy && conversations && self.listen_answers_as_the_gateway(probe) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -625,6 +622,22 @@ impl Gateway {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+impl Gateway {
+    /// Whether this gateway, and no other process, listens on the listen port. A connect is
+    /// not enough: pingora retries a bind it could not make while the admin port already says
+    /// healthy, and a port `free_port` gave this gateway may meanwhile be another test's
+    /// server's, which the test would then talk to as if it were the gateway. So the listening
+    /// socket (`/proc/net/tcp*`, state `0A`) must be one of the gateway process's descriptors;
+    /// nothing is sent to it (a probe request would be in the access log).
+    fn listen_answers_as_the_gateway(&self, probe: Duration) -> bool {
+        let Some(pid) = self.pid() else {
+            return false;
+        };
+        TcpStream::connect_timeout(&self.listen_addr(), probe).is_ok()
+            && ports::listens_on(pid, self.listen_port)
     }
 }
 
