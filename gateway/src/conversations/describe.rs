@@ -136,10 +136,14 @@ fn headers(
         HeaderValue::from_str(text)
             .map_err(|_| Answer::invalid(format!("{member} is not a header value")))
     };
-    headers.insert(
-        "poppy-session",
-        value("poppy_session", context.poppy_session)?,
-    );
+    // An empty one is none: a request of an agent without Poppy support, which the
+    // front door holds as `[approval_page.agents]` says (or refuses without it).
+    if !context.poppy_session.is_empty() {
+        headers.insert(
+            "poppy-session",
+            value("poppy_session", context.poppy_session)?,
+        );
+    }
     if let Some(authorization) = context.authorization {
         headers.insert(
             http::header::AUTHORIZATION,

@@ -19,7 +19,7 @@ use super::reply::Reply;
 use super::routes::{RouteRuntime, Routes};
 use super::step::Step;
 use super::well_known;
-use crate::ingress::admit;
+use crate::ingress::admit::{self, Unsigned};
 use crate::ingress::{self, Refusal, RouteMatch};
 use crate::metrics::Metrics;
 use crate::protocol::ErrorBody;
@@ -385,16 +385,26 @@ impl GatewayProxy {
             .await;
             return Step::Respond(Reply::json(200, &doc));
         }
-        // Only Personal Agent requests (they carry Poppy-Session) can be operations; the
-        // others get the header rules every request gets, and go their way.
-        if !header.headers.contains_key("poppy-session") {
-            return match ingress::headers::check_all(&header.headers) {
-                Ok(()) => Step::Continue,
-                Err(refusal) => Step::Respond(Reply::refusal(&refusal)),
-            };
-        }
         let operations = &route.operations;
-        let routed = admit::route(
+        // Only Personal Agent requests (they carry Poppy-Session) can be operations, and the
+        // requests `[approval_page.agents]` makes agents'; the others get the header rules
+        // every request gets, and go their way.
+        let route_request = if header.headers.contains_key("poppy-session") {
+            admit::route
+        } else {
+            match operations.executor.agents() {
+                Some(agents) if agents.unsigned(&header.headers) != Unsigned::NotAnAgent => {
+                    admit::route_unsigned
+                }
+                _ => {
+                    return match ingress::headers::check_all(&header.headers) {
+                        Ok(()) => Step::Continue,
+                        Err(refusal) => Step::Respond(Reply::refusal(&refusal)),
+                    };
+                }
+            }
+        };
+        let routed = route_request(
             &operations.policies.snapshot(),
             route.mcp.as_ref().map(McpEndpoint::template),
             header.method.as_str(),
