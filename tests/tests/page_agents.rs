@@ -10,15 +10,22 @@
 //! account's token and other terms get links of their own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::process::Stdio;
 use std::time::Duration;
 
+use poppy_e2e::mcp_client::MCP_PATH;
+use poppy_e2e::mcp_stack::TOOL_POLICIES;
 use poppy_e2e::page::{
     PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider, PageTable, approve_on_page,
 };
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::ports::free_port;
-use poppy_e2e::{Answer, Request, Stack, Store, store_tests, wait};
-use serde_json::json;
+use poppy_e2e::python_mcp::PythonMcpServer;
+use poppy_e2e::thirdparty::{deps_dir, python};
+use poppy_e2e::{
+    Answer, Gateway, GatewayBuilder, RedisServer, Request, Stack, Store, store_tests, wait,
+};
+use serde_json::{Value, json};
 
 const ACCOUNT: &str = "acct-1";
 
@@ -225,3 +232,133 @@ store_tests!(
     invalid_tokens_and_agent_only_policies_perform_nothing,
     every_request_is_an_agents,
 );
+
+// ---------------------------------------------------------------------------------------
+// MCP: a plain OAuth MCP client.
+
+/// Long enough for a slow CI machine to run the script; a hung SDK fails the test.
+const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
+
+/// A gateway in front of the Python SDK's MCP server (upstream.py), `exchange_item`
+/// approvable on the page, only the client `agent`'s tokens agents'.
+async fn mcp_stack(
+    store: Store,
+) -> (
+    Gateway,
+    PythonMcpServer,
+    PageProvider,
+    String,
+    Option<RedisServer>,
+) {
+    let redis = match store {
+        Store::Memory => None,
+        Store::Redis => Some(RedisServer::start()),
+    };
+    let upstream = PythonMcpServer::start(false);
+    let port = free_port();
+    let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
+    let table = PageTable::new(port, &provider.issuer()).agents("clients = [\"agent\"]");
+    let policies = TOOL_POLICIES.replacen(
+        "id_prefix = \"exc\"\n",
+        "id_prefix = \"exc\"\napproval = \"either\"\n",
+        1,
+    );
+    let mut builder = GatewayBuilder::new(&upstream.url())
+        .policy("tools.toml", &policies)
+        .session(&provider.verified_tokens())
+        .env(PAGE_SECRET_ENV, PAGE_CLIENT_SECRET)
+        .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\"\n\n{}", table.toml()));
+    if let Some(redis) = &redis {
+        builder = builder.store_url(&redis.url());
+    }
+    let gateway = builder.start();
+    let page = table.url();
+    (gateway, upstream, provider, page, redis)
+}
+
+/// Run tests/deps/mcp/token_agent.py in `venv` (`mode`: `legacy` or `auto`) with a new
+/// token of `client` for `account`: the one line it printed.
+async fn token_agent(
+    venv: &str,
+    mode: &str,
+    gateway: &Gateway,
+    upstream: &PythonMcpServer,
+    token: &str,
+) -> Value {
+    let mut command = tokio::process::Command::new(python(venv));
+    command
+        .arg(deps_dir().join("mcp/token_agent.py"))
+        .args([
+            mode,
+            &format!("{}{MCP_PATH}", gateway.base_url()),
+            &upstream.url(),
+            &format!("Bearer {token}"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let child = command.spawn().expect("start token_agent.py");
+    let output = tokio::time::timeout(SCRIPT_LIMIT, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("token_agent.py did not finish within {SCRIPT_LIMIT:?}"))
+        .expect("its output");
+    let text = format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "token_agent.py failed:\n{text}");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| serde_json::from_str::<Value>(line).ok())
+        .unwrap_or_else(|| panic!("token_agent.py printed no JSON line:\n{text}"))
+}
+
+/// The official Python SDK (`mcp` 1.x over 2025-11-25, and 2.x over 2026-07-28), with only
+/// a user's bearer token: the call gets the page's link (a tool error, and the URL
+/// elicitation it declared); once approved, the call with a new token is performed once,
+/// and the next gets the recorded answer. The Company's own client's call is forwarded.
+async fn an_oauth_mcp_client_is_approved_on_the_page(store: Store) {
+    let (gateway, upstream, provider, page, _redis) = mcp_stack(store).await;
+    for (venv, mode, item_calls) in [("mcp1", "legacy", 1), ("mcp2", "auto", 2)] {
+        let account = format!("acct-{venv}");
+        let token = provider.token("agent", &account).await;
+        let held = token_agent(venv, mode, &gateway, &upstream, &token).await;
+        let context = format!("{venv} {mode}: held");
+        assert_eq!(held["isError"], true, "{context}: {held}");
+        let text = held["text"].as_str().unwrap_or_default();
+        let start = text
+            .find(&format!("{page}/approve/exc_"))
+            .unwrap_or_else(|| panic!("{context}: no link: {held}"));
+        let link = text[start..].split_whitespace().next().unwrap().to_owned();
+        let asked = held["elicitations"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{context}: one URL elicitation: {held}");
+        assert_eq!(asked[0]["mode"], "url", "{context}: {held}");
+        assert!(
+            !held.to_string().contains("operation_id"),
+            "{context}: {held}"
+        );
+        assert_eq!(held["executions"], item_calls - 1, "{context}");
+
+        approve_on_page(&link, &account, "approve").await;
+        let token = provider.token("agent", &account).await;
+        let done = token_agent(venv, mode, &gateway, &upstream, &token).await;
+        let context = format!("{venv} {mode}: approved");
+        assert_eq!(done["isError"], false, "{context}: {done}");
+        assert_eq!(done["executions"], item_calls, "{context}: performed once");
+        let token = provider.token("agent", &account).await;
+        let again = token_agent(venv, mode, &gateway, &upstream, &token).await;
+        assert_eq!(again["text"], done["text"], "{venv}: the recorded answer");
+        assert_eq!(again["executions"], item_calls, "{venv}: replayed");
+    }
+    // The Company's own client: its call is forwarded as it came.
+    let token = provider.token("company-web", "acct-1").await;
+    let own = token_agent("mcp1", "legacy", &gateway, &upstream, &token).await;
+    assert_eq!(own["isError"], false, "{own}");
+    assert_eq!(
+        own["executions"], 3,
+        "the Company's client's call: executed"
+    );
+}
+
+store_tests!(an_oauth_mcp_client_is_approved_on_the_page);
