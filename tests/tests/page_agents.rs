@@ -13,6 +13,8 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use poppy_e2e::conversations::{Service, assert_outcome, text_message};
+use poppy_e2e::gateway::CONVERSATIONS_TOKEN;
 use poppy_e2e::mcp_client::MCP_PATH;
 use poppy_e2e::mcp_stack::TOOL_POLICIES;
 use poppy_e2e::page::{
@@ -29,8 +31,8 @@ use serde_json::{Value, json};
 
 const ACCOUNT: &str = "acct-1";
 
-/// A stack whose `exchange` policy allows the page, with `[approval_page]` and `agents` as
-/// its `[approval_page.agents]` lines; tokens verified with the provider unless
+/// A stack (with the conversations service) whose `exchange` policy allows the page, with
+/// `[approval_page]` and `agents` as its `[approval_page.agents]` lines; tokens verified with the provider unless
 /// `verified_tokens` is false (then `verify = "off"`).
 async fn start(store: Store, agents: &str, verified_tokens: bool) -> (Stack, PageProvider, String) {
     let port = free_port();
@@ -47,7 +49,8 @@ async fn start(store: Store, agents: &str, verified_tokens: bool) -> (Stack, Pag
         "verify = \"off\"".to_owned()
     };
     let stack = Stack::start_with(store, |b| {
-        b.policy(DEFAULT_FILE, &policies)
+        b.conversations()
+            .policy(DEFAULT_FILE, &policies)
             .session(&session)
             .env(PAGE_SECRET_ENV, PAGE_CLIENT_SECRET)
             .extra_config(&table.toml())
@@ -225,7 +228,61 @@ async fn every_request_is_an_agents(store: Store) {
     stack.assert_executions(0, "nothing forwarded");
 }
 
+/// The conversations service, the same rule: a Company Agent describes the request of an
+/// agent without Poppy support (no `poppy_session`, the user's token as `authorization`):
+/// the page's link; once approved, performed once; the Company's own client's token holds
+/// nothing there.
+async fn a_described_request_without_a_session_is_held_alike(store: Store) {
+    let (stack, provider, _page) = listed(store).await;
+    let service = Service::of(&stack.gateway);
+    let body = |token: &str, message: Option<&str>| {
+        let mut body = json!({
+            "conversation_id": "conv_token",
+            "poppy_session": "",
+            "authorization": format!("Bearer {token}"),
+            "poppy_extensions": "",
+            "session_request": {"method": "POST", "path": "/conversations/conv_token/messages"},
+            "request": {
+                "method": "POST",
+                "path": "/orders/o1/exchanges",
+                "body": json!({"item_id": "i1", "replacement_sku": "s1"}).to_string(),
+            },
+        });
+        if let Some(id) = message {
+            body["message"] = text_message(id, "go ahead");
+        }
+        body
+    };
+    let call = |path: &'static str, body: serde_json::Value| {
+        let service = &service;
+        async move {
+            service
+                .call_with(path, &body, Some(CONVERSATIONS_TOKEN))
+                .await
+        }
+    };
+    let token = provider.token("agent", ACCOUNT).await;
+    let held = call("/v1/propose", body(&token, None)).await;
+    let link = link_of(&held, "propose");
+    approve_on_page(&link, ACCOUNT, "approve").await;
+    let token = provider.token("agent", ACCOUNT).await;
+    let performed = call("/v1/perform", body(&token, Some("msg_1"))).await;
+    assert_outcome(&performed, "performed", "approved on the page");
+    let token = provider.token("agent", ACCOUNT).await;
+    let again = call("/v1/perform", body(&token, Some("msg_2"))).await;
+    assert_outcome(&again, "already_performed", "a later message");
+    stack.assert_executions(1, "performed once");
+    let theirs = provider.token("company-web", ACCOUNT).await;
+    call("/v1/propose", body(&theirs, None)).await.assert_error(
+        403,
+        "not_an_agent",
+        "the Company's own client",
+    );
+    stack.assert_executions(1, "nothing more");
+}
+
 store_tests!(
+    a_described_request_without_a_session_is_held_alike,
     an_agents_request_is_approved_on_the_page_and_performed_once,
     another_account_and_other_terms_get_their_own_links,
     the_companys_own_client_passes_unchanged,
