@@ -342,3 +342,45 @@ fn unescape(text: &str) -> String {
         .replace("&lt;", "<")
         .replace("&gt;", ">")
 }
+
+/// Headless Chromium walks the page at `link` as a User does: **Sign in to approve**, the
+/// provider's login form as `user`, back on the page with its decision form; returns when
+/// the **Approve** button is there.
+pub async fn sign_in_in_browser(browser: &crate::browser::Browser, link: &str, user: &str) {
+    browser.goto(link).await;
+    browser.script(&click("#signin")).await;
+    wait_in_browser(browser, "document.querySelector('#login') !== null").await;
+    browser
+        .script(&format!(
+            "document.querySelector('#login').value = '{user}'; document.querySelector('#submit').click(); return true;"
+        ))
+        .await;
+    wait_in_browser(browser, "document.querySelector('#approve') !== null").await;
+}
+
+/// Press **Approve** on the page [`sign_in_in_browser`] left the browser on; returns once
+/// the page says what was decided.
+pub async fn approve_in_browser(browser: &crate::browser::Browser) {
+    browser.script(&click("#approve")).await;
+    wait_in_browser(browser, "document.querySelector('#decided') !== null").await;
+}
+
+fn click(selector: &str) -> String {
+    format!("document.querySelector('{selector}').click(); return true;")
+}
+
+/// Poll the page in the browser until `condition` (a JavaScript expression) holds (at most
+/// 10 s).
+pub async fn wait_in_browser(browser: &crate::browser::Browser, condition: &str) {
+    let script = format!("return {condition};");
+    for _ in 0..200 {
+        if browser.script(&script).await == serde_json::Value::Bool(true) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let html = browser
+        .script("return document.documentElement.outerHTML;")
+        .await;
+    panic!("the browser never saw {condition}: {html}");
+}

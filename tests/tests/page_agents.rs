@@ -13,12 +13,14 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use poppy_e2e::browser::Browser;
 use poppy_e2e::conversations::{Service, assert_outcome, text_message};
 use poppy_e2e::gateway::CONVERSATIONS_TOKEN;
 use poppy_e2e::mcp_client::MCP_PATH;
 use poppy_e2e::mcp_stack::TOOL_POLICIES;
 use poppy_e2e::page::{
-    PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider, PageTable, approve_on_page,
+    PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider, PageTable, approve_in_browser,
+    approve_on_page, sign_in_in_browser,
 };
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::ports::free_port;
@@ -124,6 +126,31 @@ async fn an_agents_request_is_approved_on_the_page_and_performed_once(store: Sto
     assert_eq!(replayed.status, 201, "{}", replayed.describe());
     assert_eq!(replayed.body, performed.body, "the recorded answer");
     stack.assert_executions(1, "a retry with a new token replays");
+}
+
+/// Headless Chromium approves an agent's request: the User opens the link, signs in at the
+/// provider and presses Approve; the agent's retry with a new token is performed once.
+async fn a_browser_approves_an_agents_request(store: Store) {
+    let (stack, provider, _page) = listed(store).await;
+    let link = link_of(
+        &stack
+            .gateway
+            .send(&exchange_as(&provider, "agent", ACCOUNT, "i1").await)
+            .await,
+        "first",
+    );
+    let browser = Browser::start(412, 915).await;
+    sign_in_in_browser(&browser, &link, ACCOUNT).await;
+    approve_in_browser(&browser).await;
+    browser.close().await;
+    for _ in 0..2 {
+        let answer = stack
+            .gateway
+            .send(&exchange_as(&provider, "agent", ACCOUNT, "i1").await)
+            .await;
+        assert_eq!(answer.status, 201, "{}", answer.describe());
+    }
+    stack.assert_executions(1, "approved in a browser: performed once");
 }
 
 /// The page's decision is the account's: another user's token for the same terms gets its
@@ -282,6 +309,7 @@ async fn a_described_request_without_a_session_is_held_alike(store: Store) {
 }
 
 store_tests!(
+    a_browser_approves_an_agents_request,
     a_described_request_without_a_session_is_held_alike,
     an_agents_request_is_approved_on_the_page_and_performed_once,
     another_account_and_other_terms_get_their_own_links,

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use poppy_e2e::browser::Browser;
 use poppy_e2e::page::{
-    PAGE_CLIENT_ID, PAGE_CLIENT_SECRET, PageBrowser, PageProvider, approve_on_page,
+    PAGE_CLIENT_ID, PAGE_CLIENT_SECRET, PageBrowser, PageProvider, approve_in_browser,
+    approve_on_page, sign_in_in_browser,
 };
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::ports::free_port;
@@ -281,17 +282,7 @@ async fn a_browser_approves_on_the_page(store: Store) {
     let request = exchange_without_extension("i1");
     let link = link_of(&stack.gateway.send(&request).await, "first");
     let browser = Browser::start(412, 915).await;
-    browser.goto(&link).await;
-    let click =
-        |selector: &str| format!("document.querySelector('{selector}').click(); return true;");
-    browser.script(&click("#signin")).await;
-    wait_for(&browser, "document.querySelector('#login') !== null").await;
-    browser
-        .script(&format!(
-            "document.querySelector('#login').value = '{ACCOUNT}'; document.querySelector('#submit').click(); return true;"
-        ))
-        .await;
-    wait_for(&browser, "document.querySelector('#approve') !== null").await;
+    sign_in_in_browser(&browser, &link, ACCOUNT).await;
     let summary = browser
         .script("return document.querySelector('.summary').textContent;")
         .await;
@@ -299,8 +290,7 @@ async fn a_browser_approves_on_the_page(store: Store) {
         summary.as_str().unwrap_or_default().contains("i1"),
         "{summary}"
     );
-    browser.script(&click("#approve")).await;
-    wait_for(&browser, "document.querySelector('#decided') !== null").await;
+    approve_in_browser(&browser).await;
     assert_eq!(stack.gateway.send(&request).await.status, 201);
     assert_eq!(stack.gateway.send(&request).await.status, 201);
     stack.assert_executions(1, "approved in a browser: performed once");
@@ -322,21 +312,6 @@ async fn a_browser_approves_on_the_page(store: Store) {
     std::fs::write(&file, &png).unwrap();
     println!("screenshot: {}", file.display());
     browser.close().await;
-}
-
-/// Poll the page in the browser until `condition` (a JavaScript expression) holds.
-async fn wait_for(browser: &Browser, condition: &str) {
-    let script = format!("return {condition};");
-    for _ in 0..200 {
-        if browser.script(&script).await == serde_json::Value::Bool(true) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let html = browser
-        .script("return document.documentElement.outerHTML;")
-        .await;
-    panic!("the browser never saw {condition}: {html}");
 }
 
 store_tests!(
