@@ -30,6 +30,8 @@ pub struct PageTable {
     client_id: String,
     /// `client_secret_env = …` or `client_secret_file = …`.
     secret: String,
+    /// `public_url`, when not the page's own address (a `check` that starts nothing).
+    public_url: Option<String>,
     agents: Option<String>,
 }
 
@@ -41,13 +43,23 @@ impl PageTable {
             company_name: "Example Shop".to_owned(),
             client_id: PAGE_CLIENT_ID.to_owned(),
             secret: format!("client_secret_env = \"{PAGE_SECRET_ENV}\""),
+            public_url: None,
             agents: None,
         }
     }
 
     /// The page's base URL (`public_url`, without a trailing `/`).
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        match &self.public_url {
+            Some(url) => url.clone(),
+            None => format!("http://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// Another `public_url` than the page's own address.
+    pub fn public_url(mut self, url: &str) -> PageTable {
+        self.public_url = Some(url.to_owned());
+        self
     }
 
     pub fn company_name(mut self, name: &str) -> PageTable {

@@ -11,22 +11,22 @@ use std::time::Duration;
 
 use poppy_e2e::browser::Browser;
 use poppy_e2e::page::{
-    PAGE_CLIENT_ID, PAGE_CLIENT_SECRET, PageBrowser, PageProvider, approve_in_browser,
+    PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageBrowser, PageProvider, PageTable, approve_in_browser,
     approve_on_page, sign_in_in_browser,
 };
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::ports::free_port;
 use poppy_e2e::{Answer, Request, Session, Stack, Store, store_tests, wait};
 
-const SECRET_ENV: &str = "POPPY_E2E_PAGE_CLIENT_SECRET";
 const ACCOUNT: &str = "acct-1";
 
 /// A stack whose `exchange` policy has `lines` added, with `[approval_page]` on a free port
 /// and its provider; returns them and the page's base URL.
 fn start(store: Store, lines: &str, expires_in: &str) -> (Stack, PageProvider, String) {
     let port = free_port();
-    let page = format!("http://127.0.0.1:{port}");
-    let provider = PageProvider::start(&page);
+    let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
+    let table = PageTable::new(port, &provider.issuer());
+    let page = table.url();
     let policies = DEFAULT
         .replacen(
             "id_prefix = \"exc\"\n",
@@ -38,13 +38,10 @@ fn start(store: Store, lines: &str, expires_in: &str) -> (Stack, PageProvider, S
             &format!("expires_in = \"{expires_in}\""),
             1,
         );
-    let issuer = provider.issuer();
     let stack = Stack::start_with(store, |b| {
         b.policy(DEFAULT_FILE, &policies)
-            .env(SECRET_ENV, PAGE_CLIENT_SECRET)
-            .extra_config(&format!(
-                "[approval_page]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"{page}\"\ncompany_name = \"Example Shop\"\nissuer = \"{issuer}\"\nclient_id = \"{PAGE_CLIENT_ID}\"\nclient_secret_env = \"{SECRET_ENV}\"\n"
-            ))
+            .env(PAGE_SECRET_ENV, PAGE_CLIENT_SECRET)
+            .extra_config(&table.toml())
     });
     (stack, provider, page)
 }
