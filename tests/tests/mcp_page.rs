@@ -19,7 +19,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use poppy_e2e::mcp_client::{MCP_PATH, rpc_response, sse_messages};
@@ -30,7 +30,7 @@ use poppy_e2e::page::{
 };
 use poppy_e2e::ports::free_port;
 use poppy_e2e::python_mcp::PythonMcpServer;
-use poppy_e2e::thirdparty::{deps_dir, node_project, python};
+use poppy_e2e::thirdparty::{ScriptOutput, deps_dir, node_project, python, run_script};
 use poppy_e2e::{
     Answer, Gateway, GatewayBuilder, RedisServer, Request, Session, Store, store_tests,
 };
@@ -228,29 +228,14 @@ impl Run {
 async fn run_agent(sdk: Sdk, gateway: &Gateway, upstream: &PythonMcpServer) -> Run {
     let session = Session::signed_in(&format!("ses_page_{sdk:?}"), "acct-1");
     let gateway_mcp = format!("{}{MCP_PATH}", gateway.base_url());
-    let mut command = tokio::process::Command::from(sdk.command(
+    let command = sdk.command(
         &gateway_mcp,
         &upstream.url(),
         &session.header(),
         &session.authorization().unwrap_or_default(),
-    ));
-    command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let child = command.spawn().expect("start the agent script");
-    let output = tokio::time::timeout(SCRIPT_LIMIT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("{sdk:?}: the script did not finish within {SCRIPT_LIMIT:?}"))
-        .expect("the agent script's output");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    let text = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(
-        output.status.success(),
-        "{sdk:?}: the script failed ({}):\n{text}",
-        output.status
     );
+    let ScriptOutput { stdout, text } =
+        run_script(command, &format!("{sdk:?}: the script"), SCRIPT_LIMIT).await;
     let steps = stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())

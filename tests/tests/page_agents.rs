@@ -10,7 +10,6 @@
 //! account's token and other terms get links of their own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use poppy_e2e::browser::Browser;
@@ -25,7 +24,7 @@ use poppy_e2e::page::{
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::ports::free_port;
 use poppy_e2e::python_mcp::PythonMcpServer;
-use poppy_e2e::thirdparty::{deps_dir, python};
+use poppy_e2e::thirdparty::{ScriptOutput, deps_dir, python, run_script};
 use poppy_e2e::{
     Answer, Gateway, GatewayBuilder, RedisServer, Request, Stack, Store, store_tests, wait,
 };
@@ -90,6 +89,18 @@ async fn exchange_as(provider: &PageProvider, client: &str, account: &str, item:
     exchange(item, Some(&format!("Bearer {token}")))
 }
 
+/// Send the exchange with a new token of `client` for `account`.
+async fn send_as(
+    stack: &Stack,
+    provider: &PageProvider,
+    client: &str,
+    account: &str,
+    item: &str,
+) -> Answer {
+    let request = exchange_as(provider, client, account, item).await;
+    stack.gateway.send(&request).await
+}
+
 fn link_of(answer: &Answer, context: &str) -> String {
     let body = answer.assert_error(403, "approval_required", context);
     assert!(
@@ -104,25 +115,16 @@ fn link_of(answer: &Answer, context: &str) -> String {
 
 async fn an_agents_request_is_approved_on_the_page_and_performed_once(store: Store) {
     let (stack, provider, _page) = listed(store).await;
-    let first = stack
-        .gateway
-        .send(&exchange_as(&provider, "agent", ACCOUNT, "i1").await)
-        .await;
+    let first = send_as(&stack, &provider, "agent", ACCOUNT, "i1").await;
     let link = link_of(&first, "first");
     stack.assert_executions(0, "held");
     let decided = approve_on_page(&link, ACCOUNT, "approve").await;
     assert!(decided.html.contains("Approved by"), "{}", decided.html);
     stack.assert_executions(0, "approving performs nothing by itself");
-    let performed = stack
-        .gateway
-        .send(&exchange_as(&provider, "agent", ACCOUNT, "i1").await)
-        .await;
+    let performed = send_as(&stack, &provider, "agent", ACCOUNT, "i1").await;
     assert_eq!(performed.status, 201, "{}", performed.describe());
     stack.assert_executions(1, "performed once");
-    let replayed = stack
-        .gateway
-        .send(&exchange_as(&provider, "agent", ACCOUNT, "i1").await)
-        .await;
+    let replayed = send_as(&stack, &provider, "agent", ACCOUNT, "i1").await;
     assert_eq!(replayed.status, 201, "{}", replayed.describe());
     assert_eq!(replayed.body, performed.body, "the recorded answer");
     stack.assert_executions(1, "a retry with a new token replays");
@@ -133,10 +135,7 @@ async fn an_agents_request_is_approved_on_the_page_and_performed_once(store: Sto
 async fn a_browser_approves_an_agents_request(store: Store) {
     let (stack, provider, _page) = listed(store).await;
     let link = link_of(
-        &stack
-            .gateway
-            .send(&exchange_as(&provider, "agent", ACCOUNT, "i1").await)
-            .await,
+        &send_as(&stack, &provider, "agent", ACCOUNT, "i1").await,
         "first",
     );
     let browser = Browser::start(412, 915).await;
@@ -144,10 +143,7 @@ async fn a_browser_approves_an_agents_request(store: Store) {
     approve_in_browser(&browser).await;
     browser.close().await;
     for _ in 0..2 {
-        let answer = stack
-            .gateway
-            .send(&exchange_as(&provider, "agent", ACCOUNT, "i1").await)
-            .await;
+        let answer = send_as(&stack, &provider, "agent", ACCOUNT, "i1").await;
         assert_eq!(answer.status, 201, "{}", answer.describe());
     }
     stack.assert_executions(1, "approved in a browser: performed once");
@@ -159,34 +155,19 @@ async fn a_browser_approves_an_agents_request(store: Store) {
 async fn another_account_and_other_terms_get_their_own_links(store: Store) {
     let (stack, provider, _page) = listed(store).await;
     let link = link_of(
-        &stack
-            .gateway
-            .send(&exchange_as(&provider, "agent", ACCOUNT, "i1").await)
-            .await,
+        &send_as(&stack, &provider, "agent", ACCOUNT, "i1").await,
         "first",
     );
     approve_on_page(&link, ACCOUNT, "approve").await;
-    let theirs = stack
-        .gateway
-        .send(&exchange_as(&provider, "agent", "acct-2", "i1").await)
-        .await;
+    let theirs = send_as(&stack, &provider, "agent", "acct-2", "i1").await;
     assert_ne!(link_of(&theirs, "another account"), link);
     stack.assert_executions(0, "another account's request is not approved");
-    let other_terms = stack
-        .gateway
-        .send(&exchange_as(&provider, "agent", ACCOUNT, "i2").await)
-        .await;
+    let other_terms = send_as(&stack, &provider, "agent", ACCOUNT, "i2").await;
     assert_ne!(link_of(&other_terms, "other terms"), link);
     stack.assert_executions(0, "other terms were never approved");
-    let performed = stack
-        .gateway
-        .send(&exchange_as(&provider, "agent", ACCOUNT, "i1").await)
-        .await;
+    let performed = send_as(&stack, &provider, "agent", ACCOUNT, "i1").await;
     assert_eq!(performed.status, 201, "{}", performed.describe());
-    let theirs = stack
-        .gateway
-        .send(&exchange_as(&provider, "agent", "acct-2", "i1").await)
-        .await;
+    let theirs = send_as(&stack, &provider, "agent", "acct-2", "i1").await;
     link_of(&theirs, "another account, after the performance");
     stack.assert_executions(1, "performed once, for the account that approved");
 }
@@ -370,30 +351,15 @@ async fn token_agent(
     upstream: &PythonMcpServer,
     token: &str,
 ) -> Value {
-    let mut command = tokio::process::Command::new(python(venv));
-    command
-        .arg(deps_dir().join("mcp/token_agent.py"))
-        .args([
-            mode,
-            &format!("{}{MCP_PATH}", gateway.base_url()),
-            &upstream.url(),
-            &format!("Bearer {token}"),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let child = command.spawn().expect("start token_agent.py");
-    let output = tokio::time::timeout(SCRIPT_LIMIT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("token_agent.py did not finish within {SCRIPT_LIMIT:?}"))
-        .expect("its output");
-    let text = format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "token_agent.py failed:\n{text}");
-    String::from_utf8_lossy(&output.stdout)
+    let mut command = std::process::Command::new(python(venv));
+    command.arg(deps_dir().join("mcp/token_agent.py")).args([
+        mode,
+        &format!("{}{MCP_PATH}", gateway.base_url()),
+        &upstream.url(),
+        &format!("Bearer {token}"),
+    ]);
+    let ScriptOutput { stdout, text } = run_script(command, "token_agent.py", SCRIPT_LIMIT).await;
+    stdout
         .lines()
         .find_map(|line| serde_json::from_str::<Value>(line).ok())
         .unwrap_or_else(|| panic!("token_agent.py printed no JSON line:\n{text}"))

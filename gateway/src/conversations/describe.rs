@@ -81,6 +81,7 @@ pub(crate) fn describe(
         method.as_str(),
         raw_target.as_bytes(),
         &headers,
+        admit::Sender::PersonalAgent,
     )
     .map_err(refused)?;
     let RouteMatch::Policy(policy, captures) = route else {

@@ -191,8 +191,15 @@ fn by_http(description: &Description) -> Result<Admitted, (u16, String)> {
         Some(query) => format!("{}?{query}", description.path),
         None => description.path.clone(),
     };
-    let (target, route) = admit::route(&policies, None, "POST", raw_target.as_bytes(), &headers)
-        .map_err(|r| (r.status, r.error.to_owned()))?;
+    let (target, route) = admit::route(
+        &policies,
+        None,
+        "POST",
+        raw_target.as_bytes(),
+        &headers,
+        admit::Sender::PersonalAgent,
+    )
+    .map_err(|r| (r.status, r.error.to_owned()))?;
     let RouteMatch::Policy(policy, captures) = route else {
         return Err((404, "no_action".into()));
     };

@@ -101,45 +101,33 @@ impl From<Refusal> for Refused {
     }
 }
 
+/// Who sent a request the front door routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sender {
+    /// A Personal Agent (it sent a `Poppy-Session`), or a Company Agent describing its request.
+    PersonalAgent,
+    /// A request without a `Poppy-Session` that `[approval_page.agents]` may make an agent's
+    /// ([`Agents::unsigned`]): the Personal Agent rules wait until it is known to be one
+    /// ([`Agents::check`]), so that the Company's own clients pass through as they are.
+    WithoutSession,
+}
+
 /// Step 1: where a Personal Agent's request goes. The header rules every request gets, the
-/// target read once (`raw_target` as received), the rules for Personal Agent requests, then
-/// the route: a policy, the MCP endpoint, or none.
+/// target read once (`raw_target` as received), the rules for Personal Agent requests (as
+/// `sender` says), then the route: a policy, the MCP endpoint, or none.
 pub(crate) fn route(
     policies: &PolicySet,
     mcp: Option<&PathTemplate>,
     method: &str,
     raw_target: &[u8],
     request_headers: &HeaderMap,
+    sender: Sender,
 ) -> Result<(Target, RouteMatch), Refusal> {
     headers::check_all(request_headers)?;
     let target = check_target(raw_target)?;
-    headers::check_personal_agent(request_headers)?;
-    routed(policies, mcp, method, target, request_headers)
-}
-
-/// Step 1 for a request without a `Poppy-Session` that may be an agent's
-/// ([`Agents::may_be_an_agents`]): the same, but the Personal Agent rules wait until the
-/// request is known to be an agent's ([`Agents::check`]): the Company's own clients keep
-/// passing through as they are.
-pub(crate) fn route_unsigned(
-    policies: &PolicySet,
-    mcp: Option<&PathTemplate>,
-    method: &str,
-    raw_target: &[u8],
-    request_headers: &HeaderMap,
-) -> Result<(Target, RouteMatch), Refusal> {
-    headers::check_all(request_headers)?;
-    let target = check_target(raw_target)?;
-    routed(policies, mcp, method, target, request_headers)
-}
-
-fn routed(
-    policies: &PolicySet,
-    mcp: Option<&PathTemplate>,
-    method: &str,
-    target: Target,
-    request_headers: &HeaderMap,
-) -> Result<(Target, RouteMatch), Refusal> {
+    if sender == Sender::PersonalAgent {
+        headers::check_personal_agent(request_headers)?;
+    }
     let matched = match_route(
         policies,
         mcp,
