@@ -6,7 +6,9 @@
 //! error with the operation, or the recorded answer with the call's own `id`). Anything else
 //! is forwarded as it is, its answer streamed back ([`StreamingForwarder`]). Requests to the
 //! endpoint that are not POSTs, or not from a Personal Agent, never come here: they take
-//! pingora's proxy path untouched.
+//! pingora's proxy path untouched; but with `[approval_page.agents]` a POST without a
+//! `Poppy-Session` that may be an agent's (a plain OAuth MCP client) comes here too, and a
+//! held call the runner finds is not an agent's (`Ran::NotAnAgent`) is forwarded as it came.
 //!
 //! A held call from a client without the extension, on a policy the User may approve on the
 //! Company's page, gets the page's link in the form its protocol version and declared
