@@ -265,6 +265,7 @@ fn check_prints_the_page_and_its_policies() {
         .extra_config(
             &PageTable::new(port, "https://id.shop.example")
                 .public_url("https://approve.shop.example")
+                .agents("every_request = true")
                 .toml(),
         )
         .write();
@@ -291,6 +292,12 @@ fn check_prints_the_page_and_its_policies() {
         "{out}"
     );
     assert!(!out.contains("page-client-secret-for-tests"), "{out}");
+    assert!(
+        out.contains(
+            "agents without Poppy support held for the page: every request without a Poppy-Session"
+        ),
+        "{out}"
+    );
     assert_eq!(
         out.matches("approval on the page").count(),
         1,

@@ -190,6 +190,20 @@ async fn the_companys_own_client_passes_unchanged(store: Store) {
     let anonymous = stack.gateway.send(&exchange("i1", None)).await;
     assert_eq!(anonymous.status, 201, "{}", anonymous.describe());
     stack.assert_executions(2, "without a token: not an agent's");
+    // The Personal Agent rules are an agent's only: the Company's client keeps its headers.
+    let overridden = exchange_as(&provider, "company-web", ACCOUNT, "i1")
+        .await
+        .header("X-HTTP-Method-Override", "PUT");
+    assert_eq!(stack.gateway.send(&overridden).await.status, 201);
+    let agents = exchange_as(&provider, "agent", ACCOUNT, "i1")
+        .await
+        .header("X-HTTP-Method-Override", "PUT");
+    stack.gateway.send(&agents).await.assert_error(
+        400,
+        "invalid_header",
+        "an agent's method override",
+    );
+    stack.assert_executions(3, "the agent's request was not forwarded");
 }
 
 /// Never forwarded unverified: a token that fails verification is `401 invalid_token`; an

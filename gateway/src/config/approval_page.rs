@@ -74,6 +74,22 @@ impl std::fmt::Debug for ClientSecret {
     }
 }
 
+impl ApprovalPage {
+    /// Which requests without a `Poppy-Session` are agents' (`[approval_page.agents]`), for
+    /// `check`: `None` without the table.
+    pub fn agents_rule(&self) -> Option<String> {
+        let agents = self.agents.as_ref()?;
+        Some(if agents.every_request {
+            "every request without a Poppy-Session".to_owned()
+        } else {
+            format!(
+                "a verified bearer token of client {}",
+                agents.clients.join(", ")
+            )
+        })
+    }
+}
+
 impl ClientSecret {
     /// The secret, for the token request only.
     pub(crate) fn expose(&self) -> &str {
