@@ -33,12 +33,20 @@ use serde_json::{Value, json};
 const ACCOUNT: &str = "acct-1";
 
 /// A stack (with the conversations service) whose `exchange` policy allows the page, with
-/// `[approval_page]` and `agents` as its `[approval_page.agents]` lines; tokens verified with the provider unless
-/// `verified_tokens` is false (then `verify = "off"`).
-async fn start(store: Store, agents: &str, verified_tokens: bool) -> (Stack, PageProvider, String) {
+/// `[approval_page]` and `agents` as its `[approval_page.agents]` lines (`None`: no table);
+/// tokens verified with the provider unless `verified_tokens` is false (then `verify =
+/// "off"`).
+async fn start(
+    store: Store,
+    agents: Option<&str>,
+    verified_tokens: bool,
+) -> (Stack, PageProvider, String) {
     let port = free_port();
     let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
-    let table = PageTable::new(port, &provider.issuer()).agents(agents);
+    let mut table = PageTable::new(port, &provider.issuer());
+    if let Some(agents) = agents {
+        table = table.agents(agents);
+    }
     let policies = DEFAULT.replacen(
         "id_prefix = \"exc\"\n",
         "id_prefix = \"exc\"\napproval = \"either\"\n",
@@ -68,7 +76,7 @@ async fn start(store: Store, agents: &str, verified_tokens: bool) -> (Stack, Pag
 
 /// Only the client `agent`'s tokens are agents'.
 async fn listed(store: Store) -> (Stack, PageProvider, String) {
-    start(store, "clients = [\"agent\"]", true).await
+    start(store, Some("clients = [\"agent\"]"), true).await
 }
 
 /// `POST /orders/o1/exchanges` as an agent without Poppy support sends it: no Poppy header,
@@ -233,7 +241,7 @@ async fn invalid_tokens_and_agent_only_policies_perform_nothing(store: Store) {
 /// `every_request = true` (tokens not verified here: `verify = "off"`): a request without
 /// a token is `401 sign_in_required`; with one it is held for the page.
 async fn every_request_is_an_agents(store: Store) {
-    let (stack, provider, _page) = start(store, "every_request = true", false).await;
+    let (stack, provider, _page) = start(store, Some("every_request = true"), false).await;
     stack
         .gateway
         .send(&exchange("i1", None))
@@ -303,6 +311,15 @@ async fn a_described_request_without_a_session_is_held_alike(store: Store) {
     stack.assert_executions(1, "nothing more");
 }
 
+/// Without `[approval_page.agents]`, nothing changes: an agent's token without a Session
+/// passes through on a policy that allows the page, as before.
+async fn without_the_rule_requests_without_a_session_pass_through(store: Store) {
+    let (stack, provider, _page) = start(store, None, true).await;
+    let answer = send_as(&stack, &provider, "agent", ACCOUNT, "i1").await;
+    assert_eq!(answer.status, 201, "{}", answer.describe());
+    stack.assert_executions(1, "passed through");
+}
+
 store_tests!(
     a_browser_approves_an_agents_request,
     a_described_request_without_a_session_is_held_alike,
@@ -311,6 +328,7 @@ store_tests!(
     the_companys_own_client_passes_unchanged,
     invalid_tokens_and_agent_only_policies_perform_nothing,
     every_request_is_an_agents,
+    without_the_rule_requests_without_a_session_pass_through,
 );
 
 // ---------------------------------------------------------------------------------------
