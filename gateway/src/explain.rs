@@ -125,6 +125,7 @@ pub fn explain(config: &Config, request: &ExplainRequest, now: i64) -> Explanati
         &method,
         raw_target.as_bytes(),
         &request.headers,
+        admit::Sender::PersonalAgent,
     );
     let (target, policy, captures) = match route {
         Err(refusal) => return refused(refusal),

@@ -175,6 +175,9 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
                     page.client_id,
                     page.client_secret_source
                 );
+                if let Some(rule) = page.agents_rule() {
+                    println!("agents without Poppy support held for the page: {rule}");
+                }
             }
             if let Some(webhook) = &config.webhook {
                 // A query may carry the receiver's own token: not printed.

@@ -251,6 +251,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             route: (!route.is_default()).then(|| route.name.clone()),
             remember_grace: config.store.remember_grace,
             page_url: config.approval_page.as_ref().map(|p| p.public_url.clone()),
+            agents: config.approval_page.as_ref().and_then(|p| p.agents.clone()),
             policies: route_policies.clone(),
             metrics: Arc::clone(&metrics),
             drain: Arc::clone(&drain),

@@ -1007,3 +1007,58 @@ fn tracing_is_off_without_its_table_and_checked_where_it_is_written() {
         );
     }
 }
+
+/// `[approval_page.agents]`: `every_request`, or `clients` only with verified bearer tokens
+/// (an unverified token's client is whatever its sender wrote); never an empty rule.
+#[test]
+fn the_agents_rule_is_checked_where_it_is_written() {
+    // Lines: 9 is [approval_page], 16 [approval_page.agents], 17 its first key.
+    let with = |agents: &str| {
+        format!(
+            "{GATEWAY}\n[approval_page]\nlisten = \"127.0.0.1:8091\"\npublic_url = \"https://approve.shop.example/\"\ncompany_name = \"Shop\"\nissuer = \"https://id.shop.example\"\nclient_id = \"page\"\nclient_secret_file = \"page.secret\"\n[approval_page.agents]\n{agents}"
+        )
+    };
+    let files = |agents: &str| {
+        let files = Files::new(&with(agents), POLICY);
+        std::fs::write(files.dir().join("page.secret"), "s3cret-value\n").unwrap();
+        files
+    };
+    assert!(
+        files("every_request = true\n")
+            .load_with(config::load)
+            .is_ok()
+    );
+    for (agents, line, message) in [
+        (
+            "clients = [\"claude-desktop\"]\n",
+            17,
+            "needs verified bearer tokens",
+        ),
+        ("", 16, "says no request is an agent's"),
+        (
+            "every_request = false\n",
+            16,
+            "says no request is an agent's",
+        ),
+        ("clients = []\n", 17, "clients: empty"),
+        (
+            "clients = [\" \"]\nevery_request = true\n",
+            17,
+            "must not be empty",
+        ),
+        (
+            "clients = [\"a\"]\nevery_request = true\n",
+            17,
+            "clients and every_request = true together",
+        ),
+        ("client = [\"a\"]\n", 17, "unknown field"),
+    ] {
+        let files = files(agents);
+        assert_error_at(
+            &files.errors_with(config::load),
+            &files.gateway(),
+            line,
+            &[message],
+        );
+    }
+}

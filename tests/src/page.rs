@@ -16,6 +16,94 @@ pub const PAGE_CLIENT_ID: &str = "poppy-page";
 /// Its secret.
 pub const PAGE_CLIENT_SECRET: &str = "page-secret";
 
+/// The environment variable the tests' `[approval_page]` tables read the client secret from.
+pub const PAGE_SECRET_ENV: &str = "POPPY_E2E_PAGE_CLIENT_SECRET";
+
+/// A test gateway's `[approval_page]` table: the page listening on `127.0.0.1:port`, signing
+/// in at `issuer` as client [`PAGE_CLIENT_ID`] with the secret from [`PAGE_SECRET_ENV`];
+/// [`PageTable::agents`] adds `[approval_page.agents]`.
+#[derive(Debug, Clone)]
+pub struct PageTable {
+    port: u16,
+    issuer: String,
+    company_name: String,
+    client_id: String,
+    /// `client_secret_env = …` or `client_secret_file = …`.
+    secret: String,
+    /// `public_url`, when not the page's own address (a `check` that starts nothing).
+    public_url: Option<String>,
+    agents: Option<String>,
+}
+
+impl PageTable {
+    pub fn new(port: u16, issuer: &str) -> PageTable {
+        PageTable {
+            port,
+            issuer: issuer.to_owned(),
+            company_name: "Example Shop".to_owned(),
+            client_id: PAGE_CLIENT_ID.to_owned(),
+            secret: format!("client_secret_env = \"{PAGE_SECRET_ENV}\""),
+            public_url: None,
+            agents: None,
+        }
+    }
+
+    /// The page's base URL (`public_url`, without a trailing `/`).
+    pub fn url(&self) -> String {
+        match &self.public_url {
+            Some(url) => url.clone(),
+            None => format!("http://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// Another `public_url` than the page's own address.
+    pub fn public_url(mut self, url: &str) -> PageTable {
+        self.public_url = Some(url.to_owned());
+        self
+    }
+
+    pub fn company_name(mut self, name: &str) -> PageTable {
+        self.company_name = name.to_owned();
+        self
+    }
+
+    pub fn client_id(mut self, client_id: &str) -> PageTable {
+        self.client_id = client_id.to_owned();
+        self
+    }
+
+    /// The client secret from this file instead of [`PAGE_SECRET_ENV`].
+    pub fn secret_file(mut self, path: &std::path::Path) -> PageTable {
+        self.secret = format!("client_secret_file = \"{}\"", path.display());
+        self
+    }
+
+    /// `[approval_page.agents]` with these lines (`clients = [...]`, `every_request = true`).
+    pub fn agents(mut self, lines: &str) -> PageTable {
+        self.agents = Some(lines.to_owned());
+        self
+    }
+
+    /// The TOML, for `GatewayBuilder::extra_config`.
+    pub fn toml(&self) -> String {
+        let mut toml = format!(
+            "[approval_page]\nlisten = \"127.0.0.1:{}\"\npublic_url = \"{}\"\ncompany_name = \"{}\"\nissuer = \"{}\"\nclient_id = \"{}\"\n{}\n",
+            self.port,
+            self.url(),
+            self.company_name,
+            self.issuer,
+            self.client_id,
+            self.secret,
+        );
+        if let Some(agents) = &self.agents {
+            toml.push_str("\n[approval_page.agents]\n");
+            toml.push_str(agents);
+            toml.push('\n');
+        }
+        toml
+    }
+}
+
 /// oidc-provider on a port it picked, with the approval page's client redirecting to
 /// `{page}/callback`.
 pub struct PageProvider {
@@ -40,6 +128,46 @@ impl PageProvider {
 
     pub fn issuer(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// A new JWT access token (resource `https://shop.test`) issued to `client` (`agent`,
+    /// or `company-web`, the Company's own front end) for `account` (its `account` claim):
+    /// a user's token as an agent without Poppy support sends it. Each call is a new token.
+    pub async fn token(&self, client: &str, account: &str) -> String {
+        let secret = match client {
+            "agent" => "agent-secret",
+            "company-web" => "web-secret",
+            other => panic!("provider.mjs has no client {other:?} with client credentials"),
+        };
+        let answer: serde_json::Value = reqwest::Client::new()
+            .post(format!("{}/token", self.issuer()))
+            .basic_auth(client, Some(secret))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("scope", "shop"),
+                ("resource", "https://shop.test"),
+                ("account", account),
+            ])
+            .send()
+            .await
+            .expect("the provider's token endpoint")
+            .json()
+            .await
+            .expect("a JSON token answer");
+        answer["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no access token: {answer}"))
+            .to_owned()
+    }
+
+    /// `[session]` lines for a gateway that verifies this provider's JWT access tokens
+    /// (`[session.token]`), the account being their `account` claim; Sessions of the
+    /// provider's client `agent` are verified with its JWKS.
+    pub fn verified_tokens(&self) -> String {
+        let issuer = self.issuer();
+        format!(
+            "verify = \"required\"\naudience = [\"https://shop.test\"]\naccount_claim = \"account\"\n\n[[session.agent]]\nissuer = \"agent\"\njwks_url = \"{issuer}/jwks\"\n\n[session.token]\nissuer = \"{issuer}\"\njwks_url = \"{issuer}/jwks\"\naudience = [\"https://shop.test\"]\n"
+        )
     }
 }
 
@@ -225,4 +353,46 @@ fn unescape(text: &str) -> String {
         .replace("&quot;", "\"")
         .replace("&lt;", "<")
         .replace("&gt;", ">")
+}
+
+/// Headless Chromium walks the page at `link` as a User does: **Sign in to approve**, the
+/// provider's login form as `user`, back on the page with its decision form; returns when
+/// the **Approve** button is there.
+pub async fn sign_in_in_browser(browser: &crate::browser::Browser, link: &str, user: &str) {
+    browser.goto(link).await;
+    browser.script(&click("#signin")).await;
+    wait_in_browser(browser, "document.querySelector('#login') !== null").await;
+    browser
+        .script(&format!(
+            "document.querySelector('#login').value = '{user}'; document.querySelector('#submit').click(); return true;"
+        ))
+        .await;
+    wait_in_browser(browser, "document.querySelector('#approve') !== null").await;
+}
+
+/// Press **Approve** on the page [`sign_in_in_browser`] left the browser on; returns once
+/// the page says what was decided.
+pub async fn approve_in_browser(browser: &crate::browser::Browser) {
+    browser.script(&click("#approve")).await;
+    wait_in_browser(browser, "document.querySelector('#decided') !== null").await;
+}
+
+fn click(selector: &str) -> String {
+    format!("document.querySelector('{selector}').click(); return true;")
+}
+
+/// Poll the page in the browser until `condition` (a JavaScript expression) holds (at most
+/// 10 s).
+pub async fn wait_in_browser(browser: &crate::browser::Browser, condition: &str) {
+    let script = format!("return {condition};");
+    for _ in 0..200 {
+        if browser.script(&script).await == serde_json::Value::Bool(true) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let html = browser
+        .script("return document.documentElement.outerHTML;")
+        .await;
+    panic!("the browser never saw {condition}: {html}");
 }

@@ -67,11 +67,11 @@ impl Drop for Shop {
 /// "either"`), which needs the table. The provider is never asked (the tests that add this
 /// sign nobody in there); the client secret is the demo's development file.
 pub fn approval_page_config() -> String {
-    let port = crate::ports::free_port();
     let secret = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples/shop/page-client.secret");
-    format!(
-        "[approval_page]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"http://127.0.0.1:{port}\"\ncompany_name = \"Stormline Outfitters\"\nissuer = \"http://127.0.0.1:9\"\nclient_id = \"poppy-approval-page\"\nclient_secret_file = \"{}\"\n",
-        secret.display()
-    )
+    crate::page::PageTable::new(crate::ports::free_port(), "http://127.0.0.1:9")
+        .company_name("Stormline Outfitters")
+        .client_id("poppy-approval-page")
+        .secret_file(&secret)
+        .toml()
 }

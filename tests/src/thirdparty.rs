@@ -37,3 +37,40 @@ pub fn node_project(name: &str) -> PathBuf {
     );
     dir
 }
+
+/// What a client script run to the end printed.
+pub struct ScriptOutput {
+    pub stdout: String,
+    /// Its stdout and stderr, for a failure message.
+    pub text: String,
+}
+
+/// Run `command` (a client script) to the end within `limit`, its output piped, killed if the
+/// test gives up; panics, naming `what`, if it runs longer or fails.
+pub async fn run_script(
+    command: impl Into<tokio::process::Command>,
+    what: &str,
+    limit: std::time::Duration,
+) -> ScriptOutput {
+    let mut command = command.into();
+    command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: can't start: {e}"));
+    let output = tokio::time::timeout(limit, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: did not finish within {limit:?}"))
+        .unwrap_or_else(|e| panic!("{what}: its output: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let text = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        output.status.success(),
+        "{what}: failed ({}):\n{text}",
+        output.status
+    );
+    ScriptOutput { stdout, text }
+}

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use poppy_e2e::browser::Browser;
+use poppy_e2e::page::{PAGE_SECRET_ENV, PageTable};
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::ports::free_port;
 use poppy_e2e::{
@@ -17,7 +18,7 @@ use poppy_e2e::{
 };
 use serde_json::Value;
 
-const SECRET_ENV: &str = "POPPY_E2E_PAGE_CLIENT_SECRET";
+const SECRET_ENV: &str = PAGE_SECRET_ENV;
 
 /// The default policies with `exchange` approvable on the page too.
 fn policies() -> String {
@@ -30,14 +31,12 @@ fn policies() -> String {
 
 /// A stack with `[approval_page]` on a free port; returns it and the page's base URL.
 fn start(store: Store) -> (Stack, String) {
-    let port = free_port();
-    let page = format!("http://127.0.0.1:{port}");
+    let table = PageTable::new(free_port(), "http://127.0.0.1:1");
+    let page = table.url();
     let stack = Stack::start_with(store, |b| {
         b.policy(DEFAULT_FILE, &policies())
             .env(SECRET_ENV, "page-client-secret-for-tests")
-            .extra_config(&format!(
-                "[approval_page]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"{page}/\"\ncompany_name = \"Example Shop\"\nissuer = \"http://127.0.0.1:1\"\nclient_id = \"poppy-page\"\nclient_secret_env = \"{SECRET_ENV}\"\n"
-            ))
+            .extra_config(&table.toml())
     });
     (stack, page)
 }
@@ -263,9 +262,12 @@ fn check_prints_the_page_and_its_policies() {
     let port = free_port();
     let written = GatewayBuilder::new("http://127.0.0.1:1")
         .policy(DEFAULT_FILE, &policies())
-        .extra_config(&format!(
-            "[approval_page]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"https://approve.shop.example\"\ncompany_name = \"Example Shop\"\nissuer = \"https://id.shop.example\"\nclient_id = \"poppy-page\"\nclient_secret_env = \"{SECRET_ENV}\"\n"
-        ))
+        .extra_config(
+            &PageTable::new(port, "https://id.shop.example")
+                .public_url("https://approve.shop.example")
+                .agents("every_request = true")
+                .toml(),
+        )
         .write();
     let run = run_binary(
         &binaries::gateway(),
@@ -290,6 +292,12 @@ fn check_prints_the_page_and_its_policies() {
         "{out}"
     );
     assert!(!out.contains("page-client-secret-for-tests"), "{out}");
+    assert!(
+        out.contains(
+            "agents without Poppy support held for the page: every request without a Poppy-Session"
+        ),
+        "{out}"
+    );
     assert_eq!(
         out.matches("approval on the page").count(),
         1,

@@ -19,16 +19,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use poppy_e2e::mcp_client::{MCP_PATH, rpc_response, sse_messages};
 use poppy_e2e::mcp_server::{AnswerMode, McpServer};
 use poppy_e2e::mcp_stack::TOOL_POLICIES;
-use poppy_e2e::page::{PAGE_CLIENT_ID, PAGE_CLIENT_SECRET, PageProvider, approve_on_page};
+use poppy_e2e::page::{
+    PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider, PageTable, approve_on_page,
+};
 use poppy_e2e::ports::free_port;
 use poppy_e2e::python_mcp::PythonMcpServer;
-use poppy_e2e::thirdparty::{deps_dir, node_project, python};
+use poppy_e2e::thirdparty::{ScriptOutput, deps_dir, node_project, python, run_script};
 use poppy_e2e::{
     Answer, Gateway, GatewayBuilder, RedisServer, Request, Session, Store, store_tests,
 };
@@ -36,7 +38,7 @@ use serde_json::{Value, json};
 
 /// Long enough for a slow CI machine to run a whole script; a hung SDK fails the test.
 const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
-const SECRET_ENV: &str = "POPPY_E2E_PAGE_CLIENT_SECRET";
+const SECRET_ENV: &str = PAGE_SECRET_ENV;
 const RETRY_KEY: &str = "personalagentprotocol.org/retry";
 const PAGE_INPUT_KEY: &str = "personalagentprotocol.org/approval_page";
 const ARGUMENTS: fn() -> Value = || json!({"order_id": "ord_p1", "item_id": "itm_4Qa", "replacement_sku": "stormline-insulated-m"});
@@ -53,17 +55,8 @@ fn policies() -> String {
 /// An approval page on a free port: its base URL, and the gateway's `[approval_page]` table
 /// for it (the OpenID provider is none: nothing here signs in).
 fn approval_page() -> (String, String) {
-    let port = free_port();
-    let page = format!("http://127.0.0.1:{port}");
-    let table = page_table(port, &page, "http://127.0.0.1:1");
-    (page, table)
-}
-
-/// The `[approval_page]` table for a page on `port` at `page`, signing in at `issuer`.
-fn page_table(port: u16, page: &str, issuer: &str) -> String {
-    format!(
-        "[approval_page]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"{page}\"\ncompany_name = \"Example Shop\"\nissuer = \"{issuer}\"\nclient_id = \"{PAGE_CLIENT_ID}\"\nclient_secret_env = \"{SECRET_ENV}\"\n"
-    )
+    let table = PageTable::new(free_port(), "http://127.0.0.1:1");
+    (table.url(), table.toml())
 }
 
 /// A gateway in front of `upstream` with `[mcp]`, the policies and `page_table` (its
@@ -235,29 +228,14 @@ impl Run {
 async fn run_agent(sdk: Sdk, gateway: &Gateway, upstream: &PythonMcpServer) -> Run {
     let session = Session::signed_in(&format!("ses_page_{sdk:?}"), "acct-1");
     let gateway_mcp = format!("{}{MCP_PATH}", gateway.base_url());
-    let mut command = tokio::process::Command::from(sdk.command(
+    let command = sdk.command(
         &gateway_mcp,
         &upstream.url(),
         &session.header(),
         &session.authorization().unwrap_or_default(),
-    ));
-    command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let child = command.spawn().expect("start the agent script");
-    let output = tokio::time::timeout(SCRIPT_LIMIT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("{sdk:?}: the script did not finish within {SCRIPT_LIMIT:?}"))
-        .expect("the agent script's output");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    let text = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(
-        output.status.success(),
-        "{sdk:?}: the script failed ({}):\n{text}",
-        output.status
     );
+    let ScriptOutput { stdout, text } =
+        run_script(command, &format!("{sdk:?}: the script"), SCRIPT_LIMIT).await;
     let steps = stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
@@ -615,9 +593,10 @@ async fn mcp_page_approved_call_executes_once(store: Store) {
     let redis = redis_for(store);
     let server = McpServer::start(AnswerMode::Json);
     let port = free_port();
-    let page = format!("http://127.0.0.1:{port}");
-    let provider = PageProvider::start(&page);
-    let table = page_table(port, &page, &provider.issuer());
+    let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
+    let table = PageTable::new(port, &provider.issuer());
+    let page = table.url();
+    let table = table.toml();
     let gateway = gateway(
         &server.url(),
         &table,

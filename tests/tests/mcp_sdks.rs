@@ -23,7 +23,7 @@ use poppy_e2e::gateway::{HTTP_TIMEOUT, http_client};
 use poppy_e2e::mcp_client::{MCP_PATH, rpc_response};
 use poppy_e2e::mcp_stack::TOOL_POLICIES;
 use poppy_e2e::python_mcp::PythonMcpServer;
-use poppy_e2e::thirdparty::{deps_dir, node_project, python};
+use poppy_e2e::thirdparty::{ScriptOutput, deps_dir, node_project, python, run_script};
 use poppy_e2e::{Gateway, GatewayBuilder, RedisServer, Request, Session, Store, store_tests};
 use serde_json::{Value, json};
 
@@ -96,30 +96,9 @@ impl Run {
 async fn run_agent(sdk: Sdk, gateway: &Gateway, upstream: &PythonMcpServer) -> Run {
     let session = Session::signed_out(&format!("ses_sdk_{}", std::process::id()));
     let gateway_mcp = format!("{}{MCP_PATH}", gateway.base_url());
-    let mut command = tokio::process::Command::from(sdk.command(
-        &gateway_mcp,
-        &upstream.url(),
-        &session.header(),
-    ));
-    command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let child = command.spawn().expect("start the agent script");
-    let output = tokio::time::timeout(SCRIPT_LIMIT, child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| {
-            panic!("{sdk:?}: the agent script did not finish within {SCRIPT_LIMIT:?}")
-        })
-        .expect("the agent script's output");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    let text = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(
-        output.status.success(),
-        "{sdk:?}: the agent script failed ({}):\n{text}",
-        output.status
-    );
+    let command = sdk.command(&gateway_mcp, &upstream.url(), &session.header());
+    let ScriptOutput { stdout, text } =
+        run_script(command, &format!("{sdk:?}: the agent script"), SCRIPT_LIMIT).await;
     let steps = stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())

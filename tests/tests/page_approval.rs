@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use poppy_e2e::browser::Browser;
 use poppy_e2e::page::{
-    PAGE_CLIENT_ID, PAGE_CLIENT_SECRET, PageBrowser, PageProvider, approve_on_page,
+    PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageBrowser, PageProvider, PageTable, approve_in_browser,
+    approve_on_page, sign_in_in_browser,
 };
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::ports::free_port;
 use poppy_e2e::{Answer, Request, Session, Stack, Store, store_tests, wait};
 
-const SECRET_ENV: &str = "POPPY_E2E_PAGE_CLIENT_SECRET";
 const ACCOUNT: &str = "acct-1";
 
 /// A stack whose `exchange` policy has `lines` added, with `[approval_page]` on a free port
@@ -40,15 +40,13 @@ fn start(store: Store, lines: &str, expires_in: &str) -> (Stack, PageProvider, S
 /// [`start`] with these policies.
 fn start_with(store: Store, policies: &str) -> (Stack, PageProvider, String) {
     let port = free_port();
-    let page = format!("http://127.0.0.1:{port}");
-    let provider = PageProvider::start(&page);
-    let issuer = provider.issuer();
+    let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
+    let table = PageTable::new(port, &provider.issuer());
+    let page = table.url();
     let stack = Stack::start_with(store, |b| {
         b.policy(DEFAULT_FILE, policies)
-            .env(SECRET_ENV, PAGE_CLIENT_SECRET)
-            .extra_config(&format!(
-                "[approval_page]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"{page}\"\ncompany_name = \"Example Shop\"\nissuer = \"{issuer}\"\nclient_id = \"{PAGE_CLIENT_ID}\"\nclient_secret_env = \"{SECRET_ENV}\"\n"
-            ))
+            .env(PAGE_SECRET_ENV, PAGE_CLIENT_SECRET)
+            .extra_config(&table.toml())
     });
     (stack, provider, page)
 }
@@ -394,17 +392,7 @@ async fn a_browser_approves_on_the_page(store: Store) {
     let request = exchange_without_extension("i1");
     let link = link_of(&stack.gateway.send(&request).await, "first");
     let browser = Browser::start(412, 915).await;
-    browser.goto(&link).await;
-    let click =
-        |selector: &str| format!("document.querySelector('{selector}').click(); return true;");
-    browser.script(&click("#signin")).await;
-    wait_for(&browser, "document.querySelector('#login') !== null").await;
-    browser
-        .script(&format!(
-            "document.querySelector('#login').value = '{ACCOUNT}'; document.querySelector('#submit').click(); return true;"
-        ))
-        .await;
-    wait_for(&browser, "document.querySelector('#approve') !== null").await;
+    sign_in_in_browser(&browser, &link, ACCOUNT).await;
     let summary = browser
         .script("return document.querySelector('.summary').textContent;")
         .await;
@@ -412,8 +400,7 @@ async fn a_browser_approves_on_the_page(store: Store) {
         summary.as_str().unwrap_or_default().contains("i1"),
         "{summary}"
     );
-    browser.script(&click("#approve")).await;
-    wait_for(&browser, "document.querySelector('#decided') !== null").await;
+    approve_in_browser(&browser).await;
     assert_eq!(stack.gateway.send(&request).await.status, 201);
     assert_eq!(stack.gateway.send(&request).await.status, 201);
     stack.assert_executions(1, "approved in a browser: performed once");
@@ -435,21 +422,6 @@ async fn a_browser_approves_on_the_page(store: Store) {
     std::fs::write(&file, &png).unwrap();
     println!("screenshot: {}", file.display());
     browser.close().await;
-}
-
-/// Poll the page in the browser until `condition` (a JavaScript expression) holds.
-async fn wait_for(browser: &Browser, condition: &str) {
-    let script = format!("return {condition};");
-    for _ in 0..200 {
-        if browser.script(&script).await == serde_json::Value::Bool(true) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let html = browser
-        .script("return document.documentElement.outerHTML;")
-        .await;
-    panic!("the browser never saw {condition}: {html}");
 }
 
 store_tests!(

@@ -6,18 +6,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use poppy_e2e::conversations::{Service, Turn};
+use poppy_e2e::page::{PAGE_SECRET_ENV, PageTable};
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::ports::free_port;
 use poppy_e2e::{Answer, Request, Session, Stack, Store, store_tests};
 use serde_json::Value;
 
-const SECRET_ENV: &str = "POPPY_E2E_PAGE_CLIENT_SECRET";
-
 /// A stack with the conversations service and `[approval_page]`, `exchange` approvable on the
 /// page; returns it and the page's base URL.
 fn start(store: Store) -> (Stack, String) {
-    let port = free_port();
-    let page = format!("http://127.0.0.1:{port}");
+    let table = PageTable::new(free_port(), "http://127.0.0.1:1");
+    let page = table.url();
     let policies = DEFAULT.replacen(
         "id_prefix = \"exc\"\n",
         "id_prefix = \"exc\"\napproval = \"either\"\n",
@@ -26,10 +25,8 @@ fn start(store: Store) -> (Stack, String) {
     let stack = Stack::start_with(store, |b| {
         b.conversations()
             .policy(DEFAULT_FILE, &policies)
-            .env(SECRET_ENV, "page-client-secret-for-tests")
-            .extra_config(&format!(
-                "[approval_page]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"{page}/\"\ncompany_name = \"Example Shop\"\nissuer = \"http://127.0.0.1:1\"\nclient_id = \"poppy-page\"\nclient_secret_env = \"{SECRET_ENV}\"\n"
-            ))
+            .env(PAGE_SECRET_ENV, "page-client-secret-for-tests")
+            .extra_config(&table.toml())
     });
     (stack, page)
 }

@@ -10,7 +10,9 @@
 
 use std::time::Duration;
 
-use poppy_e2e::page::{PAGE_CLIENT_ID, PAGE_CLIENT_SECRET, PageProvider, approve_on_page};
+use poppy_e2e::page::{
+    PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider, PageTable, approve_on_page,
+};
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::ports::free_port;
 use poppy_e2e::webhook::{Attempt, SECRET, WebhookReceiver};
@@ -292,20 +294,16 @@ fn operation_of_link(link: &str) -> String {
 }
 
 async fn page_decisions_raise_their_events_with_the_subject(store: Store) {
-    const PAGE_SECRET_ENV: &str = "POPPY_E2E_PAGE_CLIENT_SECRET";
     let receiver = WebhookReceiver::start();
     let port = free_port();
-    let page = format!("http://127.0.0.1:{port}");
-    let provider = PageProvider::start(&page);
+    let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
+    let table = PageTable::new(port, &provider.issuer());
     let policies = DEFAULT.replacen(
         "id_prefix = \"exc\"\n",
         "id_prefix = \"exc\"\napproval = \"either\"\n",
         1,
     );
-    let page_table = format!(
-        "[approval_page]\nlisten = \"127.0.0.1:{port}\"\npublic_url = \"{page}\"\ncompany_name = \"Example Shop\"\nissuer = \"{}\"\nclient_id = \"{PAGE_CLIENT_ID}\"\nclient_secret_env = \"{PAGE_SECRET_ENV}\"\n",
-        provider.issuer()
-    );
+    let page_table = table.toml();
     let receiver_url = receiver.url();
     let with_webhook = webhook(&receiver_url, "");
     let stack = Stack::start_with(store, |b| {

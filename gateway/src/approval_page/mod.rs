@@ -751,6 +751,7 @@ mod tests {
                 client_id: "page".into(),
                 client_secret: crate::config::ClientSecret::for_tests("s"),
                 client_secret_source: "test".into(),
+                agents: None,
             })
             .expect("a client"),
         }

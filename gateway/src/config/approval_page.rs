@@ -11,6 +11,7 @@ use toml::Spanned;
 
 use super::error::ConfigError;
 use super::secret::{SecretSource, check_listen, read_secret};
+use crate::ingress::admit::Agents;
 
 /// `[approval_page]` as written.
 #[derive(Debug, Deserialize)]
@@ -30,6 +31,18 @@ pub(crate) struct ApprovalPageFile {
     pub client_secret_env: Option<Spanned<String>>,
     /// A file (relative to gateway.toml's folder) that holds the client secret.
     pub client_secret_file: Option<Spanned<String>>,
+    /// `[approval_page.agents]`: which requests without a `Poppy-Session` are an agent's.
+    pub agents: Option<Spanned<AgentsFile>>,
+}
+
+/// `[approval_page.agents]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentsFile {
+    /// OAuth clients whose verified bearer tokens make a request an agent's.
+    pub clients: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Every request without a `Poppy-Session` is an agent's.
+    pub every_request: Option<Spanned<bool>>,
 }
 
 /// `[approval_page]`, validated.
@@ -45,6 +58,9 @@ pub struct ApprovalPage {
     pub client_secret: ClientSecret,
     /// Where the secret comes from, for `check` (never the secret).
     pub client_secret_source: String,
+    /// `[approval_page.agents]`: `None` leaves every request without a `Poppy-Session` to
+    /// pass through, as the Company's own clients' do.
+    pub(crate) agents: Option<Agents>,
 }
 
 /// The OpenID client secret: sent to the provider's token endpoint, so kept as it is, but
@@ -55,6 +71,22 @@ pub struct ClientSecret(Arc<str>);
 impl std::fmt::Debug for ClientSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ClientSecret(..)")
+    }
+}
+
+impl ApprovalPage {
+    /// Which requests without a `Poppy-Session` are agents' (`[approval_page.agents]`), for
+    /// `check`: `None` without the table.
+    pub fn agents_rule(&self) -> Option<String> {
+        let agents = self.agents.as_ref()?;
+        Some(if agents.every_request {
+            "every request without a Poppy-Session".to_owned()
+        } else {
+            format!(
+                "a verified bearer token of client {}",
+                agents.clients.join(", ")
+            )
+        })
     }
 }
 
@@ -70,18 +102,30 @@ impl ClientSecret {
     }
 }
 
-/// Validate `[approval_page]`; `None` after pushing its errors. `taken`: the other listen
-/// addresses of this config; `well_known`: poppy.json, for the Company's name.
+/// What `[approval_page]` is checked against: the other listen addresses of this config,
+/// poppy.json (for the Company's name), and whether bearer tokens are verified
+/// (`[session.token]`, for `agents.clients`).
+pub(super) struct Context<'a> {
+    pub(super) taken: &'a [&'a str],
+    pub(super) well_known: Option<&'a serde_json::Value>,
+    pub(super) tokens_verified: bool,
+}
+
+/// Validate `[approval_page]`; `None` after pushing its errors.
 pub(super) fn compile(
     table: &Spanned<ApprovalPageFile>,
     folder: &Path,
-    taken: &[&str],
-    well_known: Option<&serde_json::Value>,
+    context: &Context<'_>,
     at: &dyn Fn(Range<usize>, String) -> ConfigError,
     errors: &mut Vec<ConfigError>,
 ) -> Option<ApprovalPage> {
+    let (taken, well_known) = (context.taken, context.well_known);
     let before = errors.len();
     let file = table.get_ref();
+    let agents = file
+        .agents
+        .as_ref()
+        .and_then(|agents| compile_agents(agents, context.tokens_verified, at, errors));
     let listen = file.listen.get_ref();
     check_listen(
         "approval_page",
@@ -154,6 +198,61 @@ pub(super) fn compile(
         client_id: client_id.to_owned(),
         client_secret: ClientSecret(secret.into()),
         client_secret_source,
+        agents,
+    })
+}
+
+/// `[approval_page.agents]`: a list of verified clients, or every request; never neither.
+fn compile_agents(
+    table: &Spanned<AgentsFile>,
+    tokens_verified: bool,
+    at: &dyn Fn(Range<usize>, String) -> ConfigError,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Agents> {
+    let before = errors.len();
+    let file = table.get_ref();
+    let every_request = file.every_request.as_ref().is_some_and(|e| *e.get_ref());
+    let mut clients = Vec::new();
+    if let Some(list) = &file.clients {
+        if list.get_ref().is_empty() {
+            errors.push(at(
+                list.span(),
+                "approval_page.agents.clients: empty; name the OAuth clients (their client_id) whose users' tokens are agents'".into(),
+            ));
+        }
+        for client in list.get_ref() {
+            let name = client.get_ref().trim();
+            if name.is_empty() {
+                errors.push(at(
+                    client.span(),
+                    "approval_page.agents.clients: a client ID must not be empty".into(),
+                ));
+            } else {
+                clients.push(name.to_owned());
+            }
+        }
+        if every_request {
+            errors.push(at(
+                list.span(),
+                "approval_page.agents: clients and every_request = true together: every_request already makes every request without a Poppy-Session an agent's; keep one".into(),
+            ));
+        } else if !tokens_verified {
+            // An unverified token's client_id is whatever the sender wrote: an agent could
+            // name the Company's own client and pass through unapproved.
+            errors.push(at(
+                list.span(),
+                "approval_page.agents.clients: needs verified bearer tokens ([session] verify = \"required\" with [session.token]): a client is told apart only by a token the gateway verified".into(),
+            ));
+        }
+    } else if !every_request {
+        errors.push(at(
+            table.span(),
+            "approval_page.agents: says no request is an agent's; set clients = [\"<client_id>\", ...] or every_request = true, or remove the table".into(),
+        ));
+    }
+    (errors.len() == before).then_some(Agents {
+        clients,
+        every_request,
     })
 }
 

@@ -121,8 +121,13 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         .into_iter()
         .chain(conversations.as_ref().map(|c| c.listen.as_str()))
         .collect();
+    let page_context = super::approval_page::Context {
+        taken: &taken,
+        well_known: well_known.as_ref(),
+        tokens_verified: matches!(&session.verify, crate::identity::VerifySettings::Required(v) if v.token.is_some()),
+    };
     let approval_page = file.approval_page.as_ref().and_then(|table| {
-        super::approval_page::compile(table, folder, &taken, well_known.as_ref(), &at, &mut errors)
+        super::approval_page::compile(table, folder, &page_context, &at, &mut errors)
     });
 
     let tracing = file

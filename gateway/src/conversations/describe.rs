@@ -81,6 +81,7 @@ pub(crate) fn describe(
         method.as_str(),
         raw_target.as_bytes(),
         &headers,
+        admit::Sender::PersonalAgent,
     )
     .map_err(refused)?;
     let RouteMatch::Policy(policy, captures) = route else {
@@ -136,10 +137,14 @@ fn headers(
         HeaderValue::from_str(text)
             .map_err(|_| Answer::invalid(format!("{member} is not a header value")))
     };
-    headers.insert(
-        "poppy-session",
-        value("poppy_session", context.poppy_session)?,
-    );
+    // An empty one is none: a request of an agent without Poppy support, which the
+    // front door holds as `[approval_page.agents]` says (or refuses without it).
+    if !context.poppy_session.is_empty() {
+        headers.insert(
+            "poppy-session",
+            value("poppy_session", context.poppy_session)?,
+        );
+    }
     if let Some(authorization) = context.authorization {
         headers.insert(
             http::header::AUTHORIZATION,

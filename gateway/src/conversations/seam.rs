@@ -19,8 +19,8 @@ use crate::metrics::Metrics;
 use crate::operation::Decision;
 use crate::protocol::{ErrorBody, SigningKey};
 use crate::proxy::{
-    Arrival, Executor, Operated, Ran, RequestOutcome, UpstreamSlots, admit_request, offer_page,
-    refused_outcome,
+    Admission, Arrival, Door, Executor, Operated, Ran, RequestOutcome, UpstreamSlots,
+    admit_request, offer_page, refused_outcome,
 };
 use crate::store::OperationStore;
 
@@ -88,9 +88,11 @@ impl Seam {
             },
         };
         let body = async move { body_size(body.len(), max_body_bytes).map(|()| body) };
-        let page_offered = self.executor.page_url().is_some();
-        match admit_request(&self.claims, page_offered, arrival, body).await {
-            Ok(mut admitted) => {
+        match admit_request(&self.claims, &Door::of(&self.executor), arrival, body).await {
+            // `[approval_page.agents]` says these credentials are not an agent's: the
+            // service holds nothing for them.
+            Ok(Admission::NotAnAgent) => Err(not_an_agent()),
+            Ok(Admission::Admitted(mut admitted)) => {
                 admitted.fingerprint =
                     bound_to_conversation(conversation_id, &admitted.fingerprint);
                 Ok(admitted)
@@ -141,8 +143,22 @@ impl Seam {
                 RequestOutcome::refused(&policy.name, outcome, answer.status).record(&self.metrics);
                 answer
             }
+            // Only the front door says so, and `admit` answered it.
+            Ran::NotAnAgent => not_an_agent(),
         }
     }
+}
+
+/// A description without a Poppy-Session whose token is a client's that
+/// `[approval_page.agents]` does not list: not an agent's, so not the service's to hold.
+fn not_an_agent() -> Answer {
+    Answer::error(
+        403,
+        &ErrorBody::new(
+            "not_an_agent",
+            "the authorization is a client's that this gateway does not take for an agent ([approval_page.agents] clients): the service holds nothing for it; nothing was performed",
+        ),
+    )
 }
 
 /// A front door refusal as the service's answer: the proxy's JSON error, status and

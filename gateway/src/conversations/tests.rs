@@ -20,7 +20,7 @@ use crate::ingress::RouteMatch;
 use crate::ingress::admit::{self, Action, Admitted, ApprovalSource, Refused};
 use crate::mcp::{Incoming, read_post};
 use crate::policy::PolicySet;
-use crate::proxy::{Arrival, admit_request};
+use crate::proxy::{Admission, Arrival, admit_request};
 use crate::testkit::{EXCHANGE_POLICY, claims_off, unsigned_jwt};
 
 const UPSTREAM_HOST: &str = "127.0.0.1:9000";
@@ -114,6 +114,21 @@ fn answered(answer: &Answer) -> (u16, String) {
     )
 }
 
+/// The front door of a gateway without a page (and so without an agents rule).
+const NO_PAGE: crate::proxy::Door<'static> = crate::proxy::Door {
+    page_offered: false,
+    agents: None,
+};
+
+/// What the front door let in, or its refusal as status and code.
+fn admitted(admission: Result<Admission, Refused>) -> Result<Admitted, (u16, String)> {
+    match admission {
+        Ok(Admission::Admitted(admitted)) => Ok(admitted),
+        Ok(Admission::NotAnAgent) => Err((0, "not_an_agent".into())),
+        Err(r) => Err(refused(&r)),
+    }
+}
+
 fn run<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .build()
@@ -148,7 +163,7 @@ fn by_conversation(description: &Description) -> Result<Admitted, (u16, String)>
         },
     };
     let body = async move { admit::body_size(body.len(), MAX_BODY_BYTES).map(|()| body) };
-    run(admit_request(&claims(), false, arrival, body)).map_err(|r| refused(&r))
+    admitted(run(admit_request(&claims(), &NO_PAGE, arrival, body)))
 }
 
 /// The proxy's reading of the same request: its raw target and headers routed
@@ -176,8 +191,15 @@ fn by_http(description: &Description) -> Result<Admitted, (u16, String)> {
         Some(query) => format!("{}?{query}", description.path),
         None => description.path.clone(),
     };
-    let (target, route) = admit::route(&policies, None, "POST", raw_target.as_bytes(), &headers)
-        .map_err(|r| (r.status, r.error.to_owned()))?;
+    let (target, route) = admit::route(
+        &policies,
+        None,
+        "POST",
+        raw_target.as_bytes(),
+        &headers,
+        admit::Sender::PersonalAgent,
+    )
+    .map_err(|r| (r.status, r.error.to_owned()))?;
     let RouteMatch::Policy(policy, captures) = route else {
         return Err((404, "no_action".into()));
     };
@@ -197,7 +219,7 @@ fn by_http(description: &Description) -> Result<Admitted, (u16, String)> {
     };
     let body = Bytes::from(body);
     let body = async move { admit::body_size(body.len(), MAX_BODY_BYTES).map(|()| body) };
-    run(admit_request(&claims(), false, arrival, body)).map_err(|r| refused(&r))
+    admitted(run(admit_request(&claims(), &NO_PAGE, arrival, body)))
 }
 
 /// The MCP endpoint's reading of a call of the tool whose arguments are `arguments` (JSON
@@ -238,7 +260,7 @@ fn by_mcp(arguments: &str) -> Result<Admitted, (u16, String)> {
         },
     };
     let body = std::future::ready(Ok(Bytes::from(call.forward_body)));
-    run(admit_request(&claims(), false, arrival, body)).map_err(|r| refused(&r))
+    admitted(run(admit_request(&claims(), &NO_PAGE, arrival, body)))
 }
 
 #[test]

@@ -56,6 +56,14 @@ pub(crate) struct Approver {
     pub(crate) who: Who,
 }
 
+/// The approver of a request without a `Poppy-Session` ([`Approver::for_token`]), and the
+/// client its verified token was issued to (`None`: not verified, or naming none).
+#[derive(Debug)]
+pub(crate) struct ByToken {
+    pub(crate) approver: Approver,
+    pub(crate) client: Option<String>,
+}
+
 /// The parties of an approval, for receipts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Who {
@@ -240,6 +248,88 @@ impl Approver {
                 }
             }
         }
+    }
+
+    /// The approver of a request without a `Poppy-Session` that `[approval_page.agents]`
+    /// makes an agent's: from its bearer token alone, with the Session's claim names
+    /// (`account_claim`, `user_claim`). Verified (`[session.token]`): the account
+    /// `verified:<account>`, the agent the token's client, nothing else bound; else read
+    /// unverified (`claim:<account>` or `token:<hash>`, as for a Session's token) and bound
+    /// to the exact `Authorization` value, as with `verify = "off"`. Without a token: no
+    /// account, which the page refuses (`sign_in_required`) before the store is asked.
+    /// `who.session` is empty: there is no Session, and nothing keys on it for such a
+    /// request (the page needs no Session scope; `session_scope` is the account scope).
+    pub(crate) async fn for_token(
+        authorization: Option<&[u8]>,
+        claims: &SessionClaims,
+    ) -> Result<ByToken, ApproverError> {
+        check_authorization(authorization)?;
+        let Some(token) = authorization.and_then(bearer_token) else {
+            return Ok(ByToken {
+                approver: Approver {
+                    kind: ScopeKind::Session,
+                    scope: frame("n", &[]),
+                    session_scope: frame("n", &[]),
+                    credentials: None,
+                    who: Who::default(),
+                },
+                client: None,
+            });
+        };
+        let verified = match &claims.verify {
+            VerifyMode::Required(verifier) => verifier.verify_any_token(token).await,
+            VerifyMode::Off => None,
+        };
+        let claim = |payload: &serde_json::Map<String, Value>, name: &str| {
+            payload.get(name).and_then(Value::as_str).map(str::to_owned)
+        };
+        let client_of = |payload: &serde_json::Map<String, Value>| {
+            super::token::client_of(payload)
+                .ok()
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let (agent, user, account, credentials, client) = match verified {
+            Some(payload) => {
+                let payload = payload?;
+                let account = claim(&payload, &claims.account_claim)
+                    .ok_or_else(|| TokenError::NoAccount(claims.account_claim.clone()))?;
+                let client = client_of(&payload);
+                (
+                    client.clone().unwrap_or_default(),
+                    claim(&payload, &claims.user_claim).unwrap_or_else(|| account.clone()),
+                    format!("verified:{account}"),
+                    None,
+                    client,
+                )
+            }
+            None => {
+                let payload = jwt_payload(token).unwrap_or_default();
+                (
+                    client_of(&payload).unwrap_or_default(),
+                    claim(&payload, &claims.user_claim).unwrap_or_default(),
+                    account_of(token, &claims.account_claim),
+                    Some(Credentials::of(b"", authorization)),
+                    None,
+                )
+            }
+        };
+        let scope = frame("a", &[&agent, &user, &account]);
+        Ok(ByToken {
+            approver: Approver {
+                kind: ScopeKind::Account,
+                session_scope: scope.clone(),
+                scope,
+                credentials,
+                who: Who {
+                    agent,
+                    user: Some(user),
+                    session: String::new(),
+                    account: Some(account),
+                },
+            },
+            client,
+        })
     }
 
     /// Unverified claims (`verify = "off"`, and `explain`). `authorization` is the raw
@@ -561,6 +651,41 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    /// Without a Session, the bearer token alone: unverified, its account bound to the
+    /// exact token; a refreshed token of the same subject is the same scope, another
+    /// subject's is another; no token, no account.
+    #[tokio::test]
+    async fn without_a_session_the_token_is_the_approver() {
+        let by = |token: Option<String>| async move {
+            Approver::for_token(token.as_deref().map(str::as_bytes), &claims()).await
+        };
+        let token = |payload: &str| Some(format!("Bearer {}", jwt(payload)));
+        let first = by(token(r#"{"sub":"acct_1","client_id":"agent","jti":"1"}"#))
+            .await
+            .unwrap();
+        let refreshed = by(token(r#"{"sub":"acct_1","client_id":"agent","jti":"2"}"#))
+            .await
+            .unwrap();
+        let other = by(token(r#"{"sub":"acct_2","client_id":"agent"}"#))
+            .await
+            .unwrap();
+        assert_eq!(first.approver.kind, ScopeKind::Account);
+        assert_eq!(first.approver.scope, refreshed.approver.scope);
+        assert_ne!(first.approver.scope, other.approver.scope);
+        assert_ne!(
+            first.approver.credentials, refreshed.approver.credentials,
+            "unverified: bound to the exact token"
+        );
+        assert_eq!(first.approver.who.account.as_deref(), Some("claim:acct_1"));
+        assert_eq!(first.approver.who.agent, "agent");
+        assert_eq!(first.approver.who.session, "");
+        assert_eq!(first.client, None, "an unverified client lists nothing");
+        let none = by(None).await.unwrap();
+        assert_eq!(none.approver.who.account, None);
+        let refused = by(Some("Bearer\tt".into())).await.unwrap_err();
+        assert_eq!((refused.code(), refused.status()), ("invalid_token", 401));
     }
 
     #[test]

@@ -30,7 +30,7 @@ use serde_json::{Map, Value};
 
 pub(crate) use approver::SessionClaims;
 pub(crate) use approver::VerifyMode;
-pub(crate) use approver::{Approver, ApproverError};
+pub(crate) use approver::{Approver, ApproverError, ByToken};
 #[cfg(test)]
 pub(crate) use approver::{Credentials, Who};
 pub(crate) use format::RequestTarget;
@@ -77,18 +77,24 @@ impl SessionVerifier {
         token: &[u8],
         agent: &str,
     ) -> Option<Result<Map<String, Value>, TokenError>> {
+        let verified = self.verify_any_token(token).await?.and_then(|claims| {
+            token::check_agent(&claims, agent)?;
+            Ok(claims)
+        });
+        Some(verified)
+    }
+
+    /// The verified claims of a bearer token, whichever client it was issued to (`None`
+    /// without `[session.token]`): for a request without a Session (`Approver::for_token`).
+    pub(crate) async fn verify_any_token(
+        &self,
+        token: &[u8],
+    ) -> Option<Result<Map<String, Value>, TokenError>> {
         let verifier = self.token.as_ref()?;
         let Ok(token) = std::str::from_utf8(token) else {
             return Some(Err(TokenError::Jwt(VerifyError::Malformed)));
         };
-        let verified = verifier
-            .verify(token.trim(), now())
-            .await
-            .and_then(|claims| {
-                token::check_agent(&claims, agent)?;
-                Ok(claims)
-            });
-        Some(verified)
+        Some(verifier.verify(token.trim(), now()).await)
     }
 
     /// Verify a `Poppy-Session` value for the request `target`; its claims when it is signed

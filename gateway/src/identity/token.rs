@@ -49,14 +49,19 @@ pub(crate) enum TokenError {
 /// `client_id` (RFC 9068, RFC 7662), or else its `azp`, is the Session's agent.
 /// (`act.client_id` is the identity provider's own ID and is not compared.)
 pub(crate) fn check_agent(claims: &Map<String, Value>, agent: &str) -> Result<(), TokenError> {
-    let named = match claims.get("client_id") {
-        Some(client_id) => client_id,
-        None => claims.get("azp").ok_or(TokenError::NoAgent)?,
-    };
-    if named.as_str() == Some(agent) {
+    if client_of(claims)?.as_str() == Some(agent) {
         Ok(())
     } else {
         Err(TokenError::OtherAgent)
+    }
+}
+
+/// The client a token was issued to: its top-level `client_id`, or else its `azp` (a value
+/// that is not a string names no client the gateway knows).
+pub(crate) fn client_of(claims: &Map<String, Value>) -> Result<&Value, TokenError> {
+    match claims.get("client_id") {
+        Some(client_id) => Ok(client_id),
+        None => claims.get("azp").ok_or(TokenError::NoAgent),
     }
 }
 

@@ -101,19 +101,33 @@ impl From<Refusal> for Refused {
     }
 }
 
+/// Who sent a request the front door routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sender {
+    /// A Personal Agent (it sent a `Poppy-Session`), or a Company Agent describing its request.
+    PersonalAgent,
+    /// A request without a `Poppy-Session` that `[approval_page.agents]` may make an agent's
+    /// ([`Agents::unsigned`]): the Personal Agent rules wait until it is known to be one
+    /// ([`Agents::check`]), so that the Company's own clients pass through as they are.
+    WithoutSession,
+}
+
 /// Step 1: where a Personal Agent's request goes. The header rules every request gets, the
-/// target read once (`raw_target` as received), the rules for Personal Agent requests, then
-/// the route: a policy, the MCP endpoint, or none.
+/// target read once (`raw_target` as received), the rules for Personal Agent requests (as
+/// `sender` says), then the route: a policy, the MCP endpoint, or none.
 pub(crate) fn route(
     policies: &PolicySet,
     mcp: Option<&PathTemplate>,
     method: &str,
     raw_target: &[u8],
     request_headers: &HeaderMap,
+    sender: Sender,
 ) -> Result<(Target, RouteMatch), Refusal> {
     headers::check_all(request_headers)?;
     let target = check_target(raw_target)?;
-    headers::check_personal_agent(request_headers)?;
+    if sender == Sender::PersonalAgent {
+        headers::check_personal_agent(request_headers)?;
+    }
     let matched = match_route(
         policies,
         mcp,
@@ -144,10 +158,82 @@ pub(crate) fn via(
 ) -> Result<Via, Refused> {
     match extension(request_headers) {
         Ok(()) => Ok(Via::Agent),
-        Err(Refused::ExtensionRequired) if page_offered && policy.approval.allows_page() => {
-            Ok(Via::Page)
-        }
+        Err(Refused::ExtensionRequired) => page_only(policy, page_offered),
         Err(refused) => Err(refused),
+    }
+}
+
+/// Step 2 for a request without the extension (or an agent's without a `Poppy-Session`,
+/// which can't hold an operation): the page, if the policy allows it and the gateway has
+/// one; else `extension_required`, never passthrough.
+pub(crate) fn page_only(policy: &Policy, page_offered: bool) -> Result<Via, Refused> {
+    if page_offered && policy.approval.allows_page() {
+        Ok(Via::Page)
+    } else {
+        Err(Refused::ExtensionRequired)
+    }
+}
+
+/// `[approval_page.agents]`: which requests without a `Poppy-Session` are an agent's (issue
+/// 29). Without it none is: they pass through, as the Company's own clients' must.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Agents {
+    /// A bearer token, verified, issued to one of these OAuth clients (its `client_id`, else
+    /// `azp`) makes the request an agent's; any other client's passes through.
+    pub(crate) clients: Vec<String>,
+    /// Every request without a `Poppy-Session` is an agent's (an API only agents call).
+    pub(crate) every_request: bool,
+}
+
+/// What the rule makes of a request without a `Poppy-Session`, before its token is verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unsigned {
+    /// An agent's (`every_request`).
+    Agent,
+    /// An agent's if its verified token's client is listed ([`Agents::lists`]).
+    IfListed,
+    /// Not an agent's: it passes through untouched (no bearer token, with `clients`).
+    NotAnAgent,
+}
+
+impl Agents {
+    /// Step 2's first half for a request without a `Poppy-Session`: an agent's, one if its
+    /// client is listed, or none. Only a `Bearer` (or `DPoP`) token can name a client; any
+    /// value that starts so is taken as one (and refused at step 3 if unreadable), never let
+    /// through as the Company's.
+    pub(crate) fn unsigned(&self, request_headers: &HeaderMap) -> Unsigned {
+        let authorization = request_headers.get_all(http::header::AUTHORIZATION);
+        // Two tokens make two readings: taken as an agent's, whose rules ([`Agents::check`])
+        // refuse it, never let through as the Company's.
+        if self.every_request || authorization.iter().nth(1).is_some() {
+            return Unsigned::Agent;
+        }
+        let names_a_token = authorization.iter().any(|value| {
+            let scheme = value
+                .as_bytes()
+                .split(|b| b.is_ascii_whitespace())
+                .find(|part| !part.is_empty())
+                .unwrap_or_default();
+            scheme.eq_ignore_ascii_case(b"bearer") || scheme.eq_ignore_ascii_case(b"dpop")
+        });
+        if names_a_token {
+            Unsigned::IfListed
+        } else {
+            Unsigned::NotAnAgent
+        }
+    }
+
+    /// After step 3, for [`Unsigned::IfListed`]: whether the verified token's client
+    /// (`None`: not verified, which `load` rules out with `clients`) makes it an agent's.
+    /// Fails closed: a client that can't be told is taken as an agent's.
+    pub(crate) fn lists(&self, client: Option<&str>) -> bool {
+        client.is_none_or(|client| self.clients.iter().any(|c| c == client))
+    }
+
+    /// Step 1's Personal Agent rules, for a request now known to be an agent's (one
+    /// `Authorization`, one `Host`, no method overrides...).
+    pub(crate) fn check(request_headers: &HeaderMap) -> Result<(), Refused> {
+        headers::check_personal_agent(request_headers).map_err(Refused::Request)
     }
 }
 
@@ -346,5 +432,55 @@ fn sendable(path_and_query: String) -> Result<String, Refusal> {
         _ => Err(Refusal::path(
             "the target can't be sent as it is (characters a request line can't carry); nothing was performed",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, http::HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    /// With `clients`, only a bearer token can name a listed client: anything else is the
+    /// Company's; two `Authorization` values are taken as an agent's (and refused by its
+    /// rules), never let through.
+    #[test]
+    fn which_requests_without_a_session_are_agents() {
+        let clients = Agents {
+            clients: vec!["agent".into()],
+            every_request: false,
+        };
+        assert_eq!(clients.unsigned(&headers(&[])), Unsigned::NotAnAgent);
+        assert_eq!(
+            clients.unsigned(&headers(&[("authorization", "Basic dTpw")])),
+            Unsigned::NotAnAgent
+        );
+        for token in ["Bearer t", "bearer  t", "DPoP t", "Bearer\tt", "Bearer"] {
+            assert_eq!(
+                clients.unsigned(&headers(&[("authorization", token)])),
+                Unsigned::IfListed,
+                "{token:?}"
+            );
+        }
+        let two = headers(&[
+            ("authorization", "Basic dTpw"),
+            ("authorization", "Bearer t"),
+        ]);
+        assert_eq!(clients.unsigned(&two), Unsigned::Agent);
+        assert!(matches!(Agents::check(&two), Err(Refused::Request(_))));
+        assert!(clients.lists(Some("agent")));
+        assert!(!clients.lists(Some("company-web")));
+        assert!(clients.lists(None), "a client that can't be told is held");
+        let every = Agents {
+            clients: Vec::new(),
+            every_request: true,
+        };
+        assert_eq!(every.unsigned(&headers(&[])), Unsigned::Agent);
     }
 }

@@ -73,7 +73,8 @@ pub(crate) fn draft_receipt(
         scope: approver.scope.clone(),
         agent: Some(approver.who.agent.clone()),
         user: approver.who.user.clone(),
-        session: Some(approver.who.session.clone()),
+        // An agent's request without a Session has none (`Approver::for_token`).
+        session: Some(approver.who.session.clone()).filter(|s| !s.is_empty()),
         account: approver.who.account.clone(),
         identity: Some(if approver.credentials.is_none() {
             "verified"

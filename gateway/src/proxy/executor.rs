@@ -17,7 +17,7 @@ use crate::clock::Clock;
 use crate::config::Upstream;
 use crate::drain::{Drain, ForwardGuard};
 use crate::identity::Approver;
-use crate::ingress::admit::{Admitted, Via};
+use crate::ingress::admit::{Admitted, Agents, Via};
 use crate::ingress::{ForwardRequest, Refusal};
 use crate::metrics::{Metrics, Outcome, Rejection};
 use crate::operation::page::PageDecision;
@@ -47,6 +47,8 @@ pub(crate) struct ExecutorParts {
     pub(crate) remember_grace: Duration,
     /// `[approval_page] public_url`: where the page's links point (none without the table).
     pub(crate) page_url: Option<String>,
+    /// `[approval_page.agents]`: which requests without a `Poppy-Session` are agents'.
+    pub(crate) agents: Option<Agents>,
     /// The policies in force: a completion remembers the operation as long as a revision
     /// minted under them could be approved, even after a reload during the forward.
     pub(crate) policies: LivePolicies,
@@ -187,6 +189,11 @@ impl Executor {
     /// Where the Company's approval page's links point, if the gateway has one.
     pub(crate) fn page_url(&self) -> Option<&str> {
         self.parts.page_url.as_deref()
+    }
+
+    /// `[approval_page.agents]` (none without it: requests without a Session pass through).
+    pub(crate) fn agents(&self) -> Option<&Agents> {
+        self.parts.agents.as_ref()
     }
 
     /// The `[[route]]` this executor serves (`None`: the default route).
@@ -1250,6 +1257,7 @@ order_id = { path = "order_id" }
             route: route.map(str::to_owned),
             remember_grace: Duration::from_secs(60),
             page_url: None,
+            agents: None,
             policies: LivePolicies::new(PolicySet::new(policies)),
             metrics: Arc::clone(&metrics),
             drain: Arc::new(Drain::default()),

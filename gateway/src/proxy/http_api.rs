@@ -67,5 +67,8 @@ pub(crate) async fn handle(
         Ran::Refused(refused, outcome) => {
             Step::refused(&policy.name, outcome, Reply::refused(&refused))
         }
+        // The Company's own client (`[approval_page.agents]`): proxied as it came, its body
+        // unread.
+        Ran::NotAnAgent => Step::Continue,
     }
 }

@@ -6,7 +6,9 @@
 //! error with the operation, or the recorded answer with the call's own `id`). Anything else
 //! is forwarded as it is, its answer streamed back ([`StreamingForwarder`]). Requests to the
 //! endpoint that are not POSTs, or not from a Personal Agent, never come here: they take
-//! pingora's proxy path untouched.
+//! pingora's proxy path untouched; but with `[approval_page.agents]` a POST without a
+//! `Poppy-Session` that may be an agent's (a plain OAuth MCP client) comes here too, and a
+//! held call the runner finds is not an agent's (`Ran::NotAnAgent`) is forwarded as it came.
 //!
 //! A held call from a client without the extension, on a policy the User may approve on the
 //! Company's page, gets the page's link in the form its protocol version and declared
@@ -162,22 +164,41 @@ impl McpEndpoint {
             }
             Ok((Incoming::Held(call), version)) => match ops.policies.find_tool(&call.tool) {
                 Some(policy) => {
-                    let _held = self.calls.hold(
-                        headers.get("mcp-session-id").map(|v| v.as_bytes()),
-                        &call.id,
-                    );
-                    held_call(
-                        ops,
-                        session,
-                        headers,
-                        path_and_query,
-                        policy,
-                        call,
-                        version,
-                        proxy,
-                        &self.clients,
-                    )
-                    .await
+                    // As sent, should `[approval_page.agents]` find it is not an agent's.
+                    let unheld = ForwardRequest {
+                        method: http::Method::POST,
+                        path_and_query: path_and_query.clone(),
+                        headers: forwarded_headers(&headers),
+                        body,
+                    };
+                    let held = {
+                        let _held = self.calls.hold(
+                            headers.get("mcp-session-id").map(|v| v.as_bytes()),
+                            &call.id,
+                        );
+                        held_call(
+                            ops,
+                            session,
+                            headers,
+                            path_and_query,
+                            policy,
+                            call,
+                            version,
+                            proxy,
+                            &self.clients,
+                        )
+                        .await
+                    };
+                    match held {
+                        Some(step) => step,
+                        // The Company's own client: forwarded as a call that needs no
+                        // approval is.
+                        None => {
+                            self.forwarder
+                                .stream(session, unheld, proxy, needs_approval, None)
+                                .await
+                        }
+                    }
                 }
                 // read_post holds only calls of tools a policy names.
                 None => Step::Respond(rpc_error(&RpcError {
@@ -191,7 +212,8 @@ impl McpEndpoint {
 }
 
 /// A held call through the runner (the front door, then the executor), answered as MCP. An
-/// approved forward's event stream reaches the client as it arrives (`mcp_stream`).
+/// approved forward's event stream reaches the client as it arrives (`mcp_stream`). `None`:
+/// not an agent's call (`[approval_page.agents]`), to forward as it came.
 #[allow(clippy::too_many_arguments)]
 async fn held_call(
     ops: &Operations,
@@ -203,7 +225,7 @@ async fn held_call(
     version: McpVersion,
     proxy: &ProxyContext,
     clients: &McpClients,
-) -> Step {
+) -> Option<Step> {
     let page_call = call.page;
     let to = ReplyTo {
         id: call.id,
@@ -244,7 +266,7 @@ async fn held_call(
     let (ran, streamed) = stream_while(session, run, taps, to.session_id.as_deref()).await;
     if let Some(streamed) = streamed {
         // The forward's stream is on its way to the client: it ends with what it came to.
-        return match ran {
+        return Some(match ran {
             Ran::Operated(Operated::Decided(executed)) => Step::OperationStreamed(
                 streamed
                     .finish(session, executed.decision, |d| render(d, &to))
@@ -267,9 +289,11 @@ async fn held_call(
                     super::outcome::RequestOutcome::refused(&policy.name, outcome, 200),
                 )
             }
-        };
+            // Decided before any forward: nothing was streamed.
+            Ran::NotAnAgent => return None,
+        });
     }
-    match ran {
+    Some(match ran {
         Ran::Operated(Operated::Decided(executed)) => {
             Step::Operation(render(executed.decision, &to), executed.outcome)
         }
@@ -301,7 +325,8 @@ async fn held_call(
         Ran::Refused(why, outcome) => {
             Step::refused(&policy.name, outcome, refused(&why, &call.tool, &to))
         }
-    }
+        Ran::NotAnAgent => return None,
+    })
 }
 
 /// How a held call is shown the approval page (`mcp::page`).

@@ -59,4 +59,6 @@ pub(crate) use upstream::UpstreamClient;
 // runner (front door, executor) as the HTTP API, and records their outcomes the same way.
 pub(crate) use executor::Operated;
 pub(crate) use outcome::RequestOutcome;
-pub(crate) use runner::{Arrival, Ran, admit_request, offer_page, refused_outcome};
+pub(crate) use runner::{
+    Admission, Arrival, Door, Ran, admit_request, offer_page, refused_outcome,
+};

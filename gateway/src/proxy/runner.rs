@@ -18,9 +18,9 @@ use super::executor::{Executed, Executor, Operated, Reading};
 use super::forwarded::ProxyContext;
 use super::outcome::RequestOutcome;
 use super::page_offer::PageLink;
-use crate::identity::{Approver, ApproverError, RequestTarget, SessionClaims};
+use crate::identity::{Approver, ApproverError, ByToken, RequestTarget, SessionClaims};
 use crate::ingress::Refusal;
-use crate::ingress::admit::{self, Action, ApprovalSource, Refused, Via};
+use crate::ingress::admit::{self, Action, Agents, ApprovalSource, Refused, Unsigned, Via};
 use crate::metrics::Outcome;
 use crate::operation::Decision;
 use crate::policy::Policy;
@@ -45,6 +45,10 @@ pub(crate) enum Ran {
     Page(PageLink, RequestOutcome),
     /// The front door refused: nothing decided, nothing forwarded.
     Refused(Refused, Outcome),
+    /// A request without a `Poppy-Session` that `[approval_page.agents]` does not make an
+    /// agent's (a bearer token of a client it does not list): the interface passes it on as
+    /// it would without the rule, its body unread.
+    NotAnAgent,
 }
 
 /// Run `arrival` through the front door and the executor. `body`: how the interface reads
@@ -69,8 +73,9 @@ pub(crate) async fn run_with(
     body: impl Future<Output = Result<Bytes, Refusal>>,
     reading: &Reading<'_>,
 ) -> Ran {
-    match admit_request(claims, executor.page_url().is_some(), arrival, body).await {
-        Ok(admitted) => {
+    match admit_request(claims, &Door::of(executor), arrival, body).await {
+        Ok(Admission::NotAnAgent) => Ran::NotAnAgent,
+        Ok(Admission::Admitted(admitted)) => {
             let via = admitted.via;
             let policy = Arc::clone(&admitted.policy);
             let account = admitted.approver.who.account.clone();
@@ -124,21 +129,46 @@ pub(crate) fn offer_page(
     }
 }
 
-/// The front door's steps, in order (module comment). `page_offered`: the gateway has an
-/// approval page (step 2 lets a request without the extension through to it).
+/// What the front door needs of the gateway: whether it has an approval page, and which
+/// requests without a `Poppy-Session` are agents' (`[approval_page.agents]`).
+pub(crate) struct Door<'a> {
+    pub(crate) page_offered: bool,
+    pub(crate) agents: Option<&'a Agents>,
+}
+
+impl Door<'_> {
+    pub(crate) fn of(executor: &Executor) -> Door<'_> {
+        Door {
+            page_offered: executor.page_url().is_some(),
+            agents: executor.agents(),
+        }
+    }
+}
+
+/// What the front door let in. Moved once, never kept: boxing the admitted request would
+/// allocate for every request instead.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Admission {
+    Admitted(admit::Admitted),
+    /// Not an agent's request ([`Ran::NotAnAgent`]).
+    NotAnAgent,
+}
+
+/// The front door's steps, in order (module comment).
 /// Its span, `poppy.admit`, says which policy admitted the request, or the refusal's outcome.
 pub(crate) async fn admit_request(
     claims: &SessionClaims,
-    page_offered: bool,
+    door: &Door<'_>,
     arrival: Arrival<'_>,
     body: impl Future<Output = Result<Bytes, Refusal>>,
-) -> Result<admit::Admitted, Refused> {
+) -> Result<Admission, Refused> {
     let span = crate::telemetry::Span::phase("poppy.admit");
-    let admitted = span
-        .within(admit_steps(claims, page_offered, arrival, body))
-        .await;
+    let admitted = span.within(admit_steps(claims, door, arrival, body)).await;
     match &admitted {
-        Ok(admitted) => span.set_with("poppy.policy", || admitted.policy.name.clone()),
+        Ok(Admission::Admitted(admitted)) => {
+            span.set_with("poppy.policy", || admitted.policy.name.clone());
+        }
+        Ok(Admission::NotAnAgent) => span.set("poppy.passthrough", true),
         Err(refused) => span.set("poppy.outcome", refused_outcome(refused).as_str()),
     }
     admitted
@@ -146,14 +176,44 @@ pub(crate) async fn admit_request(
 
 async fn admit_steps(
     claims: &SessionClaims,
-    page_offered: bool,
+    door: &Door<'_>,
     arrival: Arrival<'_>,
     body: impl Future<Output = Result<Bytes, Refusal>>,
-) -> Result<admit::Admitted, Refused> {
-    let via = admit::via(&arrival.headers, arrival.action.policy(), page_offered)?;
-    let approver = approver(claims, &arrival.headers, &arrival.signed_for)
-        .await
-        .map_err(Refused::Approver)?;
+) -> Result<Admission, Refused> {
+    let policy = arrival.action.policy();
+    let (via, approver) = match door.agents {
+        // An agent's request without a Session: as a Personal Agent's without the extension,
+        // its approver from the bearer token alone.
+        Some(agents) if !arrival.headers.contains_key("poppy-session") => {
+            let authorization = arrival.headers.get(http::header::AUTHORIZATION);
+            match agents.unsigned(&arrival.headers) {
+                Unsigned::NotAnAgent => return Ok(Admission::NotAnAgent),
+                Unsigned::Agent => {
+                    Agents::check(&arrival.headers)?;
+                    let via = admit::page_only(policy, door.page_offered)?;
+                    (via, token_approver(claims, authorization).await?.approver)
+                }
+                // Which client it is decides whether it is an agent's at all: the token
+                // first (the Company's own clients pass through whatever the policy says).
+                Unsigned::IfListed => {
+                    let by_token = token_approver(claims, authorization).await?;
+                    if !agents.lists(by_token.client.as_deref()) {
+                        return Ok(Admission::NotAnAgent);
+                    }
+                    Agents::check(&arrival.headers)?;
+                    let via = admit::page_only(policy, door.page_offered)?;
+                    (via, by_token.approver)
+                }
+            }
+        }
+        _ => {
+            let via = admit::via(&arrival.headers, policy, door.page_offered)?;
+            let approver = approver(claims, &arrival.headers, &arrival.signed_for)
+                .await
+                .map_err(Refused::Approver)?;
+            (via, approver)
+        }
+    };
     let body = body.await?;
     admit::admit(
         arrival.action,
@@ -163,6 +223,17 @@ async fn admit_steps(
         approver,
         via,
     )
+    .map(Admission::Admitted)
+}
+
+/// Step 3 for an agent's request without a Session: who may approve, from its token.
+async fn token_approver(
+    claims: &SessionClaims,
+    authorization: Option<&http::HeaderValue>,
+) -> Result<ByToken, Refused> {
+    Approver::for_token(authorization.map(|v| v.as_bytes()), claims)
+        .await
+        .map_err(Refused::Approver)
 }
 
 /// Who may approve, from the request's `Poppy-Session` and `Authorization`. `signed_for`:

@@ -19,7 +19,7 @@ use super::reply::Reply;
 use super::routes::{RouteRuntime, Routes};
 use super::step::Step;
 use super::well_known;
-use crate::ingress::admit;
+use crate::ingress::admit::{self, Sender, Unsigned};
 use crate::ingress::{self, Refusal, RouteMatch};
 use crate::metrics::Metrics;
 use crate::protocol::ErrorBody;
@@ -385,21 +385,32 @@ impl GatewayProxy {
             .await;
             return Step::Respond(Reply::json(200, &doc));
         }
-        // Only Personal Agent requests (they carry Poppy-Session) can be operations; the
-        // others get the header rules every request gets, and go their way.
-        if !header.headers.contains_key("poppy-session") {
-            return match ingress::headers::check_all(&header.headers) {
-                Ok(()) => Step::Continue,
-                Err(refusal) => Step::Respond(Reply::refusal(&refusal)),
-            };
-        }
         let operations = &route.operations;
+        // Only Personal Agent requests (they carry Poppy-Session) can be operations, and the
+        // requests `[approval_page.agents]` makes agents'; the others get the header rules
+        // every request gets, and go their way.
+        let sender = if header.headers.contains_key("poppy-session") {
+            Sender::PersonalAgent
+        } else {
+            match operations.executor.agents() {
+                Some(agents) if agents.unsigned(&header.headers) != Unsigned::NotAnAgent => {
+                    Sender::WithoutSession
+                }
+                _ => {
+                    return match ingress::headers::check_all(&header.headers) {
+                        Ok(()) => Step::Continue,
+                        Err(refusal) => Step::Respond(Reply::refusal(&refusal)),
+                    };
+                }
+            }
+        };
         let routed = admit::route(
             &operations.policies.snapshot(),
             route.mcp.as_ref().map(McpEndpoint::template),
             header.method.as_str(),
             header.raw_path(),
             &header.headers,
+            sender,
         );
         let (target, matched) = match routed {
             Ok(routed) => routed,

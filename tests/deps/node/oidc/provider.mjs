@@ -5,8 +5,10 @@
 //     node provider.mjs KEY.pem[:kid] ...
 //
 // Clients (client_credentials): "agent" / "agent-secret" gets tokens; "gateway" /
-// "gateway-secret" introspects them. Resource "https://shop.test" gets JWT access tokens,
-// "urn:shop:opaque" opaque ones.
+// "gateway-secret" introspects them; "company-web" / "web-secret" stands for the Company's own
+// front end. Resource "https://shop.test" gets JWT access tokens, "urn:shop:opaque" opaque
+// ones. A token request's form field `account` becomes the token's `account` claim: the user
+// it acts for (a test provider: client credentials stand in for a user's sign-in).
 //
 // With POPPY_PAGE_REDIRECT_URI set, also the approval page's client "poppy-page" /
 // "page-secret" (authorization code + PKCE, redirecting there), and a tiny login form at
@@ -49,6 +51,7 @@ server.listen(0, '127.0.0.1', () => {
     clients: [
       { client_id: 'agent', client_secret: 'agent-secret', grant_types: ['client_credentials'], redirect_uris: [], response_types: [] },
       { client_id: 'gateway', client_secret: 'gateway-secret', grant_types: ['client_credentials'], redirect_uris: [], response_types: [] },
+      { client_id: 'company-web', client_secret: 'web-secret', grant_types: ['client_credentials'], redirect_uris: [], response_types: [] },
       ...(pageRedirect ? [{
         client_id: 'poppy-page',
         client_secret: 'page-secret',
@@ -71,6 +74,10 @@ server.listen(0, '127.0.0.1', () => {
       grant.addOIDCScope('openid');
       await grant.save();
       return grant;
+    },
+    extraTokenClaims: async (ctx) => {
+      const account = ctx?.oidc?.body?.account;
+      return typeof account === 'string' && account ? { account } : undefined;
     },
     jwks: { keys },
     enabledJWA: { clientAuthSigningAlgValues: ['ES256', 'RS256'] },
