@@ -336,7 +336,10 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             settings,
             keys.clone(),
             Arc::clone(&store),
-            config.store.remember_grace,
+            crate::approval_page::Kept {
+                grace: config.store.remember_grace,
+                longest_execution: config.longest_execution(),
+            },
             policies.clone(),
         )
         .map_err(StartError::ApprovalPage)?;

@@ -46,6 +46,15 @@ const SIGN_IN_SECONDS: i64 = 600;
 /// The longest form body read (the forms post a token and a word, or a path).
 const MAX_FORM_BYTES: usize = 16 * 1024;
 
+/// What decides how long a decision is kept ([`keep_after`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Kept {
+    /// `[store] remember_grace`.
+    pub(crate) grace: Duration,
+    /// `Config::longest_execution`.
+    pub(crate) longest_execution: Duration,
+}
+
 /// The approval page's service, as pingora runs it on `[approval_page] listen`.
 pub(crate) struct ApprovalPageApp {
     company: String,
@@ -54,6 +63,9 @@ pub(crate) struct ApprovalPageApp {
     /// The store's `remember_grace`: a decision is kept until its revision expires, then as
     /// long as the record of the operation it approved can be kept (see [`keep_after`]).
     grace: Duration,
+    /// The longest an approved forward may run (`Config::longest_execution`): one claimed just
+    /// before its revision expired completes that much after, and its record is kept from then.
+    longest_execution: Duration,
     /// The policies in force (every route's), for their `expires_in`.
     policies: LivePolicies,
     /// `[approval_page] public_url`, without a trailing `/`.
@@ -92,14 +104,15 @@ impl ApprovalPageApp {
         settings: &ApprovalPage,
         keys: Keys,
         store: Arc<dyn OperationStore>,
-        grace: Duration,
+        kept: Kept,
         policies: LivePolicies,
     ) -> Result<ApprovalPageApp, String> {
         Ok(ApprovalPageApp {
             company: settings.company_name.clone(),
             keys,
             store,
-            grace,
+            grace: kept.grace,
+            longest_execution: kept.longest_execution,
             policies,
             public_url: settings.public_url.clone(),
             signin: SignIn::new(settings)?,
@@ -384,7 +397,7 @@ impl ApprovalPageApp {
             .map(|policy| policy.expires_in)
             .max()
             .unwrap_or_default();
-        let kept_after = keep_after(expires_in, self.grace);
+        let kept_after = keep_after(expires_in, self.longest_execution, self.grace);
         match decide(self.store.as_ref(), &decision, link, kept_after).await {
             Ok(PageDecided::Stored) => redirect(&path),
             Ok(PageDecided::Exists(_)) => redirect(&format!("{path}&again=1")),
@@ -506,14 +519,16 @@ impl ApprovalPageApp {
     }
 }
 
-/// How long after its revision's expiry a decision is kept: the policy's `expires_in`, a
-/// second and the store's grace. The record of the operation it approved is kept until its
-/// completion + that much (`operation::Remember`), and a page request's retry finds that
-/// record by the decision (`operation::approved_operations`): so the recorded answer is
-/// replayed as long as it is kept (a forward answered after the revision expired excepted:
-/// its record outlives the decision by as long as the forward ran past the expiry).
-fn keep_after(expires_in: Duration, grace: Duration) -> Duration {
-    expires_in
+/// How long after its revision's expiry a decision is kept: the longest an approved forward
+/// may run, the policy's `expires_in`, a second and the store's grace. The record of the
+/// operation it approved is kept until its completion + `expires_in`, a second and the grace
+/// (`operation::Remember`), and it completes at the latest `longest_execution` after the
+/// expiry (a claim is taken only before it); a page request's retry finds that record by the
+/// decision (`operation::approved_operations`): so the recorded answer is replayed as long as
+/// it is kept, and never a new link offered for a performed request.
+fn keep_after(expires_in: Duration, longest_execution: Duration, grace: Duration) -> Duration {
+    longest_execution
+        .saturating_add(expires_in)
         .saturating_add(Duration::from_secs(1))
         .saturating_add(grace)
 }
@@ -714,18 +729,25 @@ mod tests {
     use crate::store::MemoryStore;
 
     /// A page retry finds the record by its decision: the decision is kept at least as long
-    /// as the record of an operation completed by its revision's expiry.
+    /// as the record of an operation claimed before its revision's expiry, however long its
+    /// forward ran (at most `longest_execution`).
     #[test]
-    fn a_decision_outlives_the_record_of_a_completion_by_its_expiry() {
+    fn a_decision_outlives_the_record_of_its_operation() {
         let (expires_in, grace) = (Duration::from_secs(900), Duration::from_secs(60));
+        let longest = Duration::from_secs(33);
         let expires_at = 1_900_000_000_i64;
-        let kept = i64::try_from(keep_after(expires_in, grace).as_millis()).unwrap();
+        let kept = i64::try_from(keep_after(expires_in, longest, grace).as_millis()).unwrap();
         let remember = crate::operation::Remember {
             expires_at,
             expires_in,
             grace,
         };
-        for completed_ms in [expires_at * 1000 - 900_000, expires_at * 1000] {
+        let last_completion = expires_at * 1000 + 33_000;
+        for completed_ms in [
+            expires_at * 1000 - 900_000,
+            expires_at * 1000,
+            last_completion,
+        ] {
             assert!(remember.until_ms(completed_ms, None) <= expires_at * 1000 + kept);
         }
     }
@@ -740,6 +762,7 @@ mod tests {
             keys,
             store: Arc::new(MemoryStore::new()),
             grace: Duration::from_secs(60),
+            longest_execution: Duration::from_secs(33),
             policies: LivePolicies::new(crate::policy::PolicySet::default()),
             public_url: "https://approve.shop.example".into(),
             csp: csp_for("https://id.shop.example"),
