@@ -293,8 +293,13 @@ fn operation_of_link(link: &str) -> String {
     after.split('?').next().unwrap().to_owned()
 }
 
-async fn page_decisions_raise_their_events_with_the_subject(store: Store) {
-    let receiver = WebhookReceiver::start();
+/// A stack whose exchange allows the approval page, with `[webhook]` (and `lines`) sending to
+/// `receiver`, and the page's provider; waits for the page to listen.
+async fn page_stack(
+    store: Store,
+    receiver: &WebhookReceiver,
+    lines: &str,
+) -> (Stack, PageProvider) {
     let port = free_port();
     let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
     let table = PageTable::new(port, &provider.issuer());
@@ -305,7 +310,7 @@ async fn page_decisions_raise_their_events_with_the_subject(store: Store) {
     );
     let page_table = table.toml();
     let receiver_url = receiver.url();
-    let with_webhook = webhook(&receiver_url, "");
+    let with_webhook = webhook(&receiver_url, lines);
     let stack = Stack::start_with(store, |b| {
         with_webhook(
             b.policy(DEFAULT_FILE, &policies)
@@ -322,6 +327,12 @@ async fn page_decisions_raise_their_events_with_the_subject(store: Store) {
         .await,
         "the approval page did not listen"
     );
+    (stack, provider)
+}
+
+async fn page_decisions_raise_their_events_with_the_subject(store: Store) {
+    let receiver = WebhookReceiver::start();
+    let (stack, _provider) = page_stack(store, &receiver, "").await;
     let session = Session::signed_in("ses_webhook_page", "acct-1");
     for (item, decision, kind) in [
         ("i1", "approve", "operation.approved_on_page"),
@@ -333,6 +344,14 @@ async fn page_decisions_raise_their_events_with_the_subject(store: Store) {
         let body = held.assert_error(403, "approval_required", "held for the page");
         let link = body["approval_url"].as_str().unwrap().to_owned();
         let operation_id = operation_of_link(&link);
+        let held_attempts = receiver
+            .delivered("operation.held", &operation_id, ARRIVAL)
+            .await;
+        let held_event = &delivered(&held_attempts).event;
+        assert!(
+            held_event["data"].get("approval_url").is_none(),
+            "the link only with page_links: {held_event}"
+        );
         let decided = approve_on_page(&link, "acct-1", decision).await;
         assert_eq!(decided.status, 200, "{}", decided.html);
         let attempts = receiver.delivered(kind, &operation_id, ARRIVAL).await;
@@ -350,7 +369,38 @@ async fn page_decisions_raise_their_events_with_the_subject(store: Store) {
     stack.assert_executions(1, "the approved one, once");
 }
 
+/// With `page_links = true`, `operation.held` of a request held for the page carries the very
+/// link the agent got, for the Company to send to the User; a Poppy agent's held operation
+/// has none (there is no page link to give).
+async fn page_links_go_in_held_events_when_asked(store: Store) {
+    let receiver = WebhookReceiver::start();
+    let (stack, _provider) = page_stack(store, &receiver, "page_links = true\n").await;
+    let session = Session::signed_in("ses_webhook_link", "acct-1");
+    let request = Request::exchange(&session, "o1", "i1", "s1").without_header("Poppy-Extensions");
+    let held = stack.gateway.send(&request).await;
+    let body = held.assert_error(403, "approval_required", "held for the page");
+    let link = body["approval_url"].as_str().unwrap().to_owned();
+    let operation_id = operation_of_link(&link);
+    let attempts = receiver
+        .delivered("operation.held", &operation_id, ARRIVAL)
+        .await;
+    let event = &delivered(&attempts).event;
+    assert_eq!(event["data"]["approval_url"], link.as_str(), "{event}");
+    let poppy = stack
+        .gateway
+        .send(&Request::exchange(&session, "o2", "i2", "s2"))
+        .await
+        .operation();
+    let attempts = receiver
+        .delivered("operation.held", &poppy.operation_id, ARRIVAL)
+        .await;
+    let event = &delivered(&attempts).event;
+    assert!(event["data"].get("approval_url").is_none(), "{event}");
+    stack.assert_executions(0, "nothing approved");
+}
+
 store_tests!(
+    page_links_go_in_held_events_when_asked,
     page_decisions_raise_their_events_with_the_subject,
     sigterm_tries_what_is_queued_once_more_before_exiting,
     held_and_performed_raise_one_event_each_with_identifiers_only,

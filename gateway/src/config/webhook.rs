@@ -92,6 +92,8 @@ pub(crate) struct WebhookFile {
     pub retry_backoff: Option<Spanned<String>>,
     /// Extra CA certificates (PEM) for an https receiver behind a private CA.
     pub ca_file: Option<Spanned<String>>,
+    /// `operation.held` of a request held for the approval page carries the page's link.
+    pub page_links: Option<Spanned<bool>>,
 }
 
 /// `[webhook]`, validated: plain data.
@@ -110,6 +112,9 @@ pub struct Webhook {
     pub retry_backoff: Duration,
     /// The PEM bundle `ca_file` named, read at load.
     pub ca_pem: Option<Vec<u8>>,
+    /// `page_links`: `operation.held` carries the approval page's link, for the Company to
+    /// send it to the User (off by default: the link holds the summary and the terms).
+    pub page_links: bool,
 }
 
 impl Webhook {
@@ -285,6 +290,7 @@ pub(super) fn compile(
         max_age,
         retry_backoff,
         ca_pem,
+        page_links: file.page_links.as_ref().is_some_and(|v| *v.get_ref()),
     })
 }
 

@@ -33,6 +33,9 @@ pub(crate) struct Event {
     pub(crate) upstream_status: Option<u16>,
     /// For the page's decisions: the signed-in subject (the OpenID `sub`) who decided.
     pub(crate) subject: Option<String>,
+    /// For `held`, of a request held for the approval page: the page's link, sent only with
+    /// `[webhook] page_links` (the queue drops it otherwise).
+    pub(crate) approval_url: Option<String>,
 }
 
 /// What happened, for [`Event::new`].
@@ -58,6 +61,7 @@ impl Event {
             outcome: happened.outcome.to_owned(),
             upstream_status: None,
             subject: None,
+            approval_url: None,
         }
     }
 
@@ -104,6 +108,7 @@ impl Event {
                 outcome: &self.outcome,
                 upstream_status: self.upstream_status,
                 subject: self.subject.as_deref(),
+                approval_url: self.approval_url.as_deref(),
             },
         };
         // Strings and numbers only: serialising cannot fail.
@@ -156,6 +161,8 @@ struct Data<'a> {
     upstream_status: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
     subject: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approval_url: Option<&'a str>,
 }
 
 #[cfg(test)]

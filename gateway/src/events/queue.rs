@@ -89,6 +89,8 @@ impl Pending {
 /// The emitting end: cheap to call from any request, on any runtime.
 pub(crate) struct EventQueue {
     sends: Vec<EventType>,
+    /// `[webhook] page_links`: else an event's page link is dropped before it is queued.
+    page_links: bool,
     sender: mpsc::UnboundedSender<Event>,
     pending: Arc<Pending>,
     seen: Mutex<LruCache<String, ()>>,
@@ -121,6 +123,7 @@ pub(crate) fn queue(settings: &Webhook, counters: Counters) -> (EventQueue, Outb
     (
         EventQueue {
             sends: settings.events.clone(),
+            page_links: settings.page_links,
             sender,
             pending: Arc::clone(&pending),
             seen: Mutex::new(LruCache::new(remembered)),
@@ -133,9 +136,12 @@ pub(crate) fn queue(settings: &Webhook, counters: Counters) -> (EventQueue, Outb
 impl EventQueue {
     /// Queue `event` for sending, unless its type is not sent, it was queued already, or the
     /// queue is full (then it is dropped and counted). Never blocks.
-    pub(crate) fn emit(&self, event: Event) {
+    pub(crate) fn emit(&self, mut event: Event) {
         if !self.sends.contains(&event.kind) || !self.first(&event.id) {
             return;
+        }
+        if !self.page_links {
+            event.approval_url = None;
         }
         let kind = event.kind;
         if !self.pending.reserve() {
@@ -187,6 +193,7 @@ mod tests {
             max_age: Duration::from_secs(1),
             retry_backoff: Duration::from_secs(1),
             ca_pem: None,
+            page_links: false,
         }
     }
 

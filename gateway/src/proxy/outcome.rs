@@ -30,6 +30,9 @@ pub(crate) enum RequestOutcome {
         route: Option<String>,
         /// The upstream's status, when the operation was performed.
         upstream_status: Option<u16>,
+        /// The approval page's link, when the request was held for the page (for
+        /// `operation.held`, with `[webhook] page_links`).
+        approval_url: Option<String>,
     },
     /// Refused before the flow (nothing decided, nothing forwarded); `status` is the reply's.
     Refused {
@@ -59,7 +62,16 @@ impl RequestOutcome {
                 Decision::Performed(response) => Some(response.status),
                 _ => None,
             },
+            approval_url: None,
         }
+    }
+
+    /// The same, held for the approval page at `url`.
+    pub(crate) fn with_approval_url(mut self, url: &str) -> RequestOutcome {
+        if let RequestOutcome::Decided { approval_url, .. } = &mut self {
+            *approval_url = Some(url.to_owned());
+        }
+        self
     }
 
     /// The same, decided on the `[[route]]` named `route` (`None`: the default route).
@@ -105,6 +117,7 @@ impl RequestOutcome {
             asked,
             route,
             upstream_status,
+            approval_url,
             ..
         } = self
         else {
@@ -128,6 +141,9 @@ impl RequestOutcome {
             at_ms,
         });
         event.upstream_status = *upstream_status;
+        if kind == EventType::Held {
+            event.approval_url.clone_from(approval_url);
+        }
         Some(event)
     }
 

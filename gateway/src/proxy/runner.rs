@@ -122,7 +122,10 @@ pub(crate) fn offer_page(
             account,
             executor.route(),
         ) {
-            Some(link) => Ran::Page(link, outcome),
+            Some(link) => {
+                let outcome = outcome.with_approval_url(&link.url);
+                Ran::Page(link, outcome)
+            }
             None => Ran::Refused(Refused::ExtensionRequired, Outcome::ExtensionRequired),
         },
         (_, operated) => Ran::Operated(operated),
