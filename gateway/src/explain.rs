@@ -384,7 +384,7 @@ fn explain_tool(
         lookup: None,
         lookup_placeholders: false,
         summary,
-        answer: approval_required_result(&operation, false),
+        answer: approval_required_result(&operation, false, None),
         tool_call: true,
     }
 }

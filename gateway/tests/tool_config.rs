@@ -235,16 +235,23 @@ fn a_tool_may_be_approved_on_the_page() {
     let config = files.load_with(config::load).unwrap();
     let policy = config.policies.find_tool("exchange_item").unwrap();
     assert!(policy.approval.page && !policy.approval.page_proof);
-    // Page only is not offered on a tool yet: an MCP client is not shown the link for a Poppy
-    // operation.
-    let page_only = TOOL.replacen("expires_in", "approval = \"company_page\"\nexpires_in", 1);
-    let files = Files::new(&format!("{GATEWAY}{page}"), &page_only);
-    std::fs::write(files.dir().join("page.secret"), "s3cret\n").unwrap();
-    let errors = files.load_with(config::load).unwrap_err().to_string();
-    assert!(
-        errors.contains("not supported on a [[tool]] yet"),
-        "{errors}"
-    );
+    // Page only, and proof, as on an operation: a Poppy agent's MCP client is shown the link.
+    for (key, page_only) in [
+        ("approval = \"company_page\"", true),
+        ("proof = \"company_page\"", false),
+    ] {
+        let tool = TOOL.replacen("expires_in", &format!("{key}\nexpires_in"), 1);
+        let files = Files::new(&format!("{GATEWAY}{page}"), &tool);
+        std::fs::write(files.dir().join("page.secret"), "s3cret\n").unwrap();
+        let config = files.load_with(config::load).unwrap();
+        let policy = config.policies.find_tool("exchange_item").unwrap();
+        assert!(policy.approval.page_proof, "{key}");
+        assert_eq!(policy.approval.page, page_only, "{key}");
+    }
+    // Without a page, a tool that needs one is refused, as an operation is.
+    let proof = TOOL.replacen("expires_in", "proof = \"company_page\"\nexpires_in", 1);
+    let files = Files::new(GATEWAY, &proof);
+    assert!(files.load_with(config::load).is_err());
     // Line 5 of the policy is the key.
     let wrong = TOOL.replacen("expires_in", "approval = \"page\"\nexpires_in", 1);
     let files = Files::new(&format!("{GATEWAY}{page}"), &wrong);

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
 
-use poppy_e2e::mcp_client::{MCP_PATH, rpc_response, sse_messages};
+use poppy_e2e::mcp_client::{self, MCP_PATH, rpc_response, sse_messages};
 use poppy_e2e::mcp_server::{AnswerMode, McpServer};
 use poppy_e2e::mcp_stack::TOOL_POLICIES;
 use poppy_e2e::page::{
@@ -62,8 +62,18 @@ fn approval_page() -> (String, String) {
 /// A gateway in front of `upstream` with `[mcp]`, the policies and `page_table` (its
 /// `[approval_page]`), on `store_url` (`None`: `memory://`).
 fn gateway(upstream: &str, page_table: &str, store_url: Option<&str>) -> Gateway {
+    gateway_with(&policies(), upstream, page_table, store_url)
+}
+
+/// [`gateway`] with these tool policies.
+fn gateway_with(
+    policies: &str,
+    upstream: &str,
+    page_table: &str,
+    store_url: Option<&str>,
+) -> Gateway {
     let mut builder = GatewayBuilder::new(upstream)
-        .policy("tools.toml", &policies())
+        .policy("tools.toml", policies)
         .env(SECRET_ENV, PAGE_CLIENT_SECRET)
         .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\"\n\n{page_table}"));
     if let Some(url) = store_url {
@@ -631,7 +641,54 @@ async fn mcp_page_approved_call_executes_once(store: Store) {
     server.assert_executions(1, "every retry: the recorded answer");
 }
 
+/// `proof = "company_page"` on a `[[tool]]`: a Poppy agent's MCP client (rmcp, the extension
+/// declared, a new Session JWT per request) gets the held call's operation with the page's
+/// link (`structuredContent.operation.approval_url`; the text stays the summary); its approval in `_meta` is held until the account approved that revision on the
+/// page, then performed once and replayed.
+async fn mcp_proof_holds_a_poppy_approval_until_the_page_approval(store: Store) {
+    let redis = redis_for(store);
+    let server = McpServer::start(AnswerMode::Json);
+    let port = free_port();
+    let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
+    let table = PageTable::new(port, &provider.issuer());
+    let page = table.url();
+    let policies = TOOL_POLICIES.replacen(
+        "id_prefix = \"exc\"\n",
+        "id_prefix = \"exc\"\nproof = \"company_page\"\n",
+        1,
+    );
+    let gateway = gateway_with(
+        &policies,
+        &server.url(),
+        &table.toml(),
+        redis.as_ref().map(|r| r.url()).as_deref(),
+    );
+    let session = Session::signed_in("ses_mcp_proof", "acct-1");
+    let client = mcp_client::connect(&gateway.base_url(), &session, true).await;
+    let first = mcp_client::call_ok(&client, mcp_client::call("exchange_item", ARGUMENTS())).await;
+    let operation = mcp_client::held_operation(&first, "first call");
+    let link = first["structuredContent"]["operation"]["approval_url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no approval_url on the operation: {first}"))
+        .to_owned();
+    assert!(link.starts_with(&format!("{page}/approve/exc_")), "{link}");
+    let approved =
+        || mcp_client::approved(mcp_client::call("exchange_item", ARGUMENTS()), &operation);
+    let held = mcp_client::call_ok(&client, approved()).await;
+    let again = mcp_client::held_operation(&held, "no page approval yet");
+    assert_eq!(again.revision, operation.revision, "{held}");
+    server.assert_executions(0, "a Poppy approval alone is not enough");
+    let decided = approve_on_page(&link, "acct-1", "approve").await;
+    assert_eq!(decided.status, 200, "{}", decided.html);
+    let done = mcp_client::call_ok(&client, approved()).await;
+    mcp_client::assert_performed(&done, 1, "exchange_item", "approved on the page too");
+    let replay = mcp_client::call_ok(&client, approved()).await;
+    assert_eq!(replay["content"], done["content"], "the recorded answer");
+    server.assert_executions(1, "performed once");
+}
+
 store_tests!(
+    mcp_proof_holds_a_poppy_approval_until_the_page_approval,
     sdks_without_the_extension_see_the_page_link,
     the_page_on_the_wire,
     mcp_page_approved_call_executes_once,

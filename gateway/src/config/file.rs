@@ -307,6 +307,10 @@ pub(crate) struct ToolFile {
     pub terms: BTreeMap<Spanned<String>, Spanned<TermFile>>,
     /// JSONPaths of `arguments` that are not terms and do not affect the action.
     pub ignore: Option<Spanned<Vec<String>>>,
-    /// How the User approves, as on `[[operation]]`: `"poppy"` (default) or `"either"`.
+    /// How the User approves, as on `[[operation]]`: `"poppy"` (default), `"either"` or
+    /// `"company_page"`.
     pub approval: Option<Spanned<String>>,
+    /// As on `[[operation]]`: a Poppy agent's approval counts only once the User approved the
+    /// same revision on the approval page.
+    pub proof: Option<Spanned<String>>,
 }

@@ -60,19 +60,9 @@ pub(super) fn compile_tool(
     };
     let action = compile_action(path, source, &keys, None, errors);
     let mut problems = Vec::new();
-    let mut approval = approval_via(tool.approval.as_ref(), None, &mut problems);
-    if approval.page_proof {
-        // A Poppy agent's MCP client is not shown the page's link yet: it could never prove
-        // the User's approval.
-        if let Some(span) = tool.approval.as_ref().map(|a| a.span()) {
-            problems.push((
-                span,
-                "approval: \"company_page\" is not supported on a [[tool]] yet; use \"either\""
-                    .to_owned(),
-            ));
-        }
-        approval.page_proof = false;
-    }
+    // A Poppy agent's MCP client is shown the page's link in the held call's tool error
+    // (`mcp::answer::approval_required_result`), so `proof` holds on a tool as on an operation.
+    let approval = approval_via(tool.approval.as_ref(), tool.proof.as_ref(), &mut problems);
     for (span, problem) in problems {
         errors.push(ConfigError::at(
             path,

@@ -21,7 +21,11 @@ pub(crate) fn tool_error_result(text: &str) -> Value {
 
 /// The operation, as a tool error (spec section 4, "MCP"). `rejected`: the call carried an
 /// approval that does not cover it; the operation is a new revision for what it asks.
-pub(crate) fn approval_required_result(operation: &Operation, rejected: bool) -> Value {
+pub(crate) fn approval_required_result(
+    operation: &Operation,
+    rejected: bool,
+    page_url: Option<&str>,
+) -> Value {
     let text = if rejected {
         format!(
             "Not done yet. The approval sent does not cover this call as it is now (or has expired, or is not this Session's to give). This needs the user's approval: {}",
@@ -33,6 +37,13 @@ pub(crate) fn approval_required_result(operation: &Operation, rejected: bool) ->
             operation.summary
         )
     };
+    let mut operation = json!(operation);
+    // `proof = "company_page"`: the User approves this revision on the Company's page too,
+    // signed in, before the agent's approval counts (docs/approval-page.md). The link goes
+    // in the operation, as over HTTP; the text stays the summary (spec 4, "MCP").
+    if let Some(url) = page_url {
+        operation["approval_url"] = Value::from(url);
+    }
     let mut result = tool_error_result(&text);
     result["structuredContent"] = json!({"operation": operation});
     result
@@ -111,7 +122,7 @@ mod tests {
 
     #[test]
     fn approval_required_has_the_spec_shape() {
-        let result = approval_required_result(&operation(), false);
+        let result = approval_required_result(&operation(), false, None);
         assert_eq!(result["isError"], true);
         assert_eq!(
             result["content"],
@@ -125,12 +136,25 @@ mod tests {
             result["structuredContent"]["operation"]["terms"]["item_id"],
             "i1"
         );
-        let rejected = approval_required_result(&operation(), true);
+        let rejected = approval_required_result(&operation(), true, None);
         assert!(
             rejected["content"][0]["text"]
                 .as_str()
                 .unwrap()
                 .ends_with("This needs the user's approval: Exchange item **i1**.")
+        );
+        // `proof = "company_page"`: the page's link in the text and the operation.
+        let url = "https://approve.shop.example/approve/exc_1?d=x";
+        let page = approval_required_result(&operation(), false, Some(url));
+        assert_eq!(page["structuredContent"]["operation"]["approval_url"], url);
+        assert_eq!(
+            page["content"], result["content"],
+            "the text is the summary"
+        );
+        assert!(
+            result["structuredContent"]["operation"]
+                .get("approval_url")
+                .is_none()
         );
     }
 

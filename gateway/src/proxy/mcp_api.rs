@@ -295,7 +295,13 @@ async fn held_call(
     }
     Some(match ran {
         Ran::Operated(Operated::Decided(executed)) => {
-            Step::Operation(render(executed.decision, &to), executed.outcome)
+            let reply = match executed.page_url.as_deref() {
+                // `proof = "company_page"`: the operation, and the page where the User
+                // approves the same revision.
+                Some(url) => render_with_page(executed.decision, url, &to),
+                None => render(executed.decision, &to),
+            };
+            Step::Operation(reply, executed.outcome)
         }
         Ran::Page(link, outcome) => {
             let form = match to.version.url_elicitation() {
@@ -406,12 +412,27 @@ struct ReplyTo {
 /// The answer to a held call's decision. Everything but a sign-in challenge is an MCP
 /// answer (HTTP 200, or the MCP server's own status for its answers): an HTTP 503 would end
 /// an SDK's session, so "try again" is a tool result too (see [`retry_result`]).
+/// [`render`] for an operation held under `proof = "company_page"`: its tool error also
+/// carries the page's link (`structuredContent.operation.approval_url`, and in its text).
+fn render_with_page(decision: Decision, url: &str, to: &ReplyTo) -> Reply {
+    match decision {
+        Decision::ApprovalRequired {
+            operation,
+            rejected,
+        } => tool_result(
+            to,
+            approval_required_result(&operation, rejected, Some(url)),
+        ),
+        other => render(other, to),
+    }
+}
+
 fn render(decision: Decision, to: &ReplyTo) -> Reply {
     match decision {
         Decision::ApprovalRequired {
             operation,
             rejected,
-        } => tool_result(to, approval_required_result(&operation, rejected)),
+        } => tool_result(to, approval_required_result(&operation, rejected, None)),
         Decision::Performed(response)
         | Decision::Interim(response)
         | Decision::Released(response) => Reply::from(readdressed(response, to, false)),
