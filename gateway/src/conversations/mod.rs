@@ -43,7 +43,7 @@ use crate::proxy::{Executor, HeldBodies, Reservation, UpstreamSlots};
 use describe::{Limits, describe};
 use messages::{Delivery, Messages};
 use seam::{Call, Seam};
-use wire::{Answer, Context, PerformRequest, ProposeRequest, parse};
+use wire::{Answer, Context, ConversationRequest, parse};
 
 /// The service's OpenAPI description, served at `GET /openapi.json`.
 pub(crate) const OPENAPI: &str = include_str!("openapi.json");
@@ -139,7 +139,8 @@ impl ConversationsApp {
 
     /// `POST /v1/propose`.
     async fn propose(&self, body: &[u8]) -> Result<Answer, Answer> {
-        let request: ProposeRequest = parse(body)?;
+        let request: ConversationRequest = parse(body)?;
+        request.no_message()?;
         let context = request.context();
         let signed_for = self.signed_for(&context)?;
         let described = self.describe(&request.request, &context)?;
@@ -154,10 +155,11 @@ impl ConversationsApp {
 
     /// `POST /v1/perform`.
     async fn perform(&self, body: &[u8]) -> Result<Answer, Answer> {
-        let request: PerformRequest = parse(body)?;
+        let request: ConversationRequest = parse(body)?;
+        let message = request.message()?;
         let context = request.context();
         let signed_for = self.signed_for(&context)?;
-        request.message.check()?;
+        message.check()?;
         let described = self.describe(&request.request, &context)?;
         let admitted = self
             .seam
@@ -165,11 +167,11 @@ impl ConversationsApp {
                 described,
                 context.conversation_id,
                 signed_for,
-                request.message.approval(),
+                message.approval(),
             )
             .await?;
         let remember = admitted.policy.expires_in + self.remember_grace;
-        let message_id = request.message.id.as_str();
+        let message_id = message.id.as_str();
         let handling = match self
             .messages
             .deliver(

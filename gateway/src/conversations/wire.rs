@@ -11,10 +11,13 @@ use serde_json::{Value, json};
 use crate::protocol::{ErrorBody, Operation, is_id};
 use crate::store::RecordedResponse;
 
-/// `POST /v1/propose`.
+/// `POST /v1/propose` and `POST /v1/perform`: the conversation, the Personal Agent's
+/// credentials and the description; a perform also carries the Personal Agent's message
+/// (one struct: the two envelopes are the same but for it, and serde's `flatten` does not go
+/// with `deny_unknown_fields`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct ProposeRequest {
+pub(crate) struct ConversationRequest {
     pub(crate) conversation_id: String,
     pub(crate) poppy_session: String,
     #[serde(default)]
@@ -22,6 +25,10 @@ pub(crate) struct ProposeRequest {
     pub(crate) poppy_extensions: String,
     #[serde(default)]
     pub(crate) session_request: Option<SessionRequest>,
+    /// The Personal Agent's message, as received: a perform's ([`Self::message`]); a
+    /// propose has none ([`Self::no_message`]).
+    #[serde(default)]
+    message: Option<Message>,
     pub(crate) request: Description,
 }
 
@@ -33,22 +40,6 @@ pub(crate) struct ProposeRequest {
 pub(crate) struct SessionRequest {
     pub(crate) method: String,
     pub(crate) path: String,
-}
-
-/// `POST /v1/perform`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct PerformRequest {
-    pub(crate) conversation_id: String,
-    pub(crate) poppy_session: String,
-    #[serde(default)]
-    pub(crate) authorization: Option<String>,
-    pub(crate) poppy_extensions: String,
-    #[serde(default)]
-    pub(crate) session_request: Option<SessionRequest>,
-    /// The Personal Agent's message, as received.
-    pub(crate) message: Message,
-    pub(crate) request: Description,
 }
 
 /// The conversation and the Personal Agent's credentials, as its conversation request
@@ -66,7 +57,7 @@ pub(crate) struct Context<'a> {
     pub(crate) session_request: Option<&'a SessionRequest>,
 }
 
-impl ProposeRequest {
+impl ConversationRequest {
     pub(crate) fn context(&self) -> Context<'_> {
         Context {
             conversation_id: &self.conversation_id,
@@ -76,16 +67,19 @@ impl ProposeRequest {
             session_request: self.session_request.as_ref(),
         }
     }
-}
 
-impl PerformRequest {
-    pub(crate) fn context(&self) -> Context<'_> {
-        Context {
-            conversation_id: &self.conversation_id,
-            poppy_session: &self.poppy_session,
-            authorization: self.authorization.as_deref(),
-            poppy_extensions: &self.poppy_extensions,
-            session_request: self.session_request.as_ref(),
+    /// A perform's message; refused, in serde's words, when there is none.
+    pub(crate) fn message(&self) -> Result<&Message, Answer> {
+        self.message
+            .as_ref()
+            .ok_or_else(|| not_this_endpoints("missing field `message`"))
+    }
+
+    /// A propose carries no message; refused, in serde's words, when it does.
+    pub(crate) fn no_message(&self) -> Result<(), Answer> {
+        match self.message {
+            Some(_) => Err(not_this_endpoints("unknown field `message`")),
+            None => Ok(()),
         }
     }
 }
@@ -174,11 +168,14 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, An
             e.valid_up_to()
         ))
     })?;
-    serde_json::from_str(text).map_err(|e| {
-        Answer::invalid(format!(
-            "the request body does not read as this endpoint's JSON: {e}"
-        ))
-    })
+    serde_json::from_str(text).map_err(|e| not_this_endpoints(&e.to_string()))
+}
+
+/// A body that is JSON, but not this endpoint's.
+fn not_this_endpoints(why: &str) -> Answer {
+    Answer::invalid(format!(
+        "the request body does not read as this endpoint's JSON: {why}"
+    ))
 }
 
 /// One answer of the service.
@@ -313,7 +310,34 @@ mod tests {
         assert!(parse::<Message>(duplicate).is_err());
         let unknown = br#"{"conversation_id": "c", "poppy_session": "s", "poppy_extensions": "x",
             "request": {"method": "POST", "path": "/", "bogus": 1}}"#;
-        assert!(parse::<ProposeRequest>(unknown).is_err());
+        assert!(parse::<ConversationRequest>(unknown).is_err());
+        // A propose carries no message, a perform one: each refused in serde's words.
+        let propose: ConversationRequest = parse(
+            br#"{"conversation_id": "c", "poppy_session": "s", "poppy_extensions": "x",
+            "request": {"method": "POST", "path": "/"}}"#,
+        )
+        .unwrap();
+        assert!(propose.no_message().is_ok());
+        let missing = propose.message().unwrap_err();
+        assert!(
+            missing.body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("missing field `message`")
+        );
+        let perform: ConversationRequest = parse(
+            br#"{"conversation_id": "c", "poppy_session": "s", "poppy_extensions": "x",
+            "message": {"id": "m1"}, "request": {"method": "POST", "path": "/"}}"#,
+        )
+        .unwrap();
+        assert_eq!(perform.message().unwrap().id, "m1");
+        let extra = perform.no_message().unwrap_err();
+        assert!(
+            extra.body["detail"]
+                .as_str()
+                .unwrap()
+                .contains("unknown field `message`")
+        );
         let twice = br#"{"id": "m", "extensions": {"operations": {"approval": {"operation_id": "a", "revision": "r"},
             "approval": {"operation_id": "b", "revision": "r"}}}}"#;
         assert!(
