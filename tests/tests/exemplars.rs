@@ -229,7 +229,7 @@ async fn each_scraper_gets_the_format_it_asks_for(store: Store) {
             "{text}"
         );
         assert!(text.contains(
-            "poppy_upstream_duration_seconds_bucket{operation=\"exchange\",le=\"1\"} 1\n"
+            "poppy_upstream_duration_seconds_bucket{operation=\"exchange\",le=\"60\"} 1\n"
         ));
         assert!(!text.contains("# EOF") && !text.contains(" # {"), "{text}");
         let metrics = poppy_e2e::metrics::Metrics::parse(&text);
