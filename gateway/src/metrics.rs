@@ -3,34 +3,33 @@
 //! Every metric is documented in `docs/operations.md`; keep the two in sync.
 
 mod asked;
+mod histogram;
 mod labels;
+mod openmetrics;
 mod per_policy;
+mod store_duration;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
-};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
+use crate::telemetry::SampledIds;
 use asked::AskedOnce;
 use per_policy::PerPolicy;
+use store_duration::StoreDuration;
 
 // The core's words for what became of a request (operation/outcome.rs); metrics count them.
 pub(crate) use crate::operation::outcome::{Outcome, Rejection};
 pub(crate) use labels::{Limit, ReloadResult, StoreCall, status_class};
-
-/// Store round trips: sub-millisecond in memory, about a millisecond to a nearby Redis.
-const STORE_BUCKETS: [f64; 12] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
-];
+pub(crate) use openmetrics::Format;
 
 pub(crate) struct Metrics {
     registry: Registry,
     /// Requests, asks, rejections, approval delays and upstream times, by policy.
     per_policy: PerPolicy,
     asked_once: AskedOnce,
-    store_duration: HistogramVec,
+    /// Registered nowhere: rendered into the registry's text where the registry would have.
+    store_duration: StoreDuration,
     store_errors: IntCounterVec,
     store_full: IntCounter,
     limits_hit: IntCounterVec,
@@ -55,14 +54,6 @@ impl Metrics {
             registry.register(Box::new(c.clone()))?;
             Ok::<_, prometheus::Error>(c)
         };
-        let histogram = |name: &str, help: &str, label: &str, buckets: &[f64]| {
-            let h = HistogramVec::new(
-                HistogramOpts::new(name, help).buckets(buckets.to_vec()),
-                &[label],
-            )?;
-            registry.register(Box::new(h.clone()))?;
-            Ok::<_, prometheus::Error>(h)
-        };
         let gauge = |name: &str, help: &str| {
             let g = IntGauge::new(name, help)?;
             registry.register(Box::new(g.clone()))?;
@@ -71,12 +62,7 @@ impl Metrics {
         let metrics = Metrics {
             per_policy: PerPolicy::new(),
             asked_once: AskedOnce::default(),
-            store_duration: histogram(
-                "poppy_store_duration_seconds",
-                "Time of operation store calls, by call",
-                "call",
-                &STORE_BUCKETS,
-            )?,
+            store_duration: StoreDuration::new(),
             store_errors: counter(
                 "poppy_store_errors_total",
                 "Operation store calls that failed, by call",
@@ -146,7 +132,6 @@ impl Metrics {
         // Series that exist from the start read as 0, not "no data", and rate() sees their
         // first increment.
         for call in StoreCall::ALL {
-            metrics.store_duration.with_label_values(&[call.as_str()]);
             metrics.store_errors.with_label_values(&[call.as_str()]);
         }
         for class in labels::STATUS_CLASSES {
@@ -241,18 +226,21 @@ impl Metrics {
     }
 
     /// A valid approval was claimed. Revisions are stateless, so the minting time is
-    /// recovered from the approved revision: `expires_at − expires_in`.
+    /// recovered from the approved revision: `expires_at − expires_in`. The current span, when
+    /// sampled, is its bucket's exemplar.
     pub(crate) fn approval_delay(&self, policy: &str, expires_at: i64, expires_in: Duration) {
         let minted_at = expires_at as f64 - expires_in.as_secs_f64();
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(minted_at);
+        let delay = (now - minted_at).max(0.0);
         self.per_policy
-            .approval_delay(policy, (now - minted_at).max(0.0));
+            .approval_delay(policy, delay, SampledIds::current());
     }
 
-    /// Time an approved execution's upstream call, counting it in flight meanwhile.
+    /// Time an approved execution's upstream call, counting it in flight meanwhile. The span
+    /// it runs in (the forward's), when sampled, is its bucket's exemplar.
     pub(crate) async fn upstream_call<T>(&self, policy: &str, call: impl Future<Output = T>) -> T {
         // A guard, so that a request cancelled mid-call still leaves the gauge right.
         struct InFlight<'a>(&'a IntGauge);
@@ -265,16 +253,22 @@ impl Metrics {
         let _in_flight = InFlight(&self.in_flight);
         let started = Instant::now();
         let result = call.await;
+        let took = started.elapsed().as_secs_f64();
         self.per_policy
-            .upstream_duration(policy, started.elapsed().as_secs_f64());
+            .upstream_duration(policy, took, SampledIds::current());
         result
     }
 
-    /// One operation store call: how long it took, and whether it failed.
-    pub(crate) fn store_call(&self, call: StoreCall, took: Duration, failed: bool) {
-        self.store_duration
-            .with_label_values(&[call.as_str()])
-            .observe(took.as_secs_f64());
+    /// One operation store call: how long it took, and whether it failed; `ids`: its span,
+    /// when sampled (the exemplar).
+    pub(crate) fn store_call(
+        &self,
+        call: StoreCall,
+        took: Duration,
+        failed: bool,
+        ids: Option<SampledIds>,
+    ) {
+        self.store_duration.observe(call, took.as_secs_f64(), ids);
         if failed {
             self.store_errors.with_label_values(&[call.as_str()]).inc();
         }
@@ -335,15 +329,50 @@ impl Metrics {
             .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
-    /// The Prometheus text exposition of every metric.
-    pub(crate) fn render(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        // Encoding into a Vec cannot fail for well-formed metric families.
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
-        // The per-policy families after the registry's (the text format orders nothing).
-        out.extend_from_slice(self.per_policy.render().as_bytes());
-        out
+    /// Every metric, in the text exposition or in OpenMetrics (with exemplars).
+    pub(crate) fn render(&self, format: Format) -> Vec<u8> {
+        // Encoding cannot fail for well-formed metric families.
+        let registry = TextEncoder::new()
+            .encode_to_string(&self.registry.gather())
+            .unwrap_or_default();
+        let policies = self.per_policy.render(format);
+        let mut out = String::with_capacity(registry.len() + 4096 + policies.len());
+        match format {
+            Format::Text => {
+                // Where the registry wrote it when it was one of its families (it orders
+                // them by name), so that the text stays as it was.
+                let at = family_after(&registry, store_duration::NAME);
+                out.push_str(&registry[..at]);
+                self.store_duration.render(&mut out, format);
+                out.push_str(&registry[at..]);
+            }
+            Format::OpenMetrics => {
+                openmetrics::from_text(&registry, &mut out);
+                self.store_duration.render(&mut out, format);
+            }
+        }
+        // The per-policy families after the registry's (neither format orders families).
+        out.push_str(&policies);
+        if format == Format::OpenMetrics {
+            out.push_str("# EOF\n");
+        }
+        out.into_bytes()
     }
+}
+
+/// Where the first family named after `name` starts in a text exposition (its end if none).
+fn family_after(text: &str, name: &str) -> usize {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let head = line
+            .strip_prefix("# HELP ")
+            .or_else(|| line.strip_prefix("# TYPE "));
+        if head.is_some_and(|rest| rest.split(' ').next().is_some_and(|family| family > name)) {
+            return at;
+        }
+        at += line.len();
+    }
+    text.len()
 }
 
 #[cfg(test)]
@@ -352,7 +381,86 @@ mod tests {
     use super::*;
 
     fn text(metrics: &Metrics) -> String {
-        String::from_utf8(metrics.render()).unwrap()
+        String::from_utf8(metrics.render(Format::Text)).unwrap()
+    }
+
+    #[test]
+    fn the_text_orders_the_registrys_families_as_it_did() {
+        let metrics = Metrics::new().unwrap();
+        metrics.store_call(StoreCall::Claim, Duration::from_micros(300), false, None);
+        let text = text(&metrics);
+        let families: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("# HELP ")?.split(' ').next())
+            .collect();
+        assert!(families.contains(&"poppy_store_duration_seconds"));
+        assert!(
+            families.windows(2).all(|pair| pair[0] < pair[1]),
+            "{families:?}"
+        );
+        assert!(
+            text.contains("poppy_store_duration_seconds_bucket{call=\"claim\",le=\"0.0005\"} 1\n")
+        );
+        assert!(!text.contains("# EOF"));
+    }
+
+    #[test]
+    fn openmetrics_has_the_same_series_with_exemplars() {
+        let metrics = Metrics::new().unwrap();
+        metrics.policies(["exchange"]);
+        let ids = SampledIds {
+            trace_id: 0xabc,
+            span_id: 0xdef,
+        };
+        metrics.store_call(
+            StoreCall::Claim,
+            Duration::from_micros(300),
+            false,
+            Some(ids),
+        );
+        metrics
+            .per_policy
+            .upstream_duration("exchange", 0.002, Some(ids));
+        metrics.operation("exchange", Outcome::Performed);
+        let page = String::from_utf8(metrics.render(Format::OpenMetrics)).unwrap();
+        assert!(page.ends_with("\n# EOF\n"), "{page}");
+        let exemplar = |le: &str| {
+            format!(
+                "{le}\"}} 1 # {{trace_id=\"00000000000000000000000000000abc\",span_id=\"0000000000000def\"}} "
+            )
+        };
+        for line in [
+            "# TYPE poppy_operations counter\n",
+            "# HELP poppy_operations Requests for operations, by policy and outcome\n",
+            "poppy_operations_total{operation=\"exchange\",outcome=\"performed\"} 1\n",
+            "# TYPE poppy_store_errors counter\n",
+            "# TYPE poppy_store_duration_seconds histogram\n# UNIT poppy_store_duration_seconds seconds\n",
+            "# TYPE process_cpu_seconds counter\n# UNIT process_cpu_seconds seconds\n",
+            "poppy_approval_delay_seconds_bucket{operation=\"exchange\",le=\"1.0\"} 0\n",
+            &exemplar("poppy_store_duration_seconds_bucket{call=\"claim\",le=\"0.0005"),
+            &exemplar("poppy_upstream_duration_seconds_bucket{operation=\"exchange\",le=\"0.0025"),
+        ] {
+            assert!(page.contains(line), "no {line} in\n{page}");
+        }
+        assert!(!page.contains("# TYPE poppy_operations_total"));
+        // The text has every series the OpenMetrics page has, no more.
+        let series = |page: &str| -> Vec<String> {
+            page.lines()
+                .filter(|line| !line.starts_with('#'))
+                .map(|line| {
+                    let (series, _) = line
+                        .split_once("} ")
+                        .unwrap_or(line.split_once(' ').unwrap());
+                    series.replace(".0\"", "\"")
+                })
+                .filter(|series| !series.starts_with("process_"))
+                .collect()
+        };
+        let mut text = series(&text(&metrics));
+        let mut om = series(&page);
+        text.sort();
+        om.sort();
+        assert_eq!(text, om);
     }
 
     #[test]

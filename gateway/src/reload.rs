@@ -267,7 +267,7 @@ id = {{ path = "id" }}
     }
 
     fn metric(metrics: &Metrics, series: &str) -> String {
-        let text = String::from_utf8(metrics.render()).unwrap();
+        let text = String::from_utf8(metrics.render(crate::metrics::Format::Text)).unwrap();
         text.lines()
             .find(|l| l.starts_with(series))
             .unwrap_or_default()

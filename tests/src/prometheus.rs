@@ -1,6 +1,7 @@
 //! A private `prometheus` server (Debian's package; `scripts/prereqs.sh test` installs it) on a
 //! free port, scraping one gateway's admin listener every second, killed on drop. The dashboard
-//! test evaluates the dashboard's own queries on it.
+//! test evaluates the dashboard's own queries on it; the exemplars test reads the exemplars it
+//! stored (`--enable-feature=exemplar-storage`).
 
 use std::fs::File;
 use std::net::SocketAddr;
@@ -29,6 +30,11 @@ impl Prometheus {
     /// Start it scraping `target` (a gateway's admin address), and wait until it is ready and
     /// has scraped the target once.
     pub async fn scraping(target: SocketAddr) -> Prometheus {
+        Prometheus::scraping_with(target, &[]).await
+    }
+
+    /// [`Prometheus::scraping`], with more command-line arguments (`--enable-feature=…`).
+    pub async fn scraping_with(target: SocketAddr, args: &[&str]) -> Prometheus {
         let dir = tempfile::Builder::new()
             .prefix("poppy-e2e-prometheus-")
             .tempdir()
@@ -48,6 +54,7 @@ impl Prometheus {
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .args(args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -78,29 +85,54 @@ impl Prometheus {
         std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
     }
 
-    /// An instant query: each series' labels and value; `None` if the query failed.
-    pub async fn query(&self, promql: &str) -> Option<Vec<(Value, f64)>> {
-        let url = format!("http://127.0.0.1:{}/api/v1/query", self.port);
+    /// `GET /api/v1/{endpoint}` with these parameters: its `data`; `None` if it failed.
+    async fn api(&self, endpoint: &str, params: &[(&str, String)]) -> Option<Value> {
+        let url = format!("http://127.0.0.1:{}/api/v1/{endpoint}", self.port);
         let answer: Value = self
             .http
             .get(url)
-            .query(&[("query", promql)])
+            .query(params)
             .send()
             .await
             .ok()?
             .json()
             .await
             .ok()?;
-        if answer["status"] != "success" {
-            return None;
-        }
-        let series = answer["data"]["result"].as_array()?;
+        (answer["status"] == "success").then(|| answer["data"].clone())
+    }
+
+    /// An instant query: each series' labels and value; `None` if the query failed.
+    pub async fn query(&self, promql: &str) -> Option<Vec<(Value, f64)>> {
+        let data = self.api("query", &[("query", promql.to_owned())]).await?;
         Some(
-            series
+            data["result"]
+                .as_array()?
                 .iter()
                 .filter_map(|s| {
                     let value = s["value"][1].as_str()?.parse().ok()?;
                     Some((s["metric"].clone(), value))
+                })
+                .collect(),
+        )
+    }
+
+    /// The exemplars stored for the series `promql` selects in the last hour
+    /// (`/api/v1/query_exemplars`): each series' labels and its exemplars; `None` if the query
+    /// failed.
+    pub async fn exemplars(&self, promql: &str) -> Option<Vec<(Value, Vec<Value>)>> {
+        let now = wait::unix_now();
+        let params = [
+            ("query", promql.to_owned()),
+            ("start", format!("{:.3}", now - 3600.0)),
+            ("end", format!("{:.3}", now + 60.0)),
+        ];
+        let data = self.api("query_exemplars", &params).await?;
+        Some(
+            data.as_array()?
+                .iter()
+                .map(|s| {
+                    let exemplars = s["exemplars"].as_array().cloned().unwrap_or_default();
+                    (s["seriesLabels"].clone(), exemplars)
                 })
                 .collect(),
         )

@@ -11,7 +11,7 @@ use pingora::protocols::http::ServerSession;
 use serde_json::json;
 
 use crate::clock::now_millis;
-use crate::metrics::Metrics;
+use crate::metrics::{Format, Metrics};
 use crate::policy::LivePolicies;
 use crate::receipts::ReceiptSink;
 use crate::store::{DurabilityCheck, OperationStore};
@@ -46,6 +46,13 @@ impl ServeHttp for AdminApp {
             .headers
             .get(http::header::AUTHORIZATION)
             .map(|v| v.as_bytes().to_vec());
+        // Prometheus asks for OpenMetrics, which carries the exemplars.
+        let format = Format::negotiate(
+            header
+                .headers
+                .get(http::header::ACCEPT)
+                .map(|v| v.as_bytes()),
+        );
         match (method.as_str(), path.as_str()) {
             (_, "/healthz") => text(200, "text/plain; charset=utf-8", b"ok\n".to_vec()),
             (_, "/readyz") => match self.ready().await {
@@ -63,7 +70,7 @@ impl ServeHttp for AdminApp {
                     Ok(count) => self.metrics.operations_unknown(count),
                     Err(e) => tracing::debug!(error = %e, "cannot count unknown operations"),
                 }
-                text(200, "text/plain; version=0.0.4", self.metrics.render())
+                text(200, format.content_type(), self.metrics.render(format))
             }
             (_, "/operations") => {
                 let (status, body) =

@@ -14,7 +14,10 @@ use std::fmt::Write as _;
 
 use arc_swap::ArcSwap;
 
+use super::histogram::{self, Buckets};
+use super::openmetrics::{Format, Kind, head};
 use super::{Outcome, Rejection};
+use crate::telemetry::SampledIds;
 
 /// Time from minting to approval, in seconds: people take seconds to hours.
 const APPROVAL_DELAY_BUCKETS: [f64; 14] = [
@@ -49,43 +52,6 @@ const UPSTREAM_DURATION: (&str, &str) = (
     "poppy_upstream_duration_seconds",
     "Time the upstream took to answer an approved execution (or to fail)",
 );
-
-/// A histogram with fixed buckets: a count per bucket (not cumulative), the count above the
-/// last bound, and the sum's bits.
-struct Buckets<const N: usize> {
-    counts: [AtomicU64; N],
-    above: AtomicU64,
-    sum: AtomicU64,
-}
-
-impl<const N: usize> Buckets<N> {
-    fn new() -> Self {
-        Buckets {
-            counts: std::array::from_fn(|_| AtomicU64::new(0)),
-            above: AtomicU64::new(0),
-            sum: AtomicU64::new(0f64.to_bits()),
-        }
-    }
-
-    /// `prometheus`'s rule: the first bucket whose bound is ≥ the value (NaN: none).
-    fn observe(&self, bounds: &[f64; N], value: f64) {
-        match bounds.iter().position(|bound| *bound >= value) {
-            Some(i) => self.counts[i].fetch_add(1, Ordering::Relaxed),
-            None => self.above.fetch_add(1, Ordering::Relaxed),
-        };
-        let mut old = self.sum.load(Ordering::Relaxed);
-        loop {
-            let new = (f64::from_bits(old) + value).to_bits();
-            match self
-                .sum
-                .compare_exchange_weak(old, new, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => break,
-                Err(actual) => old = actual,
-            }
-        }
-    }
-}
 
 /// One policy's values.
 struct Series {
@@ -237,15 +203,16 @@ impl PerPolicy {
         });
     }
 
-    pub(crate) fn approval_delay(&self, policy: &str, seconds: f64) {
+    pub(crate) fn approval_delay(&self, policy: &str, seconds: f64, ids: Option<SampledIds>) {
         self.with(policy, APPROVAL_DELAY_BIT, |s| {
-            s.approval_delay.observe(&APPROVAL_DELAY_BUCKETS, seconds)
+            s.approval_delay
+                .observe(&APPROVAL_DELAY_BUCKETS, seconds, ids)
         });
     }
 
-    pub(crate) fn upstream_duration(&self, policy: &str, seconds: f64) {
+    pub(crate) fn upstream_duration(&self, policy: &str, seconds: f64, ids: Option<SampledIds>) {
         self.with(policy, UPSTREAM_DURATION_BIT, |s| {
-            s.upstream_duration.observe(&UPSTREAM_BUCKETS, seconds)
+            s.upstream_duration.observe(&UPSTREAM_BUCKETS, seconds, ids)
         });
     }
 }
@@ -266,45 +233,12 @@ fn escaped(value: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
-/// One family's `# HELP` and `# TYPE` lines.
-fn head(out: &mut String, (name, help): (&str, &str), kind: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
-/// A histogram's lines for one policy (`policy` already escaped).
-fn histogram<const N: usize>(
-    out: &mut String,
-    name: &str,
-    policy: &str,
-    buckets: &Buckets<N>,
-    bounds: &[f64; N],
-) {
-    let mut cumulative = 0;
-    for (bound, count) in bounds.iter().zip(&buckets.counts) {
-        cumulative += count.load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{operation=\"{policy}\",le=\"{bound}\"}} {}",
-            cumulative as f64
-        );
-    }
-    // `_count` is the last bucket's plus those above, so `+Inf` always equals it.
-    let count = (cumulative + buckets.above.load(Ordering::Relaxed)) as f64;
-    let sum = f64::from_bits(buckets.sum.load(Ordering::Relaxed));
-    let _ = writeln!(
-        out,
-        "{name}_bucket{{operation=\"{policy}\",le=\"+Inf\"}} {count}\n\
-         {name}_sum{{operation=\"{policy}\"}} {sum}\n\
-         {name}_count{{operation=\"{policy}\"}} {count}"
-    );
-}
-
 impl PerPolicy {
-    /// The five families in the text exposition, each series as `prometheus`'s registry and
-    /// `TextEncoder` wrote it (families by name, series by label values; a family with no
-    /// series is left out), straight from the atomics: no protobuf structures per series
-    /// (a scrape of 10000 policies built 230 k of them).
-    pub(crate) fn render(&self) -> String {
+    /// The five families, each series as `prometheus`'s registry and `TextEncoder` wrote it
+    /// (families by name, series by label values; a family with no series is left out), or
+    /// in OpenMetrics with the histograms' exemplars, straight from the atomics: no protobuf
+    /// structures per series (a scrape of 10000 policies built 230 k of them).
+    pub(crate) fn render(&self, format: Format) -> String {
         let table = self.0.table.load();
         let mut policies: Vec<(&str, std::borrow::Cow<'_, str>, &Series)> = table
             .iter()
@@ -319,16 +253,21 @@ impl PerPolicy {
         // About 120 bytes a line, 72 lines a policy.
         let mut out = String::with_capacity(policies.len() * 72 * 120);
 
+        let family = |out: &mut String, (name, help): (&str, &str), kind| {
+            head(out, format, name, help, kind);
+        };
+
         if any(APPROVAL_DELAY_BIT) {
-            head(&mut out, APPROVAL_DELAY, "histogram");
+            family(&mut out, APPROVAL_DELAY, Kind::Histogram);
+            let les = histogram::les(&APPROVAL_DELAY_BUCKETS, format);
             for (_, policy, series) in policies.iter().filter(|p| p.2.has(APPROVAL_DELAY_BIT)) {
-                let (name, bounds) = (APPROVAL_DELAY.0, &APPROVAL_DELAY_BUCKETS);
-                histogram(&mut out, name, policy, &series.approval_delay, bounds);
+                let (name, buckets) = (APPROVAL_DELAY.0, &series.approval_delay);
+                histogram::write(&mut out, format, name, ("operation", policy), buckets, &les);
             }
         }
         let reason_bits = reasons.map(|r| REJECTIONS_BIT + r as u32);
         if reason_bits.iter().any(|bit| any(*bit)) {
-            head(&mut out, REJECTED, "counter");
+            family(&mut out, REJECTED, Kind::Counter);
             for (_, policy, series) in &policies {
                 for reason in reasons {
                     if series.has(REJECTIONS_BIT + reason as u32) {
@@ -345,14 +284,14 @@ impl PerPolicy {
             }
         }
         if any(ASKED_BIT) {
-            head(&mut out, ASKED, "counter");
+            family(&mut out, ASKED, Kind::Counter);
             for (_, policy, series) in policies.iter().filter(|p| p.2.has(ASKED_BIT)) {
                 let value = series.asked.load(Ordering::Relaxed) as f64;
                 let _ = writeln!(out, "{}{{operation=\"{policy}\"}} {value}", ASKED.0);
             }
         }
         if outcomes.iter().any(|o| any(*o as u32)) {
-            head(&mut out, OPERATIONS, "counter");
+            family(&mut out, OPERATIONS, Kind::Counter);
             for (_, policy, series) in &policies {
                 for outcome in outcomes {
                     if series.has(outcome as u32) {
@@ -369,11 +308,12 @@ impl PerPolicy {
             }
         }
         if any(UPSTREAM_DURATION_BIT) {
-            head(&mut out, UPSTREAM_DURATION, "histogram");
+            family(&mut out, UPSTREAM_DURATION, Kind::Histogram);
+            let les = histogram::les(&UPSTREAM_BUCKETS, format);
             let filtered = policies.iter().filter(|p| p.2.has(UPSTREAM_DURATION_BIT));
             for (_, policy, series) in filtered {
-                let (name, bounds) = (UPSTREAM_DURATION.0, &UPSTREAM_BUCKETS);
-                histogram(&mut out, name, policy, &series.upstream_duration, bounds);
+                let (name, buckets) = (UPSTREAM_DURATION.0, &series.upstream_duration);
+                histogram::write(&mut out, format, name, ("operation", policy), buckets, &les);
             }
         }
         out
@@ -450,7 +390,7 @@ mod tests {
         let old = Vectors::new(&old_registry);
         let new = PerPolicy::new();
         assert_eq!(
-            new.render(),
+            new.render(Format::Text),
             render(&old_registry),
             "nothing, before any policy"
         );
@@ -491,14 +431,14 @@ mod tests {
                 old.approval_delay
                     .with_label_values(&[name])
                     .observe(seconds);
-                new.approval_delay(name, seconds);
+                new.approval_delay(name, seconds, None);
                 old.upstream_duration
                     .with_label_values(&[name])
                     .observe(seconds);
-                new.upstream_duration(name, seconds);
+                new.upstream_duration(name, seconds, None);
             }
         }
-        let (old, new) = (render(&old_registry), new.render());
+        let (old, new) = (render(&old_registry), new.render(Format::Text));
         // A name first seen in traffic has only the series it used.
         assert!(
             old.contains(r#"poppy_operations_total{operation="unlisted",outcome="released"} 1"#)
@@ -552,7 +492,15 @@ mod tests {
                     .observe(0.003)
             });
             time("atomics, upstream histogram", &|| {
-                new.upstream_duration(name, 0.003)
+                new.upstream_duration(name, 0.003, None)
+            });
+            // A sampled request's: its bucket's exemplar written too (issue 30).
+            let ids = SampledIds {
+                trace_id: 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736,
+                span_id: 0x00f0_67aa_0ba9_02b7,
+            };
+            time("atomics, upstream histogram, with an exemplar", &|| {
+                new.upstream_duration(name, 0.003, Some(ids))
             });
         }
     }
@@ -565,23 +513,6 @@ mod tests {
         for (i, reason) in Rejection::ALL.iter().enumerate() {
             assert_eq!(*reason as usize, i, "{}", reason.as_str());
         }
-    }
-
-    #[test]
-    fn histograms_bucket_as_prometheus_does() {
-        let buckets = Buckets::<3>::new();
-        let bounds = [1.0, 2.0, 5.0];
-        for value in [0.5, 1.0, 1.5, 5.0, 7.0, f64::NAN] {
-            buckets.observe(&bounds, value);
-        }
-        let mut out = String::new();
-        histogram(&mut out, "h", "p", &buckets, &bounds);
-        assert_eq!(
-            out,
-            "h_bucket{operation=\"p\",le=\"1\"} 2\nh_bucket{operation=\"p\",le=\"2\"} 3\n\
-             h_bucket{operation=\"p\",le=\"5\"} 4\nh_bucket{operation=\"p\",le=\"+Inf\"} 6\n\
-             h_sum{operation=\"p\"} NaN\nh_count{operation=\"p\"} 6\n"
-        );
     }
 
     #[test]

@@ -1300,7 +1300,7 @@ order_id = { path = "order_id" }
     }
 
     fn operations_total(metrics: &Metrics, outcome: &str) -> String {
-        let text = String::from_utf8(metrics.render()).unwrap();
+        let text = String::from_utf8(metrics.render(crate::metrics::Format::Text)).unwrap();
         let series =
             format!("poppy_operations_total{{operation=\"exchange\",outcome=\"{outcome}\"}} ");
         text.lines()

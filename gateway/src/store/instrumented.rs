@@ -35,12 +35,13 @@ impl InstrumentedStore {
         let span = crate::telemetry::Span::client(span_name(call));
         let started = Instant::now();
         let result = future.await;
+        let took = started.elapsed();
         if result.is_err() {
             span.fail("the store call failed");
         }
+        let ids = span.sampled_ids();
         drop(span);
-        self.metrics
-            .store_call(call, started.elapsed(), result.is_err());
+        self.metrics.store_call(call, took, result.is_err(), ids);
         if let Err(StoreError::Full(_)) = &result {
             self.metrics.store_full();
         }
@@ -215,7 +216,7 @@ mod tests {
     }
 
     fn sample(metrics: &Metrics, series: &str) -> String {
-        let text = String::from_utf8(metrics.render()).unwrap();
+        let text = String::from_utf8(metrics.render(crate::metrics::Format::Text)).unwrap();
         text.lines()
             .find(|line| line.starts_with(series))
             .unwrap_or_else(|| panic!("no {series} in\n{text}"))
