@@ -410,5 +410,22 @@ fn compose_traces_reach_jaeger_and_exemplars_link_to_them() {
         "{prometheus}"
     );
     assert!(jaeger.contains("uid: jaeger"), "{jaeger}");
+    // The dashboard's p99 latency queries show the exemplars.
+    for (path, dashboard) in dashboards() {
+        let text = dashboard.to_string();
+        for histogram in [
+            "poppy_approval_delay_seconds_bucket",
+            "poppy_upstream_duration_seconds_bucket",
+            "poppy_store_duration_seconds_bucket",
+        ] {
+            assert!(text.contains(histogram), "{}: {histogram}", path.display());
+        }
+        assert_eq!(
+            text.matches("\"exemplar\":true").count(),
+            3,
+            "{}: one exemplar query per latency panel",
+            path.display()
+        );
+    }
     assert!(jaeger.contains("url: http://jaeger:16686"), "{jaeger}");
 }
