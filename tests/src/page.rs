@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 
 use crate::announced;
 use crate::identity::keys_dir;
+use crate::ports::free_port;
 use crate::thirdparty::node_project;
 
 /// The page's client at the provider, as provider.mjs registers it.
@@ -46,6 +47,11 @@ impl PageTable {
             public_url: None,
             agents: None,
         }
+    }
+
+    /// The port the page listens on.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The page's base URL (`public_url`, without a trailing `/`).
@@ -112,6 +118,15 @@ pub struct PageProvider {
 }
 
 impl PageProvider {
+    /// An approval page on a free port and a provider for it: the provider, and the
+    /// gateway's `[approval_page]` table for that page.
+    pub fn with_page() -> (PageProvider, PageTable) {
+        let port = free_port();
+        let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
+        let table = PageTable::new(port, &provider.issuer());
+        (provider, table)
+    }
+
     pub fn start(page: &str) -> PageProvider {
         let dir = node_project("oidc");
         let mut command = Command::new("node");

@@ -602,9 +602,7 @@ async fn the_declaration_is_known_to_every_replica() {
 async fn mcp_page_approved_call_executes_once(store: Store) {
     let redis = redis_for(store);
     let server = McpServer::start(AnswerMode::Json);
-    let port = free_port();
-    let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
-    let table = PageTable::new(port, &provider.issuer());
+    let (_provider, table) = PageProvider::with_page();
     let page = table.url();
     let table = table.toml();
     let gateway = gateway(
@@ -643,14 +641,13 @@ async fn mcp_page_approved_call_executes_once(store: Store) {
 
 /// `proof = "company_page"` on a `[[tool]]`: a Poppy agent's MCP client (rmcp, the extension
 /// declared, a new Session JWT per request) gets the held call's operation with the page's
-/// link (`structuredContent.operation.approval_url`; the text stays the summary); its approval in `_meta` is held until the account approved that revision on the
-/// page, then performed once and replayed.
+/// link (`structuredContent.operation.approval_url`; the text stays the summary); its
+/// approval in `_meta` is held until the account approved that revision on the page, then
+/// performed once and replayed.
 async fn mcp_proof_holds_a_poppy_approval_until_the_page_approval(store: Store) {
     let redis = redis_for(store);
     let server = McpServer::start(AnswerMode::Json);
-    let port = free_port();
-    let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
-    let table = PageTable::new(port, &provider.issuer());
+    let (_provider, table) = PageProvider::with_page();
     let page = table.url();
     let policies = TOOL_POLICIES.replacen(
         "id_prefix = \"exc\"\n",

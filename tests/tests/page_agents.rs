@@ -18,11 +18,10 @@ use poppy_e2e::gateway::CONVERSATIONS_TOKEN;
 use poppy_e2e::mcp_client::MCP_PATH;
 use poppy_e2e::mcp_stack::TOOL_POLICIES;
 use poppy_e2e::page::{
-    PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider, PageTable, approve_in_browser,
-    approve_on_page, sign_in_in_browser,
+    PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider, approve_in_browser, approve_on_page,
+    sign_in_in_browser,
 };
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
-use poppy_e2e::ports::free_port;
 use poppy_e2e::python_mcp::PythonMcpServer;
 use poppy_e2e::thirdparty::{ScriptOutput, deps_dir, python, run_script};
 use poppy_e2e::{
@@ -41,9 +40,7 @@ async fn start(
     agents: Option<&str>,
     verified_tokens: bool,
 ) -> (Stack, PageProvider, String) {
-    let port = free_port();
-    let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
-    let mut table = PageTable::new(port, &provider.issuer());
+    let (provider, mut table) = PageProvider::with_page();
     if let Some(agents) = agents {
         table = table.agents(agents);
     }
@@ -353,9 +350,8 @@ async fn mcp_stack(
         Store::Redis => Some(RedisServer::start()),
     };
     let upstream = PythonMcpServer::start(false);
-    let port = free_port();
-    let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
-    let table = PageTable::new(port, &provider.issuer()).agents("clients = [\"agent\"]");
+    let (provider, table) = PageProvider::with_page();
+    let table = table.agents("clients = [\"agent\"]");
     let policies = TOOL_POLICIES.replacen(
         "id_prefix = \"exc\"\n",
         "id_prefix = \"exc\"\napproval = \"either\"\n",

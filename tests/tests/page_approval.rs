@@ -11,11 +11,10 @@ use std::time::Duration;
 
 use poppy_e2e::browser::Browser;
 use poppy_e2e::page::{
-    PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageBrowser, PageProvider, PageTable, approve_in_browser,
+    PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageBrowser, PageProvider, approve_in_browser,
     approve_on_page, sign_in_in_browser,
 };
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
-use poppy_e2e::ports::free_port;
 use poppy_e2e::{Answer, Request, Session, Stack, Store, store_tests, wait};
 
 const ACCOUNT: &str = "acct-1";
@@ -39,9 +38,7 @@ fn start(store: Store, lines: &str, expires_in: &str) -> (Stack, PageProvider, S
 
 /// [`start`] with these policies.
 fn start_with(store: Store, policies: &str) -> (Stack, PageProvider, String) {
-    let port = free_port();
-    let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
-    let table = PageTable::new(port, &provider.issuer());
+    let (provider, table) = PageProvider::with_page();
     let page = table.url();
     let stack = Stack::start_with(store, |b| {
         b.policy(DEFAULT_FILE, policies)

@@ -10,11 +10,8 @@
 
 use std::time::Duration;
 
-use poppy_e2e::page::{
-    PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider, PageTable, approve_on_page,
-};
+use poppy_e2e::page::{PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider, approve_on_page};
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
-use poppy_e2e::ports::free_port;
 use poppy_e2e::webhook::{Attempt, SECRET, WebhookReceiver};
 use poppy_e2e::{GatewayBuilder, Request, Session, Stack, Store, store_tests, wait};
 
@@ -300,9 +297,7 @@ async fn page_stack(
     receiver: &WebhookReceiver,
     lines: &str,
 ) -> (Stack, PageProvider) {
-    let port = free_port();
-    let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
-    let table = PageTable::new(port, &provider.issuer());
+    let (provider, table) = PageProvider::with_page();
     let policies = DEFAULT.replacen(
         "id_prefix = \"exc\"\n",
         "id_prefix = \"exc\"\napproval = \"either\"\n",
@@ -318,7 +313,7 @@ async fn page_stack(
                 .extra_config(&page_table),
         )
     });
-    let address = format!("127.0.0.1:{port}");
+    let address = format!("127.0.0.1:{}", table.port());
     assert!(
         wait::until(Duration::from_secs(10), || std::net::TcpStream::connect(
             &address
