@@ -3,7 +3,10 @@
 //! runs): a Python virtual environment per folder of `tests/deps/python/`, an npm project per
 //! folder of `tests/deps/node/`.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+
+use serde_json::Value;
 
 /// `tests/deps`, where the environments and the scripts that use them live.
 pub fn deps_dir() -> PathBuf {
@@ -43,6 +46,23 @@ pub struct ScriptOutput {
     pub stdout: String,
     /// Its stdout and stderr, for a failure message.
     pub text: String,
+}
+
+impl ScriptOutput {
+    /// The steps the script printed, by name ([`steps`]).
+    pub fn steps(&self) -> HashMap<String, Value> {
+        steps(&self.stdout)
+    }
+}
+
+/// The steps a client script printed: one JSON object a line, named by its `step` member
+/// (other lines, such as an SDK's own output, are passed over).
+pub fn steps(stdout: &str) -> HashMap<String, Value> {
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|v| Some((v["step"].as_str()?.to_owned(), v)))
+        .collect()
 }
 
 /// Run `command` (a client script) to the end within `limit`, its output piped, killed if the

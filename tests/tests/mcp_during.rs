@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use poppy_e2e::mcp_client::{MCP_PATH, rpc_response};
 use poppy_e2e::python_mcp::PythonMcpServer;
-use poppy_e2e::thirdparty::{deps_dir, node_project, python};
+use poppy_e2e::thirdparty::{self, deps_dir, node_project, python};
 use poppy_e2e::wait::until_some;
 use poppy_e2e::{
     Answer, Gateway, GatewayBuilder, RedisServer, Request, Session, Store, store_tests,
@@ -171,11 +171,7 @@ async fn scenario(sdk: Sdk, name: &str, world: &World) -> HashMap<String, Value>
         println!("{sdk:?} {name}:\n{text}");
     }
     assert!(output.status.success(), "{sdk:?} {name} failed:\n{text}");
-    let steps: HashMap<String, Value> = stdout
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter_map(|v| Some((v["step"].as_str()?.to_owned(), v)))
-        .collect();
+    let steps: HashMap<String, Value> = thirdparty::steps(&stdout);
     assert!(steps.contains_key("done"), "{sdk:?} {name}:\n{text}");
     steps
 }

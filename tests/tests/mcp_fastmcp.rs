@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use poppy_e2e::mcp_client::MCP_PATH;
 use poppy_e2e::python_mcp::PythonMcpServer;
-use poppy_e2e::thirdparty::{deps_dir, python};
+use poppy_e2e::thirdparty::{self, deps_dir, python};
 use poppy_e2e::{GatewayBuilder, RedisServer, Session, Store, store_tests};
 use serde_json::{Value, json};
 
@@ -107,11 +107,7 @@ async fn fastmcp_through_the_gateway(store: Store) {
         &[&url, &server.url(), &session.header()],
     )
     .await;
-    let steps: HashMap<String, Value> = stdout
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter_map(|v| Some((v["step"].as_str()?.to_owned(), v)))
-        .collect();
+    let steps: HashMap<String, Value> = thirdparty::steps(&stdout);
     assert!(steps.contains_key("done"), "{stdout}");
 
     let raised = steps["default_raises"]["raised"]

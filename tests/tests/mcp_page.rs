@@ -30,7 +30,7 @@ use poppy_e2e::page::{
 };
 use poppy_e2e::ports::free_port;
 use poppy_e2e::python_mcp::PythonMcpServer;
-use poppy_e2e::thirdparty::{ScriptOutput, deps_dir, node_project, python, run_script};
+use poppy_e2e::thirdparty::{self, ScriptOutput, deps_dir, node_project, python, run_script};
 use poppy_e2e::{
     Answer, Gateway, GatewayBuilder, RedisServer, Request, Session, Store, store_tests,
 };
@@ -246,11 +246,7 @@ async fn run_agent(sdk: Sdk, gateway: &Gateway, upstream: &PythonMcpServer) -> R
     );
     let ScriptOutput { stdout, text } =
         run_script(command, &format!("{sdk:?}: the script"), SCRIPT_LIMIT).await;
-    let steps = stdout
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter_map(|v| Some((v["step"].as_str()?.to_owned(), v)))
-        .collect();
+    let steps = thirdparty::steps(&stdout);
     Run {
         sdk,
         steps,

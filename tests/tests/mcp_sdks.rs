@@ -23,7 +23,7 @@ use poppy_e2e::gateway::{HTTP_TIMEOUT, http_client};
 use poppy_e2e::mcp_client::{MCP_PATH, rpc_response};
 use poppy_e2e::mcp_stack::TOOL_POLICIES;
 use poppy_e2e::python_mcp::PythonMcpServer;
-use poppy_e2e::thirdparty::{ScriptOutput, deps_dir, node_project, python, run_script};
+use poppy_e2e::thirdparty::{self, ScriptOutput, deps_dir, node_project, python, run_script};
 use poppy_e2e::{Gateway, GatewayBuilder, RedisServer, Request, Session, Store, store_tests};
 use serde_json::{Value, json};
 
@@ -99,11 +99,7 @@ async fn run_agent(sdk: Sdk, gateway: &Gateway, upstream: &PythonMcpServer) -> R
     let command = sdk.command(&gateway_mcp, &upstream.url(), &session.header());
     let ScriptOutput { stdout, text } =
         run_script(command, &format!("{sdk:?}: the agent script"), SCRIPT_LIMIT).await;
-    let steps = stdout
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter_map(|v| Some((v["step"].as_str()?.to_owned(), v)))
-        .collect();
+    let steps = thirdparty::steps(&stdout);
     Run {
         sdk,
         steps,
