@@ -19,6 +19,8 @@ import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import Provider from 'oidc-provider';
 
+import { escapeHtml, impliedOpenidGrant, withSignIn } from './sign_in.mjs';
+
 const { values: args } = parseArgs({
   options: {
     listen: { type: 'string', default: '127.0.0.1:8086' },
@@ -43,23 +45,6 @@ if (at < 1 || !Number.isInteger(port) || port < 0 || port > 65535) usage(`--list
 // A signing key of its own, made now: nothing to keep secret in the repository.
 const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const signingKey = { ...privateKey.export({ format: 'jwk' }), kid: `demo-${randomBytes(4).toString('hex')}`, alg: 'ES256', use: 'sig' };
-
-function escapeHtml(text) {
-  return String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-
-function readBody(req) {
-  return new Promise((resolve, reject) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk) => {
-      body += chunk;
-      if (body.length > 16 * 1024) req.destroy();
-    });
-    req.on('end', () => resolve(body));
-    req.on('error', reject);
-  });
-}
 
 // The login form: it says plainly that this is a demo provider without passwords.
 function loginPage(uid, problem) {
@@ -99,53 +84,11 @@ server.listen(port, host, () => {
       id_token_signed_response_alg: 'ES256', // its one key's
     }],
     interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
-    // Consent is implied: the page asks for `openid` only (who is signed in).
-    loadExistingGrant: async (ctx) => {
-      const grantId = ctx.oidc.result?.consent?.grantId
-        || ctx.oidc.session.grantIdFor(ctx.oidc.client.clientId);
-      if (grantId) return ctx.oidc.provider.Grant.find(grantId);
-      const grant = new ctx.oidc.provider.Grant({
-        clientId: ctx.oidc.client.clientId,
-        accountId: ctx.oidc.session.accountId,
-      });
-      grant.addOIDCScope('openid');
-      await grant.save();
-      return grant;
-    },
+    loadExistingGrant: impliedOpenidGrant,
     jwks: { keys: [signingKey] },
     cookies: { keys: [randomBytes(32).toString('hex')] },
     features: { devInteractions: { enabled: false } },
   });
-  const callback = provider.callback();
-  server.on('request', async (req, res) => {
-    const match = /^\/interaction\/([^/?]+)(\/login)?/.exec(req.url);
-    if (!match) return callback(req, res);
-    try {
-      const details = await provider.interactionDetails(req, res);
-      if (req.method === 'GET' && !match[2]) {
-        res.setHeader('content-type', 'text/html; charset=utf-8');
-        res.end(loginPage(details.uid));
-        return undefined;
-      }
-      if (req.method === 'POST' && match[2]) {
-        const login = (new URLSearchParams(await readBody(req)).get('login') || '').trim();
-        if (!login) {
-          res.statusCode = 400;
-          res.setHeader('content-type', 'text/html; charset=utf-8');
-          res.end(loginPage(details.uid, 'Type a user name.'));
-          return undefined;
-        }
-        await provider.interactionFinished(req, res, { login: { accountId: login } }, { mergeWithLastSubmission: false });
-        return undefined;
-      }
-      res.statusCode = 405;
-      res.end();
-    } catch (err) {
-      res.statusCode = 400;
-      res.setHeader('content-type', 'text/plain; charset=utf-8');
-      res.end(`sign-in failed: ${err && err.message}; open the approval link again\n`);
-    }
-    return undefined;
-  });
+  server.on('request', withSignIn(provider, loginPage));
   process.stdout.write(`demo identity provider: ${issuer} (DEMO: any user name signs in, no password; client ${args['client-id']}, redirecting to ${args['redirect-uri']})\n`);
 });

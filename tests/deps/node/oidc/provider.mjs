@@ -20,6 +20,9 @@ import { createServer } from 'node:http';
 import { basename } from 'node:path';
 import Provider from 'oidc-provider';
 
+// The login form's handling, shared with the demo's provider.
+import { escapeHtml, impliedOpenidGrant, withSignIn } from '../../../../examples/idp/sign_in.mjs';
+
 const keys = process.argv.slice(2).map((arg) => {
   const [file, kidArg] = arg.split(':');
   const kid = kidArg || basename(file, '.pem');
@@ -30,18 +33,9 @@ const firstAlg = keys[0].alg;
 
 const pageRedirect = process.env.POPPY_PAGE_REDIRECT_URI;
 
-function escapeHtml(text) {
-  return String(text).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-
-function readBody(req) {
-  return new Promise((resolve, reject) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk) => { body += chunk; });
-    req.on('end', () => resolve(body));
-    req.on('error', reject);
-  });
+// The tiny login form (the tests fill #login and click #submit).
+function loginPage(uid, problem) {
+  return `<!doctype html><title>Sign in</title>${problem ? `<p role="alert">${escapeHtml(problem)}</p>` : ''}<form method="post" action="/interaction/${escapeHtml(uid)}/login"><label for="login">User</label> <input id="login" name="login" autofocus> <button id="submit" type="submit">Sign in</button></form>`;
 }
 
 const server = createServer();
@@ -63,18 +57,7 @@ server.listen(0, '127.0.0.1', () => {
     ],
     interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
     // Consent is implied for the page's sign-in: only `openid` is asked for.
-    loadExistingGrant: async (ctx) => {
-      const grantId = ctx.oidc.result?.consent?.grantId
-        || ctx.oidc.session.grantIdFor(ctx.oidc.client.clientId);
-      if (grantId) return ctx.oidc.provider.Grant.find(grantId);
-      const grant = new ctx.oidc.provider.Grant({
-        clientId: ctx.oidc.client.clientId,
-        accountId: ctx.oidc.session.accountId,
-      });
-      grant.addOIDCScope('openid');
-      await grant.save();
-      return grant;
-    },
+    loadExistingGrant: impliedOpenidGrant,
     extraTokenClaims: async (ctx) => {
       const account = ctx?.oidc?.body?.account;
       return typeof account === 'string' && account ? { account } : undefined;
@@ -99,34 +82,6 @@ server.listen(0, '127.0.0.1', () => {
       },
     },
   });
-  const callback = provider.callback();
-  server.on('request', async (req, res) => {
-    const match = /^\/interaction\/([^/?]+)(\/login)?/.exec(req.url);
-    if (!match) return callback(req, res);
-    try {
-      if (req.method === 'GET' && !match[2]) {
-        const details = await provider.interactionDetails(req, res);
-        res.setHeader('content-type', 'text/html; charset=utf-8');
-        res.end(`<!doctype html><title>Sign in</title><form method="post" action="/interaction/${escapeHtml(details.uid)}/login"><label for="login">User</label> <input id="login" name="login" autofocus> <button id="submit" type="submit">Sign in</button></form>`);
-        return undefined;
-      }
-      if (req.method === 'POST' && match[2]) {
-        const login = new URLSearchParams(await readBody(req)).get('login');
-        if (!login) {
-          res.statusCode = 400;
-          res.end('a login name is needed');
-          return undefined;
-        }
-        await provider.interactionFinished(req, res, { login: { accountId: login } }, { mergeWithLastSubmission: false });
-        return undefined;
-      }
-      res.statusCode = 405;
-      res.end();
-    } catch (err) {
-      res.statusCode = 400;
-      res.end(String(err && err.message));
-    }
-    return undefined;
-  });
+  server.on('request', withSignIn(provider, loginPage));
   process.stdout.write(`${JSON.stringify({ port })}\n`);
 });
