@@ -37,15 +37,11 @@ pub(crate) fn approval_required_result(
             operation.summary
         )
     };
-    let mut operation = json!(operation);
     // `proof = "company_page"`: the User approves this revision on the Company's page too,
     // signed in, before the agent's approval counts (docs/approval-page.md). The link goes
     // in the operation, as over HTTP; the text stays the summary (spec 4, "MCP").
-    if let Some(url) = page_url {
-        operation["approval_url"] = Value::from(url);
-    }
     let mut result = tool_error_result(&text);
-    result["structuredContent"] = json!({"operation": operation});
+    result["structuredContent"] = json!({"operation": operation.to_json(page_url)});
     result
 }
 

@@ -15,6 +15,18 @@ pub(crate) struct Operation {
     pub expires_at: String,
 }
 
+impl Operation {
+    /// The operation as JSON; under `proof = "company_page"` (`page_url`) with `approval_url`,
+    /// the page where the User approves the same revision, as every interface carries it.
+    pub(crate) fn to_json(&self, page_url: Option<&str>) -> Value {
+        let mut operation = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let (Some(url), Some(members)) = (page_url, operation.as_object_mut()) {
+            members.insert("approval_url".into(), Value::from(url));
+        }
+        operation
+    }
+}
+
 /// Why an approver's retry gets [`ErrorBody::already_performed`], for every interface.
 pub(crate) const ALREADY_PERFORMED: &str = "this operation was already performed, once; its answer is given only to a retry signed by the same delegated key (or with the same credentials) that approved it. Do not ask the user to approve it again: find out how it went from the company, such as from the order";
 

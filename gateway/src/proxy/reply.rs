@@ -76,11 +76,8 @@ impl Reply {
             return Reply::decision(decision);
         };
         let detail = "this action needs the user's approval of these terms on the company's approval page as well: open operation.approval_url (the user signs in and approves this revision), then retry the same request with a Poppy-Approval header; nothing was performed";
-        let mut operation = serde_json::to_value(operation).unwrap_or_default();
-        if let Some(members) = operation.as_object_mut() {
-            members.insert("approval_url".into(), url.into());
-        }
-        let body = ErrorBody::new("approval_required", detail).with("operation", operation);
+        let body = ErrorBody::new("approval_required", detail)
+            .with("operation", operation.to_json(Some(url)));
         Reply::error(403, &body).with_header("link", format!("<{url}>; rel=\"approval\""))
     }
 
