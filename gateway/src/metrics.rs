@@ -7,6 +7,7 @@ mod histogram;
 mod labels;
 mod openmetrics;
 mod per_policy;
+mod requests;
 mod store_duration;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -16,6 +17,7 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registr
 use crate::telemetry::SampledIds;
 use asked::AskedOnce;
 use per_policy::PerPolicy;
+use requests::Requests;
 use store_duration::StoreDuration;
 
 // The core's words for what became of a request (operation/outcome.rs); metrics count them.
@@ -30,6 +32,8 @@ pub(crate) struct Metrics {
     asked_once: AskedOnce,
     /// Registered nowhere: rendered into the registry's text where the registry would have.
     store_duration: StoreDuration,
+    /// Every request the proxy listener answered, by route, method and status class.
+    requests: Requests,
     store_errors: IntCounterVec,
     store_full: IntCounter,
     limits_hit: IntCounterVec,
@@ -63,6 +67,7 @@ impl Metrics {
             per_policy: PerPolicy::new(),
             asked_once: AskedOnce::default(),
             store_duration: StoreDuration::new(),
+            requests: Requests::new(),
             store_errors: counter(
                 "poppy_store_errors_total",
                 "Operation store calls that failed, by call",
@@ -330,6 +335,25 @@ impl Metrics {
     }
 
     /// Every metric, in the text exposition or in OpenMetrics (with exemplars).
+    /// The route names the proxy's requests are counted by (`none` is added: no route matched).
+    pub(crate) fn set_routes<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+        self.requests
+            .set_routes(names.into_iter().chain(std::iter::once("none")));
+    }
+
+    /// One request the proxy listener answered (or, `status` `None`, could not answer).
+    pub(crate) fn request(
+        &self,
+        route: &str,
+        method: &http::Method,
+        status: Option<u16>,
+        took: Duration,
+        ids: Option<SampledIds>,
+    ) {
+        self.requests
+            .observe(route, method, status, took.as_secs_f64(), ids);
+    }
+
     pub(crate) fn render(&self, format: Format) -> Vec<u8> {
         // Encoding cannot fail for well-formed metric families.
         let registry = TextEncoder::new()
@@ -341,14 +365,20 @@ impl Metrics {
             Format::Text => {
                 // Where the registry wrote it when it was one of its families (it orders
                 // them by name), so that the text stays as it was.
-                let at = family_after(&registry, store_duration::NAME);
-                out.push_str(&registry[..at]);
+                // Our own families go where the registry would have put them (it orders
+                // them by name), so that the text stays as it was.
+                let requests_at = family_after(&registry, requests::NAME);
+                let store_at = family_after(&registry, store_duration::NAME);
+                out.push_str(&registry[..requests_at]);
+                self.requests.render(&mut out, format);
+                out.push_str(&registry[requests_at..store_at]);
                 self.store_duration.render(&mut out, format);
-                out.push_str(&registry[at..]);
+                out.push_str(&registry[store_at..]);
             }
             Format::OpenMetrics => {
                 openmetrics::from_text(&registry, &mut out);
                 self.store_duration.render(&mut out, format);
+                self.requests.render(&mut out, format);
             }
         }
         // The per-policy families after the registry's (neither format orders families).
@@ -388,12 +418,21 @@ mod tests {
     fn the_text_orders_the_registrys_families_as_it_did() {
         let metrics = Metrics::new().unwrap();
         metrics.store_call(StoreCall::Claim, Duration::from_micros(300), false, None);
+        metrics.set_routes(["default"]);
+        metrics.request(
+            "default",
+            &http::Method::GET,
+            Some(200),
+            Duration::from_millis(3),
+            None,
+        );
         let text = text(&metrics);
         let families: Vec<&str> = text
             .lines()
             .filter_map(|line| line.strip_prefix("# HELP ")?.split(' ').next())
             .collect();
         assert!(families.contains(&"poppy_store_duration_seconds"));
+        assert!(families.contains(&"poppy_http_request_duration_seconds"));
         assert!(
             families.windows(2).all(|pair| pair[0] < pair[1]),
             "{families:?}"

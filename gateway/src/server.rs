@@ -237,6 +237,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     );
     // `max_upstream_connections`: one count for the proxy and the conversations service.
     let upstream_slots = UpstreamSlots::new(caps.max_upstream_connections, Arc::clone(&metrics));
+    metrics.set_routes(config.routes.iter().map(|route| route.name.as_str()));
     let mut routes = Vec::new();
     let mut reloaded_routes = Vec::new();
     for route in &config.routes {

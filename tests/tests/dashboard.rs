@@ -417,12 +417,13 @@ fn compose_traces_reach_jaeger_and_exemplars_link_to_them() {
             "poppy_approval_delay_seconds_bucket",
             "poppy_upstream_duration_seconds_bucket",
             "poppy_store_duration_seconds_bucket",
+            "poppy_http_request_duration_seconds_bucket",
         ] {
             assert!(text.contains(histogram), "{}: {histogram}", path.display());
         }
         assert_eq!(
             text.matches("\"exemplar\":true").count(),
-            3,
+            4,
             "{}: one exemplar query per latency panel",
             path.display()
         );

@@ -178,6 +178,27 @@ async fn prometheus_keeps_the_executions_trace_as_its_exemplars(store: Store) {
         let exemplar = stored_exemplar(&prometheus, selector, &trace).await;
         assert_eq!(exemplar["labels"]["span_id"], span.as_str(), "{exemplar:#}");
     }
+
+    // The whole request (issue 39: a latency for all proxied traffic) was timed in the
+    // request's own span, of the same trace.
+    let request = stored_exemplar(
+        &prometheus,
+        r#"poppy_http_request_duration_seconds_bucket{route="default",method="POST",class="2xx"}"#,
+        &trace,
+    )
+    .await;
+    assert_eq!(request["labels"]["trace_id"], trace.as_str(), "{request:#}");
+    // And the mint (403) and the approval (201) were each counted once.
+    for class in ["4xx", "2xx"] {
+        prometheus
+            .wait_for(
+                &format!(
+                    r#"poppy_http_request_duration_seconds_count{{route="default",method="POST",class="{class}"}}"#
+                ),
+                1.0,
+            )
+            .await;
+    }
 }
 
 async fn each_scraper_gets_the_format_it_asks_for(store: Store) {
@@ -198,6 +219,7 @@ async fn each_scraper_gets_the_format_it_asks_for(store: Store) {
         ("poppy_upstream_duration_seconds", "histogram"),
         ("poppy_approval_delay_seconds", "histogram"),
         ("poppy_store_duration_seconds", "histogram"),
+        ("poppy_http_request_duration_seconds", "histogram"),
         ("poppy_operations_in_flight", "gauge"),
     ] {
         assert_eq!(families[family], kind, "{family} in {families:#}");
@@ -207,6 +229,7 @@ async fn each_scraper_gets_the_format_it_asks_for(store: Store) {
         "poppy_upstream_duration_seconds_bucket",
         "poppy_approval_delay_seconds_bucket",
         "poppy_store_duration_seconds_bucket",
+        "poppy_http_request_duration_seconds_bucket",
     ] {
         assert!(
             exemplars.iter().any(|e| e["name"] == histogram

@@ -80,6 +80,8 @@ const UPSTREAM_COUNT: &str = "poppy_upstream_duration_seconds_count";
 const IN_FLIGHT: &str = "poppy_operations_in_flight";
 const STORE_COUNT: &str = "poppy_store_duration_seconds_count";
 const PASSTHROUGH: &str = "poppy_passthrough_requests_total";
+/// Every request the proxy answered (issue 39), by route, method and status class.
+const REQUESTS: &str = "poppy_http_request_duration_seconds_count";
 
 async fn scripted_sequence_moves_every_metric(store: Store) {
     let stack = Stack::start(store);
@@ -103,6 +105,16 @@ async fn scripted_sequence_moves_every_metric(store: Store) {
             (PASSTHROUGH, &[("class", "2xx")], 1.0),
             (PASSTHROUGH, &[("class", "4xx")], 1.0),
             (PASSTHROUGH, &[("class", "5xx")], 0.0),
+            (
+                REQUESTS,
+                &[("route", "default"), ("method", "GET"), ("class", "2xx")],
+                1.0,
+            ),
+            (
+                REQUESTS,
+                &[("route", "default"), ("method", "GET"), ("class", "4xx")],
+                1.0,
+            ),
         ],
         "passthrough",
     )
@@ -118,6 +130,12 @@ async fn scripted_sequence_moves_every_metric(store: Store) {
             (OPS, outcome("held"), 1.0),
             (DELAY_COUNT, EXCHANGE, 0.0),
             (STORE_COUNT, &[("call", "claim")], 0.0),
+            // The held request (403) is counted with the rest of the traffic.
+            (
+                REQUESTS,
+                &[("route", "default"), ("method", "POST"), ("class", "4xx")],
+                1.0,
+            ),
         ],
         "mint",
     )

@@ -35,6 +35,12 @@ impl<const N: usize> Buckets<N> {
         }
     }
 
+    /// Observations so far.
+    pub(super) fn count(&self) -> u64 {
+        let below: u64 = self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        below + self.above.load(Ordering::Relaxed)
+    }
+
     /// `prometheus`'s rule: the first bucket whose bound is ≥ the value (NaN: none). `ids`:
     /// the sampled span the value was timed in, kept as its bucket's exemplar.
     pub(super) fn observe(&self, bounds: &[f64; N], value: f64, ids: Option<SampledIds>) {
@@ -137,14 +143,14 @@ impl Slot {
     }
 }
 
-/// A histogram's lines for one series: `label` is its one label, the value already escaped,
-/// and `les` its bounds as [`openmetrics::le`] writes them for `format`. In OpenMetrics, each
+/// A histogram's lines for one series: `labels` its labels as written between the braces
+/// (`call="claim"`, values already escaped), and `les` its bounds as [`openmetrics::le`] writes them for `format`. In OpenMetrics, each
 /// bucket with an exemplar has it after its sample.
 pub(super) fn write<const N: usize>(
     out: &mut String,
     format: Format,
     name: &str,
-    (label, value): (&str, &str),
+    labels: &str,
     buckets: &Buckets<N>,
     les: &[String; N],
 ) {
@@ -162,7 +168,7 @@ pub(super) fn write<const N: usize>(
         cumulative += count.load(Ordering::Relaxed);
         let _ = write!(
             out,
-            "{name}_bucket{{{label}=\"{value}\",le=\"{le}\"}} {}",
+            "{name}_bucket{{{labels},le=\"{le}\"}} {}",
             cumulative as f64
         );
         exemplar(out, i);
@@ -171,14 +177,11 @@ pub(super) fn write<const N: usize>(
     // `_count` is the last bucket's plus those above, so `+Inf` always equals it.
     let count = (cumulative + buckets.above.load(Ordering::Relaxed)) as f64;
     let sum = f64::from_bits(buckets.sum.load(Ordering::Relaxed));
-    let _ = write!(
-        out,
-        "{name}_bucket{{{label}=\"{value}\",le=\"+Inf\"}} {count}"
-    );
+    let _ = write!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
     exemplar(out, N);
     let _ = writeln!(
         out,
-        "\n{name}_sum{{{label}=\"{value}\"}} {sum}\n{name}_count{{{label}=\"{value}\"}} {count}"
+        "\n{name}_sum{{{labels}}} {sum}\n{name}_count{{{labels}}} {count}"
     );
 }
 
@@ -203,7 +206,7 @@ mod tests {
             &mut out,
             format,
             "h",
-            ("op", "p"),
+            "op=\"p\"",
             buckets,
             &les(bounds, format),
         );

@@ -219,7 +219,7 @@ impl PerPolicy {
 
 /// `prometheus`'s text format, as its `TextEncoder` writes it: the label value escaped
 /// (`\\`, `\n`, `"`), values as Rust prints an `f64`.
-fn escaped(value: &str) -> std::borrow::Cow<'_, str> {
+pub(super) fn escaped(value: &str) -> std::borrow::Cow<'_, str> {
     if !value.contains(['\\', '\n', '"']) {
         return value.into();
     }
@@ -262,7 +262,8 @@ impl PerPolicy {
             let les = histogram::les(&APPROVAL_DELAY_BUCKETS, format);
             for (_, policy, series) in policies.iter().filter(|p| p.2.has(APPROVAL_DELAY_BIT)) {
                 let (name, buckets) = (APPROVAL_DELAY.0, &series.approval_delay);
-                histogram::write(&mut out, format, name, ("operation", policy), buckets, &les);
+                let labels = format!("operation=\"{policy}\"");
+                histogram::write(&mut out, format, name, &labels, buckets, &les);
             }
         }
         let reason_bits = reasons.map(|r| REJECTIONS_BIT + r as u32);
@@ -313,7 +314,8 @@ impl PerPolicy {
             let filtered = policies.iter().filter(|p| p.2.has(UPSTREAM_DURATION_BIT));
             for (_, policy, series) in filtered {
                 let (name, buckets) = (UPSTREAM_DURATION.0, &series.upstream_duration);
-                histogram::write(&mut out, format, name, ("operation", policy), buckets, &les);
+                let labels = format!("operation=\"{policy}\"");
+                histogram::write(&mut out, format, name, &labels, buckets, &les);
             }
         }
         out

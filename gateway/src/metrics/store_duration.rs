@@ -39,8 +39,8 @@ impl StoreDuration {
         calls.sort_unstable_by_key(|call| call.as_str());
         for call in calls {
             if let Some(buckets) = self.0.get(call as usize) {
-                let label = ("call", call.as_str());
-                histogram::write(out, format, NAME, label, buckets, &les);
+                let labels = format!("call=\"{}\"", call.as_str());
+                histogram::write(out, format, NAME, &labels, buckets, &les);
             }
         }
     }

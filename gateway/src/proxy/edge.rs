@@ -45,6 +45,11 @@ impl Default for EdgeCtx {
 }
 
 impl EdgeCtx {
+    /// Since the request arrived.
+    pub(super) fn elapsed(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+
     /// The request's ID (`X-Request-Id`, kept or made).
     pub(super) fn request_id(&self) -> &str {
         &self.request_id

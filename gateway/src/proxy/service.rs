@@ -293,6 +293,13 @@ impl ProxyHttp for GatewayProxy {
         if ctx.passthrough {
             self.metrics.passthrough(status);
         }
+        self.metrics.request(
+            ctx.route.name(),
+            &session.req_header().method,
+            status,
+            ctx.edge.elapsed(),
+            ctx.trace.sampled_ids(),
+        );
         let trace_id = ctx.trace.trace_id();
         self.edge.log(
             session,
