@@ -40,6 +40,12 @@ impl Drain {
         })
     }
 
+    /// A stop signal has arrived: `/readyz` answers 503 from then on, so that load balancers
+    /// stop sending new requests while the approved forwards in flight finish.
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
     }

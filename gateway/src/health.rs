@@ -6,8 +6,6 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use crate::config::Config;
-
 #[derive(Debug, thiserror::Error)]
 pub enum HealthError {
     #[error("the config has no [admin] listener to ask")]
@@ -43,12 +41,10 @@ pub(crate) fn probe_address(listen: &str) -> Result<SocketAddr, HealthError> {
     Ok(address)
 }
 
-/// Ask the admin listener of `config` whether the gateway is up.
-pub fn check(config: &Config, timeout: Duration) -> Result<(), HealthError> {
-    let listen = config
-        .admin_listen
-        .as_deref()
-        .ok_or(HealthError::NoAdminListener)?;
+/// Ask the admin listener at `admin_listen` (gateway.toml's `[admin] listen`, read alone by
+/// [`crate::config::admin_listen`]) whether the gateway is up.
+pub fn check(admin_listen: Option<&str>, timeout: Duration) -> Result<(), HealthError> {
+    let listen = admin_listen.ok_or(HealthError::NoAdminListener)?;
     let address = probe_address(listen)?;
     let io = |error| HealthError::Io { address, error };
     let mut stream = TcpStream::connect_timeout(&address, timeout).map_err(io)?;

@@ -61,7 +61,8 @@ enum Command {
     /// server's tools (`--mcp URL`), for review; needs no config.
     Init(init::cli::InitArgs),
     /// Exit 0 when the admin listener the config names answers `GET /healthz` with 200 (a
-    /// container health check).
+    /// container health check). Reads only `[admin] listen`: a bad edit elsewhere, which the
+    /// running gateway ignores until a reload succeeds, does not fail it.
     Health,
     /// Approval receipts: `audit verify FILE --public-key PEM` checks a receipts chain offline;
     /// `audit public-key KEY` prints the public key of a signing key (needs no config).
@@ -105,14 +106,20 @@ fn main() -> ExitCode {
             action: AuditCommand::PublicKey { key },
         }) => return receipts::audit::public_key(key),
         Some(Command::Init(args)) => return init::cli::run(args),
+        Some(Command::Health) => return health(&cli.config),
         _ => {}
+    }
+    // A mistyped variable would otherwise be ignored without a word.
+    for name in config::unknown_variables() {
+        tracing::warn!(
+            "{name} is set but the gateway reads no such variable (it reads POPPY_GATEWAY_CONFIG, POPPY_GATEWAY_KEYS, POPPY_GATEWAY_ADMIN_TOKEN, and POPPY_GATEWAY__SECTION__KEY for config keys): ignored"
+        );
     }
     let loaded = config::load(&cli.config);
     match cli.command {
         Some(Command::Check) => check(loaded),
         Some(Command::Explain(args)) => explain::cli::run(loaded, &args),
-        Some(Command::Health) => health(loaded),
-        Some(Command::Audit { .. } | Command::Init(_)) => ExitCode::FAILURE,
+        Some(Command::Audit { .. } | Command::Init(_) | Command::Health) => ExitCode::FAILURE,
         None => {
             let config = match loaded {
                 Ok(config) => config,
@@ -151,6 +158,29 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
         }
         Ok(config) => {
             println!("{}: ok", config.path.display());
+            // What the start would refuse or do silently, though the files are right.
+            // (memory:// starts with a random key, and says so at start.)
+            if config.store.url != "memory://"
+                && let Err(e) = server::signing_keys(
+                    std::env::var("POPPY_GATEWAY_KEYS").ok().as_deref(),
+                    &config.store.url,
+                )
+            {
+                eprintln!("warning: with this environment the gateway would not start: {e}");
+            }
+            let has_policies = config
+                .routes
+                .iter()
+                .any(|r| r.policies.iter().next().is_some());
+            let agents_rule = config
+                .approval_page
+                .as_ref()
+                .is_some_and(|page| page.agents_rule().is_some());
+            if has_policies && !agents_rule {
+                println!(
+                    "note: only requests with a Poppy-Session are held; any other request to a policy route passes through unapproved (add [approval_page.agents] to hold agents without Poppy support: docs/approval-page.md)"
+                );
+            }
             let store = server::redact(&config.store.url);
             let only_default = config.routes.len() == 1 && config.default_route().is_some();
             if only_default {
@@ -275,15 +305,15 @@ fn print_policies(policies: &poppy_gateway::policy::PolicySet) {
     }
 }
 
-fn health(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
-    let config = match loaded {
-        Ok(config) => config,
+fn health(config_path: &std::path::Path) -> ExitCode {
+    let listen = match config::admin_listen(config_path) {
+        Ok(listen) => listen,
         Err(errors) => {
             eprintln!("{errors}");
             return ExitCode::FAILURE;
         }
     };
-    match poppy_gateway::health::check(&config, std::time::Duration::from_secs(2)) {
+    match poppy_gateway::health::check(listen.as_deref(), std::time::Duration::from_secs(2)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("unhealthy: {e}");

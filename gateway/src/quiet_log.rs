@@ -3,7 +3,7 @@
 //! log filter lets the Redis client repeat a warning at most once per
 //! [`REDIS_CLIENT_WARNINGS_EVERY`]. While a cluster node is down the client warns about every
 //! reconnection attempt (about a dozen a second per gateway); the gateway's own lines (a store
-//! failure, `/readyz`) already say that the store is in trouble.
+//! failure, `/readyz/store`) already say that the store is in trouble.
 //!
 //! The decision is made once per event, in [`Filter::event_enabled`]: the Redis client logs
 //! through the `log` crate, and its bridge asks `enabled` twice for every record, so a rate

@@ -438,6 +438,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
                 remember_grace: config.store.remember_grace,
                 durability,
                 receipts,
+                drain: Arc::clone(&drain),
             },
         );
         admin.add_tcp(listen);

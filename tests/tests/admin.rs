@@ -17,7 +17,12 @@ async fn health_and_readiness(store: Store) {
         .gateway
         .admin_get("/readyz")
         .await
-        .assert_status(200, "GET /readyz with the store reachable");
+        .assert_status(200, "GET /readyz");
+    stack
+        .gateway
+        .admin_get("/readyz/store")
+        .await
+        .assert_status(200, "GET /readyz/store with the store reachable");
 }
 
 const OUTCOMES: [&str; 5] = ["held", "performed", "replayed", "in_progress", "rejected"];

@@ -495,3 +495,38 @@ fn memory_store_without_keys_starts_and_warns() {
         "without keys the gateway must warn that it made a random key:\n{log}"
     );
 }
+
+/// `check` says what the start would refuse or ignore although the files are right (issue 39):
+/// a Redis store without `POPPY_GATEWAY_KEYS`, a mistyped `POPPY_GATEWAY_…` variable, and that
+/// requests without a Session pass through policy routes when no agents rule is configured.
+#[test]
+fn check_warns_about_what_the_start_would_refuse_or_ignore() {
+    let config = GatewayBuilder::new("http://127.0.0.1:9")
+        .store_url(&format!("redis://127.0.0.1:{}/0", free_port()))
+        .write();
+    let output = Command::new(binaries::gateway())
+        .args(["check", "--config", config.config.to_str().unwrap()])
+        .env_remove("POPPY_GATEWAY_KEYS")
+        .env("POPPY_GATEWAY_ADMINTOKEN", "typo")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let describe = format!("--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}");
+    assert!(output.status.success(), "the files are right:\n{describe}");
+    assert!(
+        stderr.contains("warning: with this environment the gateway would not start")
+            && stderr.contains("POPPY_GATEWAY_KEYS"),
+        "{describe}"
+    );
+    assert!(
+        stderr.contains("POPPY_GATEWAY_ADMINTOKEN is set but the gateway reads no such variable"),
+        "{describe}"
+    );
+    assert!(
+        stdout.contains("note: only requests with a Poppy-Session are held"),
+        "{describe}"
+    );
+}

@@ -21,8 +21,9 @@ fn refused_start(builder: GatewayBuilder) -> String {
     stderr
 }
 
+/// The store's readiness signal (`/readyz` is the replica's own and ignores the store).
 async fn readyz(gateway: &Gateway) -> u16 {
-    gateway.admin_get("/readyz").await.status
+    gateway.admin_get("/readyz/store").await.status
 }
 
 /// The test's private redis-server runs with `--save "" --appendonly no`: the gateway says
@@ -76,7 +77,7 @@ async fn a_non_persistent_redis_is_reported() {
 }
 
 /// `require_durable = true`: a non-persistent Redis is a startup error that says why; a
-/// durable one starts, and `/readyz` turns 503 if it stops being durable.
+/// durable one starts, and `/readyz/store` turns 503 if it stops being durable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn require_durable_refuses_a_redis_that_can_forget() {
     let redis = RedisServer::start();

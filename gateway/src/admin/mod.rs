@@ -1,4 +1,5 @@
-//! The admin listener: `/healthz`, `/readyz`, `/metrics`, and the operations API.
+//! The admin listener: `/healthz`, `/readyz`, `/readyz/store`, `/metrics`, and the operations
+//! API. What each probe means, and which to use where: docs/operations.md, "Probes".
 
 mod operations;
 
@@ -11,6 +12,7 @@ use pingora::protocols::http::ServerSession;
 use serde_json::json;
 
 use crate::clock::now_millis;
+use crate::drain::Drain;
 use crate::metrics::{Format, Metrics};
 use crate::policy::LivePolicies;
 use crate::receipts::ReceiptSink;
@@ -28,10 +30,12 @@ pub(crate) struct AdminApp {
     pub(crate) policies: LivePolicies,
     /// `[store] remember_grace`.
     pub(crate) remember_grace: Duration,
-    /// Redis durability, checked again on every `/readyz`.
+    /// Redis durability, checked again on every `/readyz/store`.
     pub(crate) durability: Arc<DurabilityCheck>,
     /// `[receipts]`: resolutions write one; `GET /operations/{id}/receipt` reads a file.
     pub(crate) receipts: Option<Arc<ReceiptSink>>,
+    /// Says when a stop signal has arrived: `/readyz` is 503 from then on.
+    pub(crate) drain: Arc<Drain>,
 }
 
 #[async_trait]
@@ -55,12 +59,21 @@ impl ServeHttp for AdminApp {
         );
         match (method.as_str(), path.as_str()) {
             (_, "/healthz") => text(200, "text/plain; charset=utf-8", b"ok\n".to_vec()),
-            (_, "/readyz") => match self.ready().await {
-                Ok(()) => text(200, "text/plain; charset=utf-8", b"ready\n".to_vec()),
+            // Readiness is this replica's own: draining takes it out of rotation; a store
+            // outage does not, since every replica shares the store and passthrough traffic is
+            // still served (the store's own signal is `/readyz/store`).
+            (_, "/readyz") if self.drain.is_draining() => text(
+                503,
+                "text/plain; charset=utf-8",
+                b"not ready: draining (a stop signal arrived)\n".to_vec(),
+            ),
+            (_, "/readyz") => text(200, "text/plain; charset=utf-8", b"ready\n".to_vec()),
+            (_, "/readyz/store") => match self.store_ready().await {
+                Ok(()) => text(200, "text/plain; charset=utf-8", b"store ready\n".to_vec()),
                 Err(e) => text(
                     503,
                     "text/plain; charset=utf-8",
-                    format!("not ready: {e}\n").into_bytes(),
+                    format!("store not ready: {e}\n").into_bytes(),
                 ),
             },
             (_, "/metrics") => {
@@ -104,7 +117,7 @@ impl ServeHttp for AdminApp {
             _ => text(
                 404,
                 "text/plain; charset=utf-8",
-                b"not found: try /healthz, /readyz, /metrics, /operations?state=unknown or /operations/{id}\n".to_vec(),
+                b"not found: try /healthz, /readyz, /readyz/store, /metrics, /operations?state=unknown or /operations/{id}\n".to_vec(),
             ),
         }
     }
@@ -126,7 +139,7 @@ impl AdminApp {
     }
 
     /// The store answers, and (Redis) is as durable as the configuration requires.
-    async fn ready(&self) -> Result<(), String> {
+    async fn store_ready(&self) -> Result<(), String> {
         self.store.ping().await.map_err(|e| e.to_string())?;
         self.durability
             .run(self.store.as_ref())

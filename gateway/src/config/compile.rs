@@ -69,6 +69,31 @@ impl Config {
     }
 }
 
+/// gateway.toml's `[admin] listen` alone (with its `POPPY_GATEWAY__…` overrides), for
+/// `poppy-gateway health`: the running gateway is probed on the address it was started with,
+/// and a later bad edit of a policy file or another section, which the running gateway does
+/// not read until a reload succeeds, must not fail the probe of a healthy gateway.
+pub fn admin_listen(path: &Path) -> Result<Option<String>, ConfigErrors> {
+    /// Every other key is ignored: only `[admin]` is read, and checked as `load` checks it.
+    #[derive(serde::Deserialize)]
+    struct AdminOnly {
+        admin: Option<super::file::AdminFile>,
+    }
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::whole_file(path, format!("cannot read: {e}")))?;
+    let Applied { file, source, env } = Overrides::from_env().apply::<AdminOnly>(path, &source)?;
+    let mut errors = Vec::new();
+    let at = |span: std::ops::Range<usize>, message: String| {
+        ConfigError::at(path, &source, Some(span), message)
+    };
+    let listen = super::server::compile_admin(file.admin.as_ref(), &at, &mut errors);
+    if errors.is_empty() {
+        Ok(listen)
+    } else {
+        Err(env.relocate(path, ConfigErrors(errors)))
+    }
+}
+
 /// Load and validate `gateway.toml` and every policy it names.
 pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     let source = std::fs::read_to_string(path)

@@ -24,6 +24,33 @@ use super::error::{ConfigError, ConfigErrors, from_toml};
 /// What every override variable starts with.
 pub(crate) const PREFIX: &str = "POPPY_GATEWAY__";
 
+/// The variables of one underscore the gateway reads (every `POPPY_GATEWAY__…` one is a
+/// config key, checked as the file is).
+pub(crate) const KNOWN_VARIABLES: [&str; 3] = [
+    "POPPY_GATEWAY_CONFIG",
+    "POPPY_GATEWAY_KEYS",
+    "POPPY_GATEWAY_ADMIN_TOKEN",
+];
+
+/// `POPPY_GATEWAY_…` variables of this process that the gateway does not read: a mistyped
+/// name would otherwise be ignored without a word (`check` and the start warn about each).
+pub fn unknown_variables() -> Vec<String> {
+    unknown_among(std::env::vars_os().filter_map(|(name, _)| name.into_string().ok()))
+}
+
+fn unknown_among(names: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut unknown: Vec<String> = names
+        .into_iter()
+        .filter(|name| {
+            name.starts_with("POPPY_GATEWAY_")
+                && !name.starts_with(PREFIX)
+                && !KNOWN_VARIABLES.contains(&name.as_str())
+        })
+        .collect();
+    unknown.sort();
+    unknown
+}
+
 /// The table the override values are parsed in; removed before validation.
 const REGION: &str = "__poppy_gateway_environment__";
 
@@ -250,6 +277,22 @@ fn insert<'i>(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn unknown_variables_are_named() {
+        let names = [
+            "POPPY_GATEWAY_KEYS",
+            "POPPY_GATEWAY_ADMINTOKEN",
+            "POPPY_GATEWAY__SERVER__LISTEN",
+            "POPPY_GATEWAY_CONFG",
+            "PATH",
+        ]
+        .map(String::from);
+        assert_eq!(
+            unknown_among(names),
+            ["POPPY_GATEWAY_ADMINTOKEN", "POPPY_GATEWAY_CONFG"]
+        );
+    }
     use serde::Deserialize;
 
     #[derive(Debug, Deserialize)]

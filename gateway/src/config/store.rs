@@ -28,7 +28,7 @@ pub struct StoreSettings {
     pub wait_replicas_set: bool,
     /// How long Redis waits for their acknowledgement.
     pub wait_timeout: Duration,
-    /// Refuse to start (and `/readyz` answers 503) when Redis could forget a claim.
+    /// Refuse to start (and `/readyz/store` answers 503) when Redis could forget a claim.
     pub require_durable: bool,
     /// What `memory://` may hold at once.
     pub memory_limits: MemoryLimits,

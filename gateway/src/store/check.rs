@@ -1,4 +1,4 @@
-//! The durability check of a Redis store, at startup and on every `/readyz`: warn loudly
+//! The durability check of a Redis store, at startup and on every `/readyz/store`: warn loudly
 //! when a restart or an eviction could forget a claim, refuse when configured to, and make
 //! the operator choose about replica acknowledgement when the store has replicas.
 
@@ -51,7 +51,7 @@ impl DurabilityCheck {
             Ok(None) => return Ok(()),
             Err(e) if self.require_durable => return Err(CheckError::Unchecked(e)),
             Err(e) => {
-                self.log_once(vec![format!("cannot check the Redis store's durability now ({e}); it is checked again on /readyz")]);
+                self.log_once(vec![format!("cannot check the Redis store's durability now ({e}); it is checked again on /readyz/store")]);
                 return Ok(());
             }
         };

@@ -1,6 +1,6 @@
 //! What the Redis server promises about keeping claims: persistence across a restart, no
 //! eviction, and replicas. Read with `CONFIG GET` and `INFO replication` at startup and on
-//! `/readyz`; a server that forbids `CONFIG` (many managed services) reads as unknown.
+//! `/readyz/store`; a server that forbids `CONFIG` (many managed services) reads as unknown.
 
 use redis::Value;
 
