@@ -19,6 +19,7 @@ pub mod health;
 mod identity;
 pub mod ingress;
 pub mod init;
+pub mod log_format;
 mod mcp;
 mod metrics;
 mod operation;

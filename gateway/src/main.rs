@@ -347,7 +347,12 @@ fn init_logging(format: LogFormat) {
             tracing::subscriber::set_global_default(registry.with(layer.with_filter(quiet())))
         }
         LogFormat::Json => tracing::subscriber::set_global_default(
-            registry.with(layer.json().with_filter(quiet())),
+            registry.with(
+                layer
+                    .with_ansi(false)
+                    .event_format(poppy_gateway::log_format::FlatJson)
+                    .with_filter(quiet()),
+            ),
         ),
     };
     // `log` records (pingora's, the Redis client's) reach the subscriber through the bridge,

@@ -25,7 +25,16 @@ fn pingora_level(
     level: log::Level,
     message: &dyn Fn() -> String,
 ) -> Option<log::Level> {
-    if level > log::Level::Warn || !target.starts_with("pingora") {
+    if !target.starts_with("pingora") {
+        return None;
+    }
+    // pingora narrates its start and stop at INFO (29 lines: "Bootstrap starting", "Starting
+    // service", "Waiting for runtimes to exit!", ...); the gateway's own lines say what an
+    // operator needs ("poppy-gateway starting", "shutting down", "stopping").
+    if level == log::Level::Info {
+        return Some(log::Level::Debug);
+    }
+    if level > log::Level::Warn {
         return None;
     }
     match target {
@@ -202,6 +211,14 @@ mod tests {
             ),
             None
         );
+        // Its start and stop narration is below INFO; nobody else's INFO is touched.
+        for text in ["Server starting", "Waiting for runtimes to exit!"] {
+            assert_eq!(
+                level("pingora_core::server", log::Level::Info, text),
+                Some(log::Level::Debug)
+            );
+        }
+        assert_eq!(level("redis", log::Level::Info, "connected"), None);
     }
 
     #[test]

@@ -83,11 +83,11 @@ async fn secrets_and_bodies_are_never_logged() {
     let events: Vec<Value> = log
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|event| event["fields"]["message"] == "operation")
+        .filter(|event| event["message"] == "operation")
         .collect();
     let outcomes: Vec<&str> = events
         .iter()
-        .map(|e| e["fields"]["outcome"].as_str().unwrap_or_default())
+        .map(|e| e["outcome"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(
         outcomes,
@@ -95,19 +95,15 @@ async fn secrets_and_bodies_are_never_logged() {
         "one event per decision:\n{log}"
     );
     for event in &events {
-        assert_eq!(event["fields"]["policy"], "exchange", "{event}");
-        assert_eq!(
-            event["fields"]["operation_id"],
-            op.operation_id.as_str(),
-            "{event}"
-        );
+        assert_eq!(event["policy"], "exchange", "{event}");
+        assert_eq!(event["operation_id"], op.operation_id.as_str(), "{event}");
     }
     let refused = log
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find(|e| e["fields"]["outcome"] == "extension_required")
+        .find(|e| e["outcome"] == "extension_required")
         .unwrap_or_else(|| panic!("the refused request is logged:\n{log}"));
-    assert_eq!(refused["fields"]["policy"], "exchange");
+    assert_eq!(refused["policy"], "exchange");
 }
 
 /// A burst of passthrough traffic in which every request succeeds writes no ERROR line: an
@@ -152,4 +148,78 @@ async fn a_burst_in_which_every_request_succeeds_logs_no_error() {
     );
     let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
     assert!(errors.is_empty(), "ERROR lines:\n{}", errors.join("\n"));
+}
+
+/// `--log-format json` writes one flat object per line (`message` and the event's fields at
+/// the top level, as log shippers expect), with no source path of the build machine, and a
+/// start and a stop write the gateway's own lines, not pingora's narration (29 INFO lines
+/// before issue 39).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_are_flat_without_source_paths_or_pingora_chatter() {
+    let mut stack = Stack::start_with(Store::Memory, |builder| {
+        builder
+            .arg("--log-format")
+            .arg("json")
+            .env("RUST_LOG", "info")
+    });
+    let session = Session::signed_out("ses_flat");
+    stack
+        .gateway
+        .send(&Request::exchange(&session, "o1", "i1", "s1"))
+        .await
+        .operation();
+    stack.gateway.terminate();
+    assert!(
+        stack
+            .gateway
+            .wait_for_exit(std::time::Duration::from_secs(30))
+            .await
+            .is_some(),
+        "the gateway stops on SIGTERM"
+    );
+    let log = stack.gateway.log();
+    let events: Vec<Value> = log
+        .lines()
+        // The harness's own marker of each start.
+        .filter(|line| !line.starts_with("===== poppy-e2e:"))
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    for event in &events {
+        assert!(event.get("fields").is_none(), "nested fields: {event}");
+        assert!(
+            event["message"].is_string(),
+            "no top-level message: {event}"
+        );
+        assert!(
+            !event["target"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("pingora"))
+                || event["level"] != "INFO",
+            "pingora's narration at INFO: {event}"
+        );
+    }
+    for leak in ["log.file", "log.line", "registry/src", ".rs\""] {
+        assert!(!log.contains(leak), "{leak} in the log:\n{log}");
+    }
+    let messages: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    for own in [
+        "poppy-gateway starting",
+        "shutting down: finishing approved forwards in flight",
+    ] {
+        assert!(messages.contains(&own), "{own:?} missing: {messages:?}");
+    }
+    // The start line's fields are top-level values of their own type.
+    let start = events
+        .iter()
+        .find(|e| e["message"] == "poppy-gateway starting")
+        .unwrap();
+    assert!(start["policies"].as_u64().is_some_and(|n| n > 0), "{start}");
+    assert!(
+        events.len() <= 12,
+        "{} lines for a start, one request and a stop:\n{log}",
+        events.len()
+    );
 }
