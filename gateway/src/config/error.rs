@@ -111,12 +111,56 @@ fn line_column(source: &str, offset: usize) -> (usize, usize) {
 pub(crate) type At<'a> = &'a dyn Fn(Range<usize>, String) -> ConfigError;
 
 pub(crate) fn from_toml(file: &Path, source: &str, error: &toml::de::Error) -> ConfigError {
-    ConfigError::at(
-        file,
-        source,
-        error.span(),
-        error.message().trim().to_owned(),
-    )
+    let message = error.message().trim();
+    // serde's type errors ("invalid type: integer `8080`, expected a string") name no key:
+    // the key whose value the error points at is put first.
+    let message = match error.span().and_then(|span| key_at(source, span)) {
+        Some(key) if !message.contains(&format!("`{key}`")) => format!("{key}: {message}"),
+        _ => message.to_owned(),
+    };
+    ConfigError::at(file, source, error.span(), message)
+}
+
+/// The dotted key (`server.listen`, `operation[2].terms.x.body`) of the innermost value whose
+/// span holds `span`, or `None` when the text does not parse or no value holds it.
+fn key_at(source: &str, span: std::ops::Range<usize>) -> Option<String> {
+    use toml::de::{DeTable, DeValue};
+    /// Whether `value` (at `at`) or a value inside it holds `span`; `path` then names it.
+    /// Children first: a table's own span may be only its `[header]`.
+    fn find(
+        value: &DeValue<'_>,
+        at: std::ops::Range<usize>,
+        span: &std::ops::Range<usize>,
+        path: &mut Vec<String>,
+    ) -> bool {
+        let inside = match value {
+            DeValue::Table(table) => table.iter().any(|(key, item)| {
+                path.push(key.get_ref().to_string());
+                let found = find(item.get_ref(), item.span(), span, path);
+                if !found {
+                    path.pop();
+                }
+                found
+            }),
+            DeValue::Array(items) => items.iter().enumerate().any(|(i, item)| {
+                let before = path.last().cloned();
+                if let Some(last) = path.last_mut() {
+                    last.push_str(&format!("[{i}]"));
+                }
+                let found = find(item.get_ref(), item.span(), span, path);
+                if !found && let (Some(last), Some(before)) = (path.last_mut(), before) {
+                    *last = before;
+                }
+                found
+            }),
+            _ => false,
+        };
+        inside || (at.start <= span.start && span.end <= at.end)
+    }
+    let parsed = DeTable::parse(source).ok()?;
+    let mut path = Vec::new();
+    let root = DeValue::Table(parsed.into_inner());
+    (find(&root, 0..0, &span, &mut path) && !path.is_empty()).then(|| path.join("."))
 }
 
 #[cfg(test)]
@@ -131,5 +175,50 @@ mod tests {
         assert_eq!(line_column(src, 9), (2, 4));
         let e = ConfigError::at(Path::new("g.toml"), src, Some(6..8), "bad");
         assert_eq!(e.to_string(), "g.toml:2:1: bad");
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Server {
+        listen: String,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Term {
+        body: String,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Operation {
+        terms: std::collections::BTreeMap<String, Term>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct File {
+        server: Option<Server>,
+        operation: Option<Vec<Operation>>,
+    }
+
+    fn error_of(src: &str) -> String {
+        let error = toml::from_str::<File>(src).unwrap_err();
+        from_toml(Path::new("g.toml"), src, &error).to_string()
+    }
+
+    #[test]
+    fn type_errors_name_their_key() {
+        assert_eq!(
+            error_of("[server]\nlisten = 8080\n"),
+            "g.toml:2:10: server.listen: invalid type: integer `8080`, expected a string"
+        );
+        let policies = "[[operation]]\n[operation.terms]\na = { body = \"$.a\" }\n\n[[operation]]\n[operation.terms]\nx = { body = 5 }\n";
+        assert_eq!(
+            error_of(policies),
+            "g.toml:7:14: operation[1].terms.x.body: invalid type: integer `5`, expected a string"
+        );
+        // Errors that name their key already are left as they are.
+        assert!(error_of("[server]\n").contains("missing field `listen`"));
     }
 }
