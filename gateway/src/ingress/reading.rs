@@ -107,7 +107,7 @@ pub fn read_policy_request(
             form: form.as_ref(),
             arguments: None,
         };
-        extract_from_request(&policy.terms, &parts)
+        extract_from_request(&policy.terms, &policy.optional, &parts)
             .map_err(|e| Refusal::new(400, "missing_term", e.to_string()).naming("term", e.term()))
     };
     let mut terms = extract(body.as_ref())?;
@@ -231,7 +231,7 @@ pub(crate) fn read_tool_call(
         form: None,
         arguments: Some(arguments),
     };
-    extract(&policy.terms, &parts)
+    extract(&policy.terms, &policy.optional, &parts)
         .map_err(|e| Refusal::new(400, "missing_term", e.to_string()).naming("term", e.term()))
 }
 
@@ -295,16 +295,17 @@ fn read_form(policy: &Policy, request: &HttpRequest<'_>) -> Result<Option<Value>
         .naming("header", "content-type"));
     }
     let read = form::parse_strict(request.body)?;
-    let ignored: Vec<FormName> = policy
-        .ignore
-        .iter()
-        .filter_map(|name| FormName::parse(name).ok())
-        .collect();
+    let names = |entries: &mut dyn Iterator<Item = &String>| -> Vec<FormName> {
+        entries.filter_map(|name| FormName::parse(name).ok()).collect()
+    };
+    let ignored = names(&mut policy.ignore.iter());
+    // A term names a field, or a group whose fields are its value (`metadata`, `items`).
+    let terms = names(&mut policy.terms.iter().filter_map(|(_, source)| match source {
+        TermSource::Form(name) => Some(name),
+        _ => None,
+    }));
     for (name, _) in &read.fields {
-        let is_term = policy
-            .terms
-            .iter()
-            .any(|(_, source)| matches!(source, TermSource::Form(term) if term == name.as_str()));
+        let is_term = terms.iter().any(|term| name.is_within(term));
         if !is_term && !ignored.iter().any(|group| name.is_within(group)) {
             return Err(Refusal::new(
                 400,

@@ -56,6 +56,9 @@ pub struct Policy {
     pub same_action: Vec<String>,
     pub summary: SummaryTemplate,
     pub terms: Vec<(String, TermSource)>,
+    /// The terms a request may leave out (`optional = true`): absent, they are absent from
+    /// the terms (so a request that adds one later has other terms, another revision).
+    pub optional: Vec<String>,
     /// Where the policy was written, for `check` and logs.
     pub source: String,
     /// `[operation.lookup]` and `[operation.lookups.NAME]`: the upstream records (and quotes)
@@ -115,9 +118,17 @@ pub struct Route {
 }
 
 impl Policy {
-    /// Whether any term is read from the body (JSON, or a form).
+    /// Whether a required term is read from the body (JSON, or a form): a request without a
+    /// body can't give it.
     pub(crate) fn needs_body(&self) -> bool {
-        self.terms.iter().any(|(_, source)| source.needs_body())
+        self.terms
+            .iter()
+            .any(|(name, source)| source.needs_body() && !self.is_optional(name))
+    }
+
+    /// Whether the request may leave term `name` out.
+    pub fn is_optional(&self, name: &str) -> bool {
+        self.optional.iter().any(|optional| optional == name)
     }
 
     /// Whether the route's body is a form: a term is a `form` field, or `ignore` lists form
