@@ -602,6 +602,69 @@ mod tests {
         );
     }
 
+    /// `optional = true`: on what a request sends, written in its own section, never read
+    /// by a computation or a lookup's URL; each problem at its file:line:column.
+    #[test]
+    fn optional_terms_are_checked() {
+        let policy = |summary: &str, terms: &str| {
+            format!(
+                "[[operation]]\nname = \"pay\"\nmethod = \"POST\"\npath = \"/p/{{id}}\"\nid_prefix = \"pay\"\nexpires_in = \"15m\"\nsame_action = [\"id\"]\nsummary = \"{summary}\"\n[operation.terms]\nid = {{ path = \"id\" }}\n{terms}\n"
+            )
+        };
+        let load = |summary: &str, terms: &str| {
+            parse_policy_file(std::path::Path::new("p.toml"), &policy(summary, terms))
+                .map_err(|e| e.to_string())
+        };
+        let loaded = load(
+            "Pay {id}{?coupon} with {coupon}{/coupon}.",
+            "coupon = { body = \"$.coupon\", optional = true }",
+        )
+        .unwrap();
+        assert!(loaded[0].is_optional("coupon") && !loaded[0].is_optional("id"));
+        // `{...}` covers every term not written out, optional or not.
+        assert!(load("Pay {id}. {...}", "coupon = { body = \"$.coupon\", optional = true }\nnote = { body = \"$.n\" }").is_ok());
+        for (summary, terms, needle) in [
+            (
+                "Pay {id} with {coupon}.",
+                "coupon = { body = \"$.coupon\", optional = true }",
+                "p.toml:8:11: operation `pay`: summary writes optional term `{coupon}` outside `{?coupon}…{/coupon}`",
+            ),
+            (
+                "Pay {id}.",
+                "x = { path = \"id\", optional = true }",
+                "p.toml:11:31: operation `pay`: terms.x: optional: a path capture is always in the request",
+            ),
+            (
+                "Pay {id} {x}.",
+                "x = { value = 1, optional = true }",
+                "optional: only a term the request sends",
+            ),
+            (
+                "Pay {id}{?c} {c}{/c} {d}.",
+                "c = { body = \"$.c\", optional = true }\nd = { compute = \"c * 2\" }",
+                "compute `c * 2` reads `c`, which is optional",
+            ),
+            (
+                "Pay {id}{?nope}x{/nope}.",
+                "",
+                "summary section `{?nope}` names no term",
+            ),
+            (
+                "Pay {id}{?c}x.",
+                "c = { body = \"$.c\", optional = true }",
+                "`{?c}` has no `{/c}` after it",
+            ),
+            (
+                "Pay {id}.",
+                "c = { body = \"$.c\", optional = \"yes\" }",
+                "invalid type",
+            ),
+        ] {
+            let found = load(summary, terms).unwrap_err();
+            assert!(found.contains(needle), "{summary} {terms}: {found}");
+        }
+    }
+
     #[test]
     fn form_terms_are_for_operations() {
         let text = "[[tool]]\nname = \"pay\"\ntool = \"pay\"\nid_prefix = \"pay\"\nexpires_in = \"15m\"\nsame_action = [\"to\"]\nsummary = \"Pay {to}.\"\n[tool.terms]\nto = { form = \"To\" }\n";

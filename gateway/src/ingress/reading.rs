@@ -523,6 +523,71 @@ mod tests {
         assert_eq!(refused.names, Some(("header", "content-type".into())));
     }
 
+    /// Optional and structured form terms, as payment SDKs send them: a request with the
+    /// required fields only (or no body at all when none is required) is read; a group term
+    /// takes the fields it holds; a field outside every term is still refused.
+    #[test]
+    fn optional_and_structured_form_terms() {
+        let policy = "[[operation]]\nname = \"pay\"\nmethod = \"POST\"\npath = \"/orders/{order}/notes\"\nid_prefix = \"pay\"\nexpires_in = \"15m\"\nsame_action = [\"order\"]\nsummary = \"Pay {order}.{?amount} {amount}{/amount}{?metadata} {metadata}{/metadata}{?items} {items}{/items}{?expand} {expand}{/expand}\"\n[operation.terms]\norder = { path = \"order\" }\namount = { form = \"amount\", optional = true }\nmetadata = { form = \"metadata\", optional = true }\nitems = { form = \"items\", optional = true }\nexpand = { form = \"expand\", optional = true }\n";
+        let reading = read_form_request(policy, FORM, b"").unwrap();
+        assert_eq!(reading.terms, crate::testkit::terms(&[("order", "o1".into())]));
+        let reading = read_form_request(
+            policy,
+            FORM,
+            b"amount=2000&metadata[order_id]=1&items[0][price]=p1&items[0][quantity]=2&items[1][price]=p2&expand[]=customer",
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::Value::Object(reading.terms.into_iter().collect()),
+            serde_json::json!({
+                "order": "o1",
+                "amount": "2000",
+                "metadata": {"order_id": "1"},
+                "items": [{"price": "p1", "quantity": "2"}, {"price": "p2"}],
+                "expand": ["customer"],
+            })
+        );
+        for (body, field) in [
+            (&b"amount=1&fee=0"[..], "fee"),
+            (b"items[0]price=1", "items[0]price"),
+            (b"expand[]=a&expand[0]=b", "expand[0]"),
+            (b"metadata[b]=1&metadata=2", "metadata"),
+            (b"items[1][price]=1", "items[1][price]"),
+            (b"items[0][a]=1&items[2][a]=1", "items[2][a]"),
+            (b"metadata[a][b][c][d][e][f]=1", "metadata[a][b][c][d][e][f]"),
+        ] {
+            let refused = read_form_request(policy, FORM, body).unwrap_err();
+            assert_eq!(
+                refused.names,
+                Some(("field", field.to_owned())),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    /// A JSON body whose terms are all optional may be empty; a nested object or array of
+    /// objects is one term, whatever optional members it holds.
+    #[test]
+    fn optional_and_nested_json_terms() {
+        let text = policy(
+            "text = { body = \"$.text\", optional = true }\nshipping = { body = \"$.shipping\", optional = true }",
+        )
+        .replace(
+            "summary = \"Note {text} on {order}.\"",
+            "summary = \"Note on {order}.{?text} {text}{/text}{?shipping} {shipping}{/shipping}\"",
+        );
+        assert_eq!(read(&text, "").unwrap().terms.len(), 1);
+        let reading = read(&text, r#"{"shipping":{"address":{"city":"Paris"},"lines":[{"sku":"a"},{"sku":"b","qty":2}]}}"#).unwrap();
+        assert_eq!(
+            reading.terms["shipping"]["lines"][1],
+            serde_json::json!({"sku": "b", "qty": 2})
+        );
+        assert!(!reading.terms.contains_key("text"));
+        let refused = read(&text, r#"{"other":1}"#).unwrap_err();
+        assert_eq!(refused.names, Some(("field", "$.other".to_owned())));
+    }
+
     fn policy_with_text() -> String {
         policy("text = { body = \"$.text\" }")
     }
