@@ -7,8 +7,12 @@
 //! terms, another revision, and executes nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::time::Duration;
+
 use poppy_e2e::markdown::unescape;
-use poppy_e2e::{Request, Session, Stack, Store};
+use poppy_e2e::{
+    GatewayBuilder, Request, Session, Stack, Store, TEST_KEYS, binaries, run_binary,
+};
 use serde_json::json;
 
 const POLICIES: &str = r#"
@@ -189,6 +193,75 @@ async fn optional_and_nested_json_terms(store: Store) {
         summary,
         "Order for c2.\n\n- items: (sku: a)\n- note: leave at the door\n- shipping: address: (city: Paris, line1: 1 rue X), phone: null"
     );
+}
+
+/// A `[[tool]]` whose argument is optional, as an MCP tool's argument that is not `required`.
+const TOOL: &str = r#"
+[[tool]]
+name = "refund_tool"
+tool = "refund"
+id_prefix = "ref"
+expires_in = "15m"
+same_action = ["order_id"]
+summary = "Refund order {order_id}{?reason} because {reason}{/reason}."
+
+[tool.terms]
+order_id = { argument = "$.order_id" }
+reason = { argument = "$.reason", optional = true }
+"#;
+
+/// `explain` shows an optional term present and absent, over HTTP and MCP: the same reading.
+#[test]
+fn explain_shows_optional_terms_present_and_absent() {
+    let config = GatewayBuilder::new("http://127.0.0.1:1")
+        .policy("stripe.toml", POLICIES)
+        .policy("tools.toml", TOOL)
+        .extra_config("[mcp]\npath = \"/mcp\"")
+        .write();
+    let explain = |args: &[&str]| {
+        let mut all = vec!["explain", "--config", config.config.to_str().unwrap()];
+        all.extend_from_slice(args);
+        run_binary(
+            &binaries::gateway(),
+            &all,
+            "",
+            &[("POPPY_GATEWAY_KEYS", TEST_KEYS)],
+            Duration::from_secs(20),
+        )
+    };
+    let form = "Content-Type: application/x-www-form-urlencoded";
+    let checkout = |body: &str| {
+        explain(&["--path", "/v1/checkout/sessions", "--header", form, "--body", body])
+    };
+    let absent = checkout("mode=payment&line_items[0][price]=p1");
+    absent.assert_code(0, "required fields only");
+    for shown in [
+        "(absent: optional)",
+        "Start a payment checkout for (price: p1).",
+    ] {
+        assert!(absent.stdout.contains(shown), "shows `{shown}`:\n{}", absent.describe());
+    }
+    let present = checkout("mode=payment&line_items[0][price]=p1&customer=cus_9&metadata[k]=v");
+    present.assert_code(0, "every optional field");
+    assert!(
+        present.stdout.contains("for customer cus_9. Metadata: k: v."),
+        "{}",
+        present.describe()
+    );
+
+    let tool = |arguments: &str| explain(&["--tool", "refund", "--arguments", arguments]);
+    let absent = tool(r#"{"order_id": "o1"}"#);
+    absent.assert_code(0, "an MCP call without the optional argument");
+    assert!(absent.stdout.contains("(absent: optional)"), "{}", absent.describe());
+    assert!(absent.stdout.contains("Refund order o1."), "{}", absent.describe());
+    let present = tool(r#"{"order_id": "o1", "reason": "damaged"}"#);
+    present.assert_code(0, "with it");
+    assert!(
+        present.stdout.contains("Refund order o1 because damaged."),
+        "{}",
+        present.describe()
+    );
+    tool(r#"{"order_id": "o1", "other": 1}"#).assert_code(1, "an argument outside the terms");
 }
 
 poppy_e2e::store_tests!(
