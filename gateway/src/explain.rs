@@ -564,10 +564,9 @@ pub fn render(explanation: &Explanation, request: &ExplainRequest) -> String {
                 out.push_str(&format!(
                     "  {:<20} = {:<30} from {}\n",
                     term.name,
-                    term.value.as_ref().map_or_else(
-                        || "(absent: optional)".to_owned(),
-                        Value::to_string
-                    ),
+                    term.value
+                        .as_ref()
+                        .map_or_else(|| "(absent: optional)".to_owned(), Value::to_string),
                     term.source
                 ));
             }

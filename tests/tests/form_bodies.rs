@@ -580,18 +580,47 @@ async fn structured_spellings_read_one_way(framework: Framework, store: Store) {
         ("line_items[0]price=p", "line_items[0]price"),
         ("line_items[0][price]=p&expand[]=a&expand[0]=b", "expand[0]"),
         ("line_items[0][price]=p&expand[0]=a&expand[]=b", "expand[]"),
-        ("line_items[0][price]=p&metadata[a]=1&metadata=2", "metadata"),
-        ("line_items[0][price]=p&metadata[a][b][c][d][e][f]=1", "metadata[a][b][c][d][e][f]"),
-        ("line_items[0][price]=p&line_items[2][price]=q", "line_items[2][price]"),
-        ("line_items[1][price]=p&line_items[0][price]=q", "line_items[1][price]"),
-        ("line_items[0][price]=p&line_items[x][price]=q", "line_items[x][price]"),
-        ("line_items[0][price]=p&line_items[20][price]=q", "line_items[20][price]"),
-        ("line_items[0][price]=p&line_items[0][price]=q", "line_items[0][price]"),
-        ("line_items[0][price]=p&metadata[a]=1&metadata[A]=2", "metadata[A]"),
+        (
+            "line_items[0][price]=p&metadata[a]=1&metadata=2",
+            "metadata",
+        ),
+        (
+            "line_items[0][price]=p&metadata[a][b][c][d][e][f]=1",
+            "metadata[a][b][c][d][e][f]",
+        ),
+        (
+            "line_items[0][price]=p&line_items[2][price]=q",
+            "line_items[2][price]",
+        ),
+        (
+            "line_items[1][price]=p&line_items[0][price]=q",
+            "line_items[1][price]",
+        ),
+        (
+            "line_items[0][price]=p&line_items[x][price]=q",
+            "line_items[x][price]",
+        ),
+        (
+            "line_items[0][price]=p&line_items[20][price]=q",
+            "line_items[20][price]",
+        ),
+        (
+            "line_items[0][price]=p&line_items[0][price]=q",
+            "line_items[0][price]",
+        ),
+        (
+            "line_items[0][price]=p&metadata[a]=1&metadata[A]=2",
+            "metadata[A]",
+        ),
         ("line_items[0][price]=p&expand[][x]=1", "expand[][x]"),
     ]
     .into_iter()
-    .map(|(body, field)| (call("a structured spelling", body).target(CHECKOUT), Names::Field(field)))
+    .map(|(body, field)| {
+        (
+            call("a structured spelling", body).target(CHECKOUT),
+            Names::Field(field),
+        )
+    })
     .collect();
     for (raw, names) in &refused {
         world.assert_refused(raw, *names, None);

@@ -10,9 +10,7 @@
 use std::time::Duration;
 
 use poppy_e2e::markdown::unescape;
-use poppy_e2e::{
-    GatewayBuilder, Request, Session, Stack, Store, TEST_KEYS, binaries, run_binary,
-};
+use poppy_e2e::{GatewayBuilder, Request, Session, Stack, Store, TEST_KEYS, binaries, run_binary};
 use serde_json::json;
 
 const POLICIES: &str = r#"
@@ -58,7 +56,11 @@ fn checkout(session: &Session, body: &str) -> Request {
 
 /// Held, approved once, executed once, replayed without reaching the upstream; the terms and
 /// the summary it was held with.
-async fn approve_once(stack: &Stack, request: &Request, executed_before: usize) -> (serde_json::Value, String) {
+async fn approve_once(
+    stack: &Stack,
+    request: &Request,
+    executed_before: usize,
+) -> (serde_json::Value, String) {
     let answer = stack.gateway.send(request).await;
     let operation = answer.operation_in("held");
     stack.assert_executions(executed_before, "held, not executed");
@@ -85,7 +87,8 @@ async fn optional_and_structured_form_terms(store: Store) {
     let session = Session::signed_out("ses_structured");
 
     // The common case: the required fields only.
-    let required = "mode=payment&line_items%5B0%5D%5Bprice%5D=price_1&line_items%5B0%5D%5Bquantity%5D=2";
+    let required =
+        "mode=payment&line_items%5B0%5D%5Bprice%5D=price_1&line_items%5B0%5D%5Bquantity%5D=2";
     let (terms, summary) = approve_once(&stack, &checkout(&session, required), 0).await;
     assert_eq!(
         terms,
@@ -119,13 +122,21 @@ async fn optional_and_structured_form_terms(store: Store) {
     );
 
     // Approved without `customer`, sent with it: other terms, another revision, not executed.
-    let plain = "mode=payment&line_items%5B0%5D%5Bprice%5D=price_4&line_items%5B0%5D%5Bquantity%5D=1";
+    let plain =
+        "mode=payment&line_items%5B0%5D%5Bprice%5D=price_4&line_items%5B0%5D%5Bquantity%5D=1";
     let held = checkout(&session, plain);
-    let operation = stack.gateway.send(&held).await.operation_in("held without customer");
+    let operation = stack
+        .gateway
+        .send(&held)
+        .await
+        .operation_in("held without customer");
     let added = checkout(&session, &format!("{plain}&customer=cus_evil")).approve(&operation);
     let answer = stack.gateway.send(&added).await;
     let other = answer.operation_in("an optional field added after the approval");
-    assert_eq!(other.operation_id, operation.operation_id, "the same action");
+    assert_eq!(
+        other.operation_id, operation.operation_id,
+        "the same action"
+    );
     assert_ne!(other.revision, operation.revision, "other terms");
     assert_eq!(other.terms["customer"], "cus_evil");
     let added_metadata =
@@ -135,7 +146,10 @@ async fn optional_and_structured_form_terms(store: Store) {
         .send(&added_metadata)
         .await
         .operation_in("a group added after the approval");
-    stack.assert_executions(2, "an approval of the request without the field runs nothing else");
+    stack.assert_executions(
+        2,
+        "an approval of the request without the field runs nothing else",
+    );
     let first = stack.gateway.send(&held.clone().approve(&operation)).await;
     first.assert_status(201, "the approved request itself");
     stack.assert_executions(3, "executed once");
@@ -143,9 +157,18 @@ async fn optional_and_structured_form_terms(store: Store) {
     // Spellings form readers read differently are refused naming the field; nothing runs.
     for (body, field) in [
         ("mode=payment&line_items[0]price=p", "line_items[0]price"),
-        ("mode=payment&line_items[0][price]=p&expand[]=a&expand[0]=b", "expand[0]"),
-        ("mode=payment&line_items[1][price]=p", "line_items[1][price]"),
-        ("mode=payment&line_items[0][price]=p&metadata[a]=1&metadata=2", "metadata"),
+        (
+            "mode=payment&line_items[0][price]=p&expand[]=a&expand[0]=b",
+            "expand[0]",
+        ),
+        (
+            "mode=payment&line_items[1][price]=p",
+            "line_items[1][price]",
+        ),
+        (
+            "mode=payment&line_items[0][price]=p&metadata[a]=1&metadata=2",
+            "metadata",
+        ),
         (
             "mode=payment&line_items[0][price]=p&metadata[a][b][c][d][e][f]=1",
             "metadata[a][b][c][d][e][f]",
@@ -164,7 +187,8 @@ async fn optional_and_structured_form_terms(store: Store) {
 async fn optional_and_nested_json_terms(store: Store) {
     let stack = Stack::start_with(store, |b| b.policy("stripe.toml", POLICIES));
     let session = Session::signed_out("ses_nested");
-    let order = |body: serde_json::Value| Request::agent("POST", "/v1/orders", &session).json(&body);
+    let order =
+        |body: serde_json::Value| Request::agent("POST", "/v1/orders", &session).json(&body);
 
     let (terms, summary) = approve_once(
         &stack,
@@ -231,7 +255,14 @@ fn explain_shows_optional_terms_present_and_absent() {
     };
     let form = "Content-Type: application/x-www-form-urlencoded";
     let checkout = |body: &str| {
-        explain(&["--path", "/v1/checkout/sessions", "--header", form, "--body", body])
+        explain(&[
+            "--path",
+            "/v1/checkout/sessions",
+            "--header",
+            form,
+            "--body",
+            body,
+        ])
     };
     let absent = checkout("mode=payment&line_items[0][price]=p1");
     absent.assert_code(0, "required fields only");
@@ -239,12 +270,18 @@ fn explain_shows_optional_terms_present_and_absent() {
         "(absent: optional)",
         "Start a payment checkout for (price: p1).",
     ] {
-        assert!(absent.stdout.contains(shown), "shows `{shown}`:\n{}", absent.describe());
+        assert!(
+            absent.stdout.contains(shown),
+            "shows `{shown}`:\n{}",
+            absent.describe()
+        );
     }
     let present = checkout("mode=payment&line_items[0][price]=p1&customer=cus_9&metadata[k]=v");
     present.assert_code(0, "every optional field");
     assert!(
-        present.stdout.contains("for customer cus_9. Metadata: k: v."),
+        present
+            .stdout
+            .contains("for customer cus_9. Metadata: k: v."),
         "{}",
         present.describe()
     );
@@ -252,8 +289,16 @@ fn explain_shows_optional_terms_present_and_absent() {
     let tool = |arguments: &str| explain(&["--tool", "refund", "--arguments", arguments]);
     let absent = tool(r#"{"order_id": "o1"}"#);
     absent.assert_code(0, "an MCP call without the optional argument");
-    assert!(absent.stdout.contains("(absent: optional)"), "{}", absent.describe());
-    assert!(absent.stdout.contains("Refund order o1."), "{}", absent.describe());
+    assert!(
+        absent.stdout.contains("(absent: optional)"),
+        "{}",
+        absent.describe()
+    );
+    assert!(
+        absent.stdout.contains("Refund order o1."),
+        "{}",
+        absent.describe()
+    );
     let present = tool(r#"{"order_id": "o1", "reason": "damaged"}"#);
     present.assert_code(0, "with it");
     assert!(
@@ -262,6 +307,22 @@ fn explain_shows_optional_terms_present_and_absent() {
         present.describe()
     );
     tool(r#"{"order_id": "o1", "other": 1}"#).assert_code(1, "an argument outside the terms");
+
+    let check = run_binary(
+        &binaries::gateway(),
+        &["check", "--config", config.config.to_str().unwrap()],
+        "",
+        &[("POPPY_GATEWAY_KEYS", TEST_KEYS)],
+        Duration::from_secs(20),
+    );
+    check.assert_code(0, "check");
+    assert!(
+        check.stdout.contains(
+            "accepts form: terms customer?, expand?, line_items, metadata?, mode; ignored none"
+        ),
+        "{}",
+        check.describe()
+    );
 }
 
 poppy_e2e::store_tests!(

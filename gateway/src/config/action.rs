@@ -622,7 +622,13 @@ mod tests {
         .unwrap();
         assert!(loaded[0].is_optional("coupon") && !loaded[0].is_optional("id"));
         // `{...}` covers every term not written out, optional or not.
-        assert!(load("Pay {id}. {...}", "coupon = { body = \"$.coupon\", optional = true }\nnote = { body = \"$.n\" }").is_ok());
+        assert!(
+            load(
+                "Pay {id}. {...}",
+                "coupon = { body = \"$.coupon\", optional = true }\nnote = { body = \"$.n\" }"
+            )
+            .is_ok()
+        );
         for (summary, terms, needle) in [
             (
                 "Pay {id} with {coupon}.",

@@ -296,14 +296,18 @@ fn read_form(policy: &Policy, request: &HttpRequest<'_>) -> Result<Option<Value>
     }
     let read = form::parse_strict(request.body)?;
     let names = |entries: &mut dyn Iterator<Item = &String>| -> Vec<FormName> {
-        entries.filter_map(|name| FormName::parse(name).ok()).collect()
+        entries
+            .filter_map(|name| FormName::parse(name).ok())
+            .collect()
     };
     let ignored = names(&mut policy.ignore.iter());
     // A term names a field, or a group whose fields are its value (`metadata`, `items`).
-    let terms = names(&mut policy.terms.iter().filter_map(|(_, source)| match source {
-        TermSource::Form(name) => Some(name),
-        _ => None,
-    }));
+    let terms = names(
+        &mut policy.terms.iter().filter_map(|(_, source)| match source {
+            TermSource::Form(name) => Some(name),
+            _ => None,
+        }),
+    );
     for (name, _) in &read.fields {
         let is_term = terms.iter().any(|term| name.is_within(term));
         if !is_term && !ignored.iter().any(|group| name.is_within(group)) {
@@ -530,7 +534,10 @@ mod tests {
     fn optional_and_structured_form_terms() {
         let policy = "[[operation]]\nname = \"pay\"\nmethod = \"POST\"\npath = \"/orders/{order}/notes\"\nid_prefix = \"pay\"\nexpires_in = \"15m\"\nsame_action = [\"order\"]\nsummary = \"Pay {order}.{?amount} {amount}{/amount}{?metadata} {metadata}{/metadata}{?items} {items}{/items}{?expand} {expand}{/expand}\"\n[operation.terms]\norder = { path = \"order\" }\namount = { form = \"amount\", optional = true }\nmetadata = { form = \"metadata\", optional = true }\nitems = { form = \"items\", optional = true }\nexpand = { form = \"expand\", optional = true }\n";
         let reading = read_form_request(policy, FORM, b"").unwrap();
-        assert_eq!(reading.terms, crate::testkit::terms(&[("order", "o1".into())]));
+        assert_eq!(
+            reading.terms,
+            crate::testkit::terms(&[("order", "o1".into())])
+        );
         let reading = read_form_request(
             policy,
             FORM,
@@ -554,7 +561,10 @@ mod tests {
             (b"metadata[b]=1&metadata=2", "metadata"),
             (b"items[1][price]=1", "items[1][price]"),
             (b"items[0][a]=1&items[2][a]=1", "items[2][a]"),
-            (b"metadata[a][b][c][d][e][f]=1", "metadata[a][b][c][d][e][f]"),
+            (
+                b"metadata[a][b][c][d][e][f]=1",
+                "metadata[a][b][c][d][e][f]",
+            ),
         ] {
             let refused = read_form_request(policy, FORM, body).unwrap_err();
             assert_eq!(

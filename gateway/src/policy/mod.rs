@@ -145,19 +145,27 @@ impl Policy {
     /// What a request to this policy may carry besides its path, for `check`: every other body
     /// field and query parameter is refused (`unexpected_field`, `unexpected_parameter`).
     pub fn accepted_parts(&self) -> String {
-        let list = |items: Vec<&str>| {
+        let list = |items: Vec<String>| {
             if items.is_empty() {
                 "none".to_owned()
             } else {
                 items.join(", ")
             }
         };
+        // An optional term's field is marked `?`: a request may leave it out.
         let of = |wanted: fn(&TermSource) -> Option<&str>| {
             self.terms
                 .iter()
-                .filter_map(|(_, s)| wanted(s))
+                .filter_map(|(name, s)| {
+                    let field = wanted(s)?;
+                    Some(match self.is_optional(name) {
+                        true => format!("{field}?"),
+                        false => field.to_owned(),
+                    })
+                })
                 .collect::<Vec<_>>()
         };
+        let names = |items: &[String]| list(items.to_vec());
         let (document, fields) = if self.tool.is_some() {
             (
                 "arguments",
@@ -183,7 +191,7 @@ impl Policy {
                 }),
             )
         };
-        let ignored = list(self.ignore.iter().map(String::as_str).collect());
+        let ignored = names(&self.ignore);
         if self.tool.is_some() {
             return format!(
                 "accepts {document}: terms {}; ignored {ignored}",
@@ -198,7 +206,7 @@ impl Policy {
             "accepts {document}: terms {}; ignored {ignored} | query: terms {}; ignored {}",
             list(fields),
             list(query),
-            list(self.ignore_query.iter().map(String::as_str).collect())
+            names(&self.ignore_query)
         )
     }
 

@@ -48,8 +48,9 @@ pub(super) fn tokenize(text: &str, brace_escapes: bool) -> Result<Vec<Piece>, Sy
                         None => return Err(Syntax::Unclosed(at)),
                     }
                 }
-                let is_name =
-                    |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+                let is_name = |n: &str| {
+                    !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                };
                 // Sections and `{...}` are summary syntax: lookup URLs have plain names only.
                 let piece = match (brace_escapes, name.as_str()) {
                     (_, n) if is_name(n) => Piece::Term(name),

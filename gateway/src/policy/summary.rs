@@ -151,7 +151,11 @@ fn display_value(value: &Value) -> String {
         Value::String(text) => text.clone(),
         Value::Array(items) if items.is_empty() => "none".to_owned(),
         Value::Object(map) if map.is_empty() => "none".to_owned(),
-        Value::Array(items) => items.iter().map(display_item).collect::<Vec<_>>().join(", "),
+        Value::Array(items) => items
+            .iter()
+            .map(display_item)
+            .collect::<Vec<_>>()
+            .join(", "),
         Value::Object(map) => {
             let mut entries: Vec<_> = map.iter().collect();
             entries.sort_by(|a, b| a.0.cmp(b.0));
@@ -321,8 +325,10 @@ mod tests {
     /// template does not write out.
     #[test]
     fn sections_and_the_rest() {
-        let t = SummaryTemplate::parse("Pay {amount}{?coupon} with coupon **{coupon}**{/coupon}.\n\n{...}")
-            .unwrap();
+        let t = SummaryTemplate::parse(
+            "Pay {amount}{?coupon} with coupon **{coupon}**{/coupon}.\n\n{...}",
+        )
+        .unwrap();
         assert_eq!(t.sections().collect::<Vec<_>>(), ["coupon"]);
         assert_eq!(
             t.placeholders_in_sections().collect::<Vec<_>>(),

@@ -288,7 +288,9 @@ fn place(node: &mut Option<Value>, path: &[FormKey], value: &Value) -> Option<()
         }
         FormKey::Index(index) => {
             let list = node.get_or_insert_with(|| Value::Array(Vec::new()));
-            let Value::Array(items) = list else { return None };
+            let Value::Array(items) = list else {
+                return None;
+            };
             if *index == items.len() {
                 items.push(Value::Null);
             }
@@ -460,8 +462,12 @@ mod tests {
         ];
         let optional = ["coupon".to_owned(), "reason".to_owned()];
         let body = json!({"amount": 5});
-        let got = extract(&terms, &optional, &parts(&captures, &headers, Some(&body), None))
-            .unwrap();
+        let got = extract(
+            &terms,
+            &optional,
+            &parts(&captures, &headers, Some(&body), None),
+        )
+        .unwrap();
         assert_eq!(got, crate::testkit::terms(&[("amount", json!(5))]));
         let body = json!({"amount": 5, "coupon": null});
         let got = extract(
@@ -474,8 +480,12 @@ mod tests {
         assert_eq!(got["reason"], "x");
         // Required stays required.
         let body = json!({"coupon": "c"});
-        let err = extract(&terms, &optional, &parts(&captures, &headers, Some(&body), None))
-            .unwrap_err();
+        let err = extract(
+            &terms,
+            &optional,
+            &parts(&captures, &headers, Some(&body), None),
+        )
+        .unwrap_err();
         assert_eq!(err.term(), "amount");
     }
 
@@ -505,7 +515,10 @@ mod tests {
         let mut request = parts(&captures, &headers, None, None);
         request.form = Some(&form);
         let got = extract(&terms, &["address".to_owned()], &request).unwrap();
-        assert_eq!(got["metadata"], json!({"order_id": "1", "note": {"x": "y"}}));
+        assert_eq!(
+            got["metadata"],
+            json!({"order_id": "1", "note": {"x": "y"}})
+        );
         assert_eq!(
             got["items"],
             json!([{"price": "p1", "quantity": "2"}, {"price": "p2"}])
