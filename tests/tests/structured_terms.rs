@@ -7,10 +7,8 @@
 //! terms, another revision, and executes nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
 use poppy_e2e::markdown::unescape;
-use poppy_e2e::{GatewayBuilder, Request, Session, Stack, Store, TEST_KEYS, binaries, run_binary};
+use poppy_e2e::{GatewayBuilder, Request, Session, Stack, Store};
 use serde_json::json;
 
 const POLICIES: &str = r#"
@@ -242,17 +240,7 @@ fn explain_shows_optional_terms_present_and_absent() {
         .policy("tools.toml", TOOL)
         .extra_config("[mcp]\npath = \"/mcp\"")
         .write();
-    let explain = |args: &[&str]| {
-        let mut all = vec!["explain", "--config", config.config.to_str().unwrap()];
-        all.extend_from_slice(args);
-        run_binary(
-            &binaries::gateway(),
-            &all,
-            "",
-            &[("POPPY_GATEWAY_KEYS", TEST_KEYS)],
-            Duration::from_secs(20),
-        )
-    };
+    let explain = |args: &[&str]| config.run("explain", args);
     let form = "Content-Type: application/x-www-form-urlencoded";
     let checkout = |body: &str| {
         explain(&[
@@ -308,13 +296,7 @@ fn explain_shows_optional_terms_present_and_absent() {
     );
     tool(r#"{"order_id": "o1", "other": 1}"#).assert_code(1, "an argument outside the terms");
 
-    let check = run_binary(
-        &binaries::gateway(),
-        &["check", "--config", config.config.to_str().unwrap()],
-        "",
-        &[("POPPY_GATEWAY_KEYS", TEST_KEYS)],
-        Duration::from_secs(20),
-    );
+    let check = config.run("check", &[]);
     check.assert_code(0, "check");
     assert!(
         check.stdout.contains(
