@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use poppy_e2e::conversations::{Service, Turn, approval_message, assert_outcome};
 use poppy_e2e::frameworks::{Framework, FrameworkApp, body_of};
+use poppy_e2e::policies::CHECKOUT;
 use poppy_e2e::rawhttp::{self, RawResponse};
 use poppy_e2e::{
     GatewayBuilder, OPERATIONS_V2, Operation, RedisServer, Session, Store, TEST_KEYS, binaries,
@@ -52,20 +53,6 @@ summary = "Set call {sid} of account {account} to {status}."
 account = { path = "AccountSid" }
 sid = { path = "Sid" }
 status = { form = "Status" }
-
-[[operation]]
-name = "checkout"
-method = "POST"
-path = "/v1/checkout/sessions"
-id_prefix = "cs"
-expires_in = "15m"
-same_action = ["line_items"]
-summary = "Check out {line_items}{?metadata} ({metadata}){/metadata}{?expand}, returning {expand}{/expand}."
-
-[operation.terms]
-line_items = { form = "line_items" }
-metadata = { form = "metadata", optional = true }
-expand = { form = "expand", optional = true }
 "#;
 
 const FORM: &str = "application/x-www-form-urlencoded";
@@ -292,7 +279,9 @@ impl World {
     fn start(framework: Framework, store: Store) -> World {
         let app = FrameworkApp::start(framework);
         let redis = (store == Store::Redis).then(RedisServer::start);
-        let mut builder = GatewayBuilder::new(&app.url()).policy("calls.toml", POLICIES);
+        let mut builder = GatewayBuilder::new(&app.url())
+            .policy("calls.toml", POLICIES)
+            .policy("checkout.toml", CHECKOUT);
         if let Some(redis) = &redis {
             builder = builder.store_url(&redis.url());
         }
@@ -518,7 +507,7 @@ async fn form_bodies_are_held_and_executed_as_approved(framework: Framework, sto
     eprintln!("{framework:?} executes directly: {direct:?}");
 }
 
-const CHECKOUT: &str = "/v1/checkout/sessions";
+const CHECKOUT_PATH: &str = "/v1/checkout/sessions";
 
 /// A form's fields as a flat reader (Werkzeug, Starlette) lists them, from the gateway's
 /// reading of structured terms: `metadata[k]`, `items[0][price]`, `expand[]`.
@@ -550,11 +539,11 @@ fn flat_fields(prefix: &str, value: &Value, out: &mut serde_json::Map<String, Va
 async fn structured_spellings_read_one_way(framework: Framework, store: Store) {
     let world = World::start(framework, store);
     for body in [
-        "line_items%5B0%5D%5Bprice%5D=price_a&line_items%5B0%5D%5Bquantity%5D=2",
-        "line_items[0][price]=price_b&line_items[1][price]=price_c&line_items[0][quantity]=1&line_items[1][quantity]=3&metadata[order_id]=6735&metadata[note]=gift+wrap&expand[]=customer&expand[]=payment_intent",
-        "line_items[0][price]=price_d&metadata%5Bshipping%5D%5Bcity%5D=Paris&expand%5B%5D=customer",
+        "mode=payment&line_items%5B0%5D%5Bprice%5D=price_a&line_items%5B0%5D%5Bquantity%5D=2",
+        "mode=setup&line_items[0][price]=price_b&line_items[1][price]=price_c&line_items[0][quantity]=1&line_items[1][quantity]=3&metadata[order_id]=6735&metadata[note]=gift+wrap&expand[]=customer&expand[]=payment_intent",
+        "customer=cus_9&line_items[0][price]=price_d&mode=payment&metadata%5Bshipping%5D%5Bcity%5D=Paris&expand%5B%5D=customer",
     ] {
-        let raw = call("a structured form", body).target(CHECKOUT);
+        let raw = call("a structured form", body).target(CHECKOUT_PATH);
         let op = world.operation(&raw);
         let (executed, first) = world.perform(&raw, &op);
         assert_eq!(executed["kind"], "checkout");
@@ -617,7 +606,7 @@ async fn structured_spellings_read_one_way(framework: Framework, store: Store) {
     .into_iter()
     .map(|(body, field)| {
         (
-            call("a structured spelling", body).target(CHECKOUT),
+            call("a structured spelling", body).target(CHECKOUT_PATH),
             Names::Field(field),
         )
     })

@@ -8,26 +8,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use poppy_e2e::markdown::unescape;
+use poppy_e2e::policies::CHECKOUT;
 use poppy_e2e::{GatewayBuilder, Request, Session, Stack, Store};
 use serde_json::json;
 
-const POLICIES: &str = r#"
-[[operation]]
-name = "checkout"
-method = "POST"
-path = "/v1/checkout/sessions"
-id_prefix = "cs"
-expires_in = "15m"
-same_action = ["line_items"]
-summary = "Start a {mode} checkout for {line_items}{?customer}, for customer {customer}{/customer}.{?metadata} Metadata: {metadata}.{/metadata}{?expand} Returns {expand} too.{/expand}"
-
-[operation.terms]
-mode = { form = "mode" }
-line_items = { form = "line_items" }
-customer = { form = "customer", optional = true }
-metadata = { form = "metadata", optional = true }
-expand = { form = "expand", optional = true }
-
+/// A JSON action with optional and nested terms, beside [`CHECKOUT`].
+const ORDERS: &str = r#"
 [[operation]]
 name = "order"
 method = "POST"
@@ -45,11 +31,11 @@ note = { body = "$.note", optional = true }
 "#;
 
 const FORM: &str = "application/x-www-form-urlencoded";
-const CHECKOUT: &str = "/v1/checkout/sessions";
+const CHECKOUT_PATH: &str = "/v1/checkout/sessions";
 
 /// A form request as stripe-python encodes it (brackets percent-encoded, `+` for spaces).
 fn checkout(session: &Session, body: &str) -> Request {
-    Request::agent("POST", CHECKOUT, session).body(body.as_bytes().to_vec(), FORM)
+    Request::agent("POST", CHECKOUT_PATH, session).body(body.as_bytes().to_vec(), FORM)
 }
 
 /// Held, approved once, executed once, replayed without reaching the upstream; the terms and
@@ -81,7 +67,10 @@ async fn approve_once(
 }
 
 async fn optional_and_structured_form_terms(store: Store) {
-    let stack = Stack::start_with(store, |b| b.policy("stripe.toml", POLICIES));
+    let stack = Stack::start_with(store, |b| {
+        b.policy("stripe.toml", CHECKOUT)
+            .policy("orders.toml", ORDERS)
+    });
     let session = Session::signed_out("ses_structured");
 
     // The common case: the required fields only.
@@ -183,7 +172,10 @@ async fn optional_and_structured_form_terms(store: Store) {
 }
 
 async fn optional_and_nested_json_terms(store: Store) {
-    let stack = Stack::start_with(store, |b| b.policy("stripe.toml", POLICIES));
+    let stack = Stack::start_with(store, |b| {
+        b.policy("stripe.toml", CHECKOUT)
+            .policy("orders.toml", ORDERS)
+    });
     let session = Session::signed_out("ses_nested");
     let order =
         |body: serde_json::Value| Request::agent("POST", "/v1/orders", &session).json(&body);
@@ -236,7 +228,8 @@ reason = { argument = "$.reason", optional = true }
 #[test]
 fn explain_shows_optional_terms_present_and_absent() {
     let config = GatewayBuilder::new("http://127.0.0.1:1")
-        .policy("stripe.toml", POLICIES)
+        .policy("stripe.toml", CHECKOUT)
+        .policy("orders.toml", ORDERS)
         .policy("tools.toml", TOOL)
         .extra_config("[mcp]\npath = \"/mcp\"")
         .write();
