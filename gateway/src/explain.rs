@@ -45,7 +45,8 @@ pub struct ExplainRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExplainedTerm {
     pub name: String,
-    pub value: Value,
+    /// `None`: an optional term the request leaves out.
+    pub value: Option<Value>,
     pub source: String,
 }
 
@@ -279,15 +280,17 @@ fn explain_policy(
     })
 }
 
-/// Each term the policy extracted, with its value and where it came from, in policy order.
+/// Each term the policy extracted, with its value and where it came from, in policy order;
+/// an optional term the request leaves out, as absent.
 fn explained_terms(policy: &Policy, terms: &Terms) -> Vec<ExplainedTerm> {
     policy
         .terms
         .iter()
         .filter_map(|(name, source)| {
-            Some(ExplainedTerm {
+            let value = terms.get(name).cloned();
+            (value.is_some() || policy.is_optional(name)).then(|| ExplainedTerm {
                 name: name.clone(),
-                value: terms.get(name)?.clone(),
+                value,
                 source: source.describe(),
             })
         })
@@ -561,7 +564,9 @@ pub fn render(explanation: &Explanation, request: &ExplainRequest) -> String {
                 out.push_str(&format!(
                     "  {:<20} = {:<30} from {}\n",
                     term.name,
-                    term.value.to_string(),
+                    term.value
+                        .as_ref()
+                        .map_or_else(|| "(absent: optional)".to_owned(), Value::to_string),
                     term.source
                 ));
             }

@@ -68,6 +68,23 @@ pub struct ConfigDir {
     pub admin_port: u16,
 }
 
+impl ConfigDir {
+    /// Run `poppy-gateway COMMAND --config <config> args…` (`check`, `explain`) with the test
+    /// keys, bounded.
+    pub fn run(&self, command: &str, args: &[&str]) -> crate::Run {
+        let config = self.config.to_string_lossy();
+        let mut all = vec![command, "--config", &config];
+        all.extend_from_slice(args);
+        crate::run_binary(
+            &binaries::gateway(),
+            &all,
+            "",
+            &[("POPPY_GATEWAY_KEYS", crate::TEST_KEYS)],
+            Duration::from_secs(20),
+        )
+    }
+}
+
 impl GatewayBuilder {
     /// In front of `upstream_url`, with `memory://`, the default policies and [`TEST_KEYS`].
     pub fn new(upstream_url: &str) -> GatewayBuilder {

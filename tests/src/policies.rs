@@ -53,3 +53,24 @@ pub const DEFAULT_FILE: &str = "shop.toml";
 pub fn exchange_summary(order: &str, item: &str, sku: &str) -> String {
     format!("Exchange item **{item}** on order {order} for {sku}.")
 }
+
+/// A Stripe-like form action with optional and structured terms (issue 38): `mode` and the
+/// indexed `line_items[N][…]` required; `customer`, the group `metadata[…]` and the list
+/// `expand[]` optional.
+pub const CHECKOUT: &str = r#"
+[[operation]]
+name = "checkout"
+method = "POST"
+path = "/v1/checkout/sessions"
+id_prefix = "cs"
+expires_in = "15m"
+same_action = ["line_items"]
+summary = "Start a {mode} checkout for {line_items}{?customer}, for customer {customer}{/customer}.{?metadata} Metadata: {metadata}.{/metadata}{?expand} Returns {expand} too.{/expand}"
+
+[operation.terms]
+mode = { form = "mode" }
+line_items = { form = "line_items" }
+customer = { form = "customer", optional = true }
+metadata = { form = "metadata", optional = true }
+expand = { form = "expand", optional = true }
+"#;

@@ -3,23 +3,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::time::Duration;
 
 use poppy_e2e::gateway::ConfigDir;
-use poppy_e2e::{GatewayBuilder, Run, TEST_KEYS, binaries, run_binary};
+use poppy_e2e::{GatewayBuilder, Run};
 use serde_json::Value;
 
 /// Run `poppy-gateway explain --config <config> args…`.
 fn explain(config: &ConfigDir, args: &[&str]) -> Run {
-    let mut all = vec!["explain", "--config", config.config.to_str().unwrap()];
-    all.extend_from_slice(args);
-    run_binary(
-        &binaries::gateway(),
-        &all,
-        "",
-        &[("POPPY_GATEWAY_KEYS", TEST_KEYS)],
-        Duration::from_secs(20),
-    )
+    config.run("explain", args)
 }
 
 /// The JSON the agent would receive: everything after the line `403 {`.

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use poppy_e2e::conversations::{Service, Turn, approval_message, assert_outcome};
 use poppy_e2e::frameworks::{Framework, FrameworkApp, body_of};
+use poppy_e2e::policies::CHECKOUT;
 use poppy_e2e::rawhttp::{self, RawResponse};
 use poppy_e2e::{
     GatewayBuilder, OPERATIONS_V2, Operation, RedisServer, Session, Store, TEST_KEYS, binaries,
@@ -278,7 +279,9 @@ impl World {
     fn start(framework: Framework, store: Store) -> World {
         let app = FrameworkApp::start(framework);
         let redis = (store == Store::Redis).then(RedisServer::start);
-        let mut builder = GatewayBuilder::new(&app.url()).policy("calls.toml", POLICIES);
+        let mut builder = GatewayBuilder::new(&app.url())
+            .policy("calls.toml", POLICIES)
+            .policy("checkout.toml", CHECKOUT);
         if let Some(redis) = &redis {
             builder = builder.store_url(&redis.url());
         }
@@ -504,6 +507,119 @@ async fn form_bodies_are_held_and_executed_as_approved(framework: Framework, sto
     eprintln!("{framework:?} executes directly: {direct:?}");
 }
 
+const CHECKOUT_PATH: &str = "/v1/checkout/sessions";
+
+/// A form's fields as a flat reader (Werkzeug, Starlette) lists them, from the gateway's
+/// reading of structured terms: `metadata[k]`, `items[0][price]`, `expand[]`.
+fn flat_fields(prefix: &str, value: &Value, out: &mut serde_json::Map<String, Value>) {
+    match value {
+        Value::Object(map) => {
+            for (key, member) in map {
+                flat_fields(&format!("{prefix}[{key}]"), member, out);
+            }
+        }
+        Value::Array(items) if items.iter().all(Value::is_string) => {
+            out.insert(format!("{prefix}[]"), value.clone());
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                flat_fields(&format!("{prefix}[{i}]"), item, out);
+            }
+        }
+        other => {
+            out.insert(prefix.to_owned(), json!([other]));
+        }
+    }
+}
+
+/// Structured spellings (issue 38): each the gateway accepts is held, approved and executed
+/// once, and the framework read exactly the approved terms (flat readers: the same names and
+/// values; `qs`: the same nesting); each that readers build differently is refused naming the
+/// field, and executes nothing.
+async fn structured_spellings_read_one_way(framework: Framework, store: Store) {
+    let world = World::start(framework, store);
+    for body in [
+        "mode=payment&line_items%5B0%5D%5Bprice%5D=price_a&line_items%5B0%5D%5Bquantity%5D=2",
+        "mode=setup&line_items[0][price]=price_b&line_items[1][price]=price_c&line_items[0][quantity]=1&line_items[1][quantity]=3&metadata[order_id]=6735&metadata[note]=gift+wrap&expand[]=customer&expand[]=payment_intent",
+        "customer=cus_9&line_items[0][price]=price_d&mode=payment&metadata%5Bshipping%5D%5Bcity%5D=Paris&expand%5B%5D=customer",
+    ] {
+        let raw = call("a structured form", body).target(CHECKOUT_PATH);
+        let op = world.operation(&raw);
+        let (executed, first) = world.perform(&raw, &op);
+        assert_eq!(executed["kind"], "checkout");
+        let expected = match framework {
+            Framework::Express => op.terms.clone(),
+            _ => {
+                let mut flat = serde_json::Map::new();
+                for (term, value) in op.terms.as_object().expect("terms") {
+                    flat_fields(term, value, &mut flat);
+                }
+                Value::Object(flat)
+            }
+        };
+        assert_eq!(
+            executed["fields"], expected,
+            "{framework:?} read {body} as {} but the gateway approved {}",
+            executed["fields"], op.terms
+        );
+        world.assert_replayed(&raw, &op, &first);
+    }
+    let executed = world.app.executions().len();
+    let refused: Vec<(Raw, Names)> = [
+        ("line_items[0]price=p", "line_items[0]price"),
+        ("line_items[0][price]=p&expand[]=a&expand[0]=b", "expand[0]"),
+        ("line_items[0][price]=p&expand[0]=a&expand[]=b", "expand[]"),
+        (
+            "line_items[0][price]=p&metadata[a]=1&metadata=2",
+            "metadata",
+        ),
+        (
+            "line_items[0][price]=p&metadata[a][b][c][d][e][f]=1",
+            "metadata[a][b][c][d][e][f]",
+        ),
+        (
+            "line_items[0][price]=p&line_items[2][price]=q",
+            "line_items[2][price]",
+        ),
+        (
+            "line_items[1][price]=p&line_items[0][price]=q",
+            "line_items[1][price]",
+        ),
+        (
+            "line_items[0][price]=p&line_items[x][price]=q",
+            "line_items[x][price]",
+        ),
+        (
+            "line_items[0][price]=p&line_items[20][price]=q",
+            "line_items[20][price]",
+        ),
+        (
+            "line_items[0][price]=p&line_items[0][price]=q",
+            "line_items[0][price]",
+        ),
+        (
+            "line_items[0][price]=p&metadata[a]=1&metadata[A]=2",
+            "metadata[A]",
+        ),
+        ("line_items[0][price]=p&expand[][x]=1", "expand[][x]"),
+    ]
+    .into_iter()
+    .map(|(body, field)| {
+        (
+            call("a structured spelling", body).target(CHECKOUT_PATH),
+            Names::Field(field),
+        )
+    })
+    .collect();
+    for (raw, names) in &refused {
+        world.assert_refused(raw, *names, None);
+    }
+    assert_eq!(world.app.executions().len(), executed);
+    // Control: the framework itself executes these, each with a reading of its own.
+    let direct = world.executing_directly(&refused);
+    assert!(direct.len() >= 10, "{framework:?} executed only {direct:?}");
+}
+
 /// A Company Agent describes the same form request to the conversations service: one front
 /// door, so the same reading, the same refusals, the same execution.
 async fn a_company_agent_describes_a_form_body(store: Store) {
@@ -669,6 +785,16 @@ macro_rules! form_tests {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn redis() {
                     form_bodies_are_held_and_executed_as_approved($framework, Store::Redis).await
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn structured_memory() {
+                    structured_spellings_read_one_way($framework, Store::Memory).await
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn structured_redis() {
+                    structured_spellings_read_one_way($framework, Store::Redis).await
                 }
             }
         )+

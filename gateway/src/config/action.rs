@@ -97,6 +97,8 @@ pub(super) struct Action {
     pub same_action: Vec<String>,
     pub summary: SummaryTemplate,
     pub terms: Vec<(String, TermSource)>,
+    /// The terms declared `optional = true`.
+    pub optional: Vec<String>,
     pub ignore: Vec<String>,
     /// `file:line:column` of the table's name.
     pub source: String,
@@ -115,6 +117,7 @@ impl Action {
             same_action: self.same_action,
             summary: self.summary,
             terms: self.terms,
+            optional: self.optional,
             source: self.source,
             lookups: Vec::new(),
             ignore: self.ignore,
@@ -180,6 +183,7 @@ pub(super) fn compile_action(
     };
 
     let mut terms = Vec::new();
+    let mut optional = Vec::new();
     for (term_name, term) in op.terms {
         let tn = term_name.get_ref();
         if tn.is_empty() || !tn.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
@@ -193,6 +197,16 @@ pub(super) fn compile_action(
                 if let Some(problem) = source_problem(op.table, &source, template) {
                     errors.push(at(term.span(), format!("terms.{tn}: {problem}")));
                 }
+                if let Some(flag) = &term.get_ref().optional
+                    && *flag.get_ref()
+                {
+                    match optional_problem(&source) {
+                        Some(problem) => {
+                            errors.push(at(flag.span(), format!("terms.{tn}: optional: {problem}")))
+                        }
+                        None => optional.push(tn.clone()),
+                    }
+                }
                 terms.push((tn.clone(), source));
             }
             Err(e) => errors.push(at(term.span(), format!("terms.{tn}: {e}"))),
@@ -204,7 +218,7 @@ pub(super) fn compile_action(
             format!("no [{table}.terms]: the terms are what the User approves"),
         ));
     }
-    for (term_name, problem) in compute_problems(&terms) {
+    for (term_name, problem) in compute_problems(&terms, &optional) {
         let span = op
             .terms
             .iter()
@@ -218,10 +232,25 @@ pub(super) fn compile_action(
         .map_err(|e| errors.push(at(op.summary.span(), format!("summary: {e}"))))
         .ok();
     if let Some(summary) = &summary {
-        // The spec: everything that affects the action MUST be in the summary.
+        // The spec: everything that affects the action MUST be in the summary. `{...}` shows
+        // every term the rest of the summary does not.
         for (term_name, _) in &terms {
-            if !summary.placeholders().any(|p| p == term_name) {
-                errors.push(at(op.summary.span(), format!("summary leaves out term `{term_name}`: everything that affects the action must be in the summary (add {{{term_name}}})")));
+            if !summary.has_rest() && !summary.placeholders().any(|p| p == term_name) {
+                errors.push(at(op.summary.span(), format!("summary leaves out term `{term_name}`: everything that affects the action must be in the summary (add {{{term_name}}}, or {{...}} for every term not written out)")));
+            }
+        }
+        // An optional term is written where its section says it is there, never as a blank.
+        for (placeholder, section) in summary.placeholders_in_sections() {
+            if optional.iter().any(|o| o == placeholder) && section != Some(placeholder) {
+                errors.push(at(op.summary.span(), format!("summary writes optional term `{{{placeholder}}}` outside `{{?{placeholder}}}…{{/{placeholder}}}`: a request may leave it out, and the summary would then show a blank")));
+            }
+        }
+        for section in summary.sections() {
+            if !terms.iter().any(|(n, _)| n == section) {
+                errors.push(at(
+                    op.summary.span(),
+                    format!("summary section `{{?{section}}}` names no term"),
+                ));
             }
         }
         for placeholder in summary.placeholders() {
@@ -287,13 +316,31 @@ pub(super) fn compile_action(
         same_action: op.same_action.get_ref().clone(),
         summary: summary?,
         terms,
+        optional,
         source: format!("{}:{line}:{column}", path.display()),
     })
 }
 
-/// What is wrong with the computed terms: an expression that names no term, or computed
-/// terms that need each other (a cycle, which could never be evaluated).
-fn compute_problems(terms: &[(String, TermSource)]) -> Vec<(String, String)> {
+/// Why a term of this source can't be optional, if it can't: only what a request sends may
+/// be left out.
+fn optional_problem(source: &TermSource) -> Option<&'static str> {
+    match source {
+        TermSource::Path(_) => Some("a path capture is always in the request"),
+        TermSource::Value(_) | TermSource::Lookup { .. } | TermSource::Compute(_) => Some(
+            "only a term the request sends (body, form, query, header, argument) can be left out",
+        ),
+        TermSource::Body(_)
+        | TermSource::Form(_)
+        | TermSource::Query(_)
+        | TermSource::Header(_)
+        | TermSource::Argument(_) => None,
+    }
+}
+
+/// What is wrong with the computed terms: an expression that names no term or an optional
+/// one (it would have no value), or computed terms that need each other (a cycle, which could
+/// never be evaluated).
+fn compute_problems(terms: &[(String, TermSource)], optional: &[String]) -> Vec<(String, String)> {
     let computed = |name: &str| {
         terms.iter().find_map(|(n, s)| match s {
             TermSource::Compute(expression) if n == name => Some(expression),
@@ -310,6 +357,12 @@ fn compute_problems(terms: &[(String, TermSource)]) -> Vec<(String, String)> {
                 problems.push((
                     name.clone(),
                     format!("compute `{expression}` names `{operand}`, which is not a term"),
+                ));
+            }
+            if optional.iter().any(|o| o == operand) {
+                problems.push((
+                    name.clone(),
+                    format!("compute `{expression}` reads `{operand}`, which is optional: a request without it would have no value"),
                 ));
             }
         }
@@ -547,6 +600,75 @@ mod tests {
             "\"Note\"",
             "JSON or a form, not both",
         );
+    }
+
+    /// `optional = true`: on what a request sends, written in its own section, never read
+    /// by a computation or a lookup's URL; each problem at its file:line:column.
+    #[test]
+    fn optional_terms_are_checked() {
+        let policy = |summary: &str, terms: &str| {
+            format!(
+                "[[operation]]\nname = \"pay\"\nmethod = \"POST\"\npath = \"/p/{{id}}\"\nid_prefix = \"pay\"\nexpires_in = \"15m\"\nsame_action = [\"id\"]\nsummary = \"{summary}\"\n[operation.terms]\nid = {{ path = \"id\" }}\n{terms}\n"
+            )
+        };
+        let load = |summary: &str, terms: &str| {
+            parse_policy_file(std::path::Path::new("p.toml"), &policy(summary, terms))
+                .map_err(|e| e.to_string())
+        };
+        let loaded = load(
+            "Pay {id}{?coupon} with {coupon}{/coupon}.",
+            "coupon = { body = \"$.coupon\", optional = true }",
+        )
+        .unwrap();
+        assert!(loaded[0].is_optional("coupon") && !loaded[0].is_optional("id"));
+        // `{...}` covers every term not written out, optional or not.
+        assert!(
+            load(
+                "Pay {id}. {...}",
+                "coupon = { body = \"$.coupon\", optional = true }\nnote = { body = \"$.n\" }"
+            )
+            .is_ok()
+        );
+        for (summary, terms, needle) in [
+            (
+                "Pay {id} with {coupon}.",
+                "coupon = { body = \"$.coupon\", optional = true }",
+                "p.toml:8:11: operation `pay`: summary writes optional term `{coupon}` outside `{?coupon}…{/coupon}`",
+            ),
+            (
+                "Pay {id}.",
+                "x = { path = \"id\", optional = true }",
+                "p.toml:11:31: operation `pay`: terms.x: optional: a path capture is always in the request",
+            ),
+            (
+                "Pay {id} {x}.",
+                "x = { value = 1, optional = true }",
+                "optional: only a term the request sends",
+            ),
+            (
+                "Pay {id}{?c} {c}{/c} {d}.",
+                "c = { body = \"$.c\", optional = true }\nd = { compute = \"c * 2\" }",
+                "compute `c * 2` reads `c`, which is optional",
+            ),
+            (
+                "Pay {id}{?nope}x{/nope}.",
+                "",
+                "summary section `{?nope}` names no term",
+            ),
+            (
+                "Pay {id}{?c}x.",
+                "c = { body = \"$.c\", optional = true }",
+                "`{?c}` has no `{/c}` after it",
+            ),
+            (
+                "Pay {id}.",
+                "c = { body = \"$.c\", optional = \"yes\" }",
+                "invalid type",
+            ),
+        ] {
+            let found = load(summary, terms).unwrap_err();
+            assert!(found.contains(needle), "{summary} {terms}: {found}");
+        }
     }
 
     #[test]

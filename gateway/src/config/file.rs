@@ -271,6 +271,9 @@ pub(crate) struct TermFile {
     pub compute: Option<String>,
     /// A JSONPath into an MCP tool call's `arguments` (`[[tool]]` only).
     pub argument: Option<String>,
+    /// The request may leave the term out (`path`, `body`, `form`, `query`, `header` and
+    /// `argument` terms): absent, it is absent from the terms.
+    pub optional: Option<Spanned<bool>>,
 }
 
 /// `[operation.lookup]`.

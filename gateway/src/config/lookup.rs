@@ -145,6 +145,15 @@ fn compile_one(
                 Some(Kind::Computed) => Some(format!(
                     "{label}.url: placeholder `{{{placeholder}}}` names a computed term; use a term from the request"
                 )),
+                Some(Kind::Request)
+                    if found.is_some_and(|(_, t)| {
+                        t.get_ref().optional.as_ref().is_some_and(|o| *o.get_ref())
+                    }) =>
+                {
+                    Some(format!(
+                        "{label}.url: placeholder `{{{placeholder}}}` names an optional term: a request without it would have no record to look up"
+                    ))
+                }
                 Some(Kind::Request) => None,
             };
             if let Some(problem) = problem {

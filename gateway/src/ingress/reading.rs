@@ -107,7 +107,7 @@ pub fn read_policy_request(
             form: form.as_ref(),
             arguments: None,
         };
-        extract_from_request(&policy.terms, &parts)
+        extract_from_request(&policy.terms, &policy.optional, &parts)
             .map_err(|e| Refusal::new(400, "missing_term", e.to_string()).naming("term", e.term()))
     };
     let mut terms = extract(body.as_ref())?;
@@ -231,7 +231,7 @@ pub(crate) fn read_tool_call(
         form: None,
         arguments: Some(arguments),
     };
-    extract(&policy.terms, &parts)
+    extract(&policy.terms, &policy.optional, &parts)
         .map_err(|e| Refusal::new(400, "missing_term", e.to_string()).naming("term", e.term()))
 }
 
@@ -295,16 +295,21 @@ fn read_form(policy: &Policy, request: &HttpRequest<'_>) -> Result<Option<Value>
         .naming("header", "content-type"));
     }
     let read = form::parse_strict(request.body)?;
-    let ignored: Vec<FormName> = policy
-        .ignore
-        .iter()
-        .filter_map(|name| FormName::parse(name).ok())
-        .collect();
+    let names = |entries: &mut dyn Iterator<Item = &String>| -> Vec<FormName> {
+        entries
+            .filter_map(|name| FormName::parse(name).ok())
+            .collect()
+    };
+    let ignored = names(&mut policy.ignore.iter());
+    // A term names a field, or a group whose fields are its value (`metadata`, `items`).
+    let terms = names(
+        &mut policy.terms.iter().filter_map(|(_, source)| match source {
+            TermSource::Form(name) => Some(name),
+            _ => None,
+        }),
+    );
     for (name, _) in &read.fields {
-        let is_term = policy
-            .terms
-            .iter()
-            .any(|(_, source)| matches!(source, TermSource::Form(term) if term == name.as_str()));
+        let is_term = terms.iter().any(|term| name.is_within(term));
         if !is_term && !ignored.iter().any(|group| name.is_within(group)) {
             return Err(Refusal::new(
                 400,
@@ -520,6 +525,77 @@ mod tests {
         let json = policy_with_text();
         let refused = read_form_request(&json, FORM, b"text=hi").unwrap_err();
         assert_eq!(refused.names, Some(("header", "content-type".into())));
+    }
+
+    /// Optional and structured form terms, as payment SDKs send them: a request with the
+    /// required fields only (or no body at all when none is required) is read; a group term
+    /// takes the fields it holds; a field outside every term is still refused.
+    #[test]
+    fn optional_and_structured_form_terms() {
+        let policy = "[[operation]]\nname = \"pay\"\nmethod = \"POST\"\npath = \"/orders/{order}/notes\"\nid_prefix = \"pay\"\nexpires_in = \"15m\"\nsame_action = [\"order\"]\nsummary = \"Pay {order}.{?amount} {amount}{/amount}{?metadata} {metadata}{/metadata}{?items} {items}{/items}{?expand} {expand}{/expand}\"\n[operation.terms]\norder = { path = \"order\" }\namount = { form = \"amount\", optional = true }\nmetadata = { form = \"metadata\", optional = true }\nitems = { form = \"items\", optional = true }\nexpand = { form = \"expand\", optional = true }\n";
+        let reading = read_form_request(policy, FORM, b"").unwrap();
+        assert_eq!(
+            reading.terms,
+            crate::testkit::terms(&[("order", "o1".into())])
+        );
+        let reading = read_form_request(
+            policy,
+            FORM,
+            b"amount=2000&metadata[order_id]=1&items[0][price]=p1&items[0][quantity]=2&items[1][price]=p2&expand[]=customer",
+        )
+        .unwrap();
+        assert_eq!(
+            serde_json::Value::Object(reading.terms.into_iter().collect()),
+            serde_json::json!({
+                "order": "o1",
+                "amount": "2000",
+                "metadata": {"order_id": "1"},
+                "items": [{"price": "p1", "quantity": "2"}, {"price": "p2"}],
+                "expand": ["customer"],
+            })
+        );
+        for (body, field) in [
+            (&b"amount=1&fee=0"[..], "fee"),
+            (b"items[0]price=1", "items[0]price"),
+            (b"expand[]=a&expand[0]=b", "expand[0]"),
+            (b"metadata[b]=1&metadata=2", "metadata"),
+            (b"items[1][price]=1", "items[1][price]"),
+            (b"items[0][a]=1&items[2][a]=1", "items[2][a]"),
+            (
+                b"metadata[a][b][c][d][e][f]=1",
+                "metadata[a][b][c][d][e][f]",
+            ),
+        ] {
+            let refused = read_form_request(policy, FORM, body).unwrap_err();
+            assert_eq!(
+                refused.names,
+                Some(("field", field.to_owned())),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    /// A JSON body whose terms are all optional may be empty; a nested object or array of
+    /// objects is one term, whatever optional members it holds.
+    #[test]
+    fn optional_and_nested_json_terms() {
+        let text = policy(
+            "text = { body = \"$.text\", optional = true }\nshipping = { body = \"$.shipping\", optional = true }",
+        )
+        .replace(
+            "summary = \"Note {text} on {order}.\"",
+            "summary = \"Note on {order}.{?text} {text}{/text}{?shipping} {shipping}{/shipping}\"",
+        );
+        assert_eq!(read(&text, "").unwrap().terms.len(), 1);
+        let reading = read(&text, r#"{"shipping":{"address":{"city":"Paris"},"lines":[{"sku":"a"},{"sku":"b","qty":2}]}}"#).unwrap();
+        assert_eq!(
+            reading.terms["shipping"]["lines"][1],
+            serde_json::json!({"sku": "b", "qty": 2})
+        );
+        assert!(!reading.terms.contains_key("text"));
+        let refused = read(&text, r#"{"other":1}"#).unwrap_err();
+        assert_eq!(refused.names, Some(("field", "$.other".to_owned())));
     }
 
     fn policy_with_text() -> String {

@@ -57,6 +57,7 @@ mod tests {
             same_action: vec!["id".into()],
             summary: SummaryTemplate::parse("Do {id}.").unwrap(),
             terms: vec![("id".into(), TermSource::Path("id".into()))],
+            optional: Vec::new(),
             source: "test".into(),
             lookups: Vec::new(),
             ignore: Vec::new(),

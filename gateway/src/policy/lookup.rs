@@ -109,7 +109,7 @@ impl LookupTemplate {
     pub fn placeholders(&self) -> impl Iterator<Item = &str> {
         self.pieces.iter().filter_map(|p| match p {
             Piece::Term(name) => Some(name.as_str()),
-            Piece::Text(_) => None,
+            _ => None,
         })
     }
 
@@ -148,6 +148,8 @@ impl LookupTemplate {
                     }
                     out.push_str(&percent_encode(&text));
                 }
+                // Summary syntax: a lookup template never holds it (tokenized without it).
+                Piece::Open(_) | Piece::Close(_) | Piece::Rest => {}
             }
         }
         Ok(out)

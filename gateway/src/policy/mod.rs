@@ -56,6 +56,9 @@ pub struct Policy {
     pub same_action: Vec<String>,
     pub summary: SummaryTemplate,
     pub terms: Vec<(String, TermSource)>,
+    /// The terms a request may leave out (`optional = true`): absent, they are absent from
+    /// the terms (so a request that adds one later has other terms, another revision).
+    pub optional: Vec<String>,
     /// Where the policy was written, for `check` and logs.
     pub source: String,
     /// `[operation.lookup]` and `[operation.lookups.NAME]`: the upstream records (and quotes)
@@ -115,9 +118,17 @@ pub struct Route {
 }
 
 impl Policy {
-    /// Whether any term is read from the body (JSON, or a form).
+    /// Whether a required term is read from the body (JSON, or a form): a request without a
+    /// body can't give it.
     pub(crate) fn needs_body(&self) -> bool {
-        self.terms.iter().any(|(_, source)| source.needs_body())
+        self.terms
+            .iter()
+            .any(|(name, source)| source.needs_body() && !self.is_optional(name))
+    }
+
+    /// Whether the request may leave term `name` out.
+    pub fn is_optional(&self, name: &str) -> bool {
+        self.optional.iter().any(|optional| optional == name)
     }
 
     /// Whether the route's body is a form: a term is a `form` field, or `ignore` lists form
@@ -134,19 +145,27 @@ impl Policy {
     /// What a request to this policy may carry besides its path, for `check`: every other body
     /// field and query parameter is refused (`unexpected_field`, `unexpected_parameter`).
     pub fn accepted_parts(&self) -> String {
-        let list = |items: Vec<&str>| {
+        let list = |items: Vec<String>| {
             if items.is_empty() {
                 "none".to_owned()
             } else {
                 items.join(", ")
             }
         };
+        // An optional term's field is marked `?`: a request may leave it out.
         let of = |wanted: fn(&TermSource) -> Option<&str>| {
             self.terms
                 .iter()
-                .filter_map(|(_, s)| wanted(s))
+                .filter_map(|(name, s)| {
+                    let field = wanted(s)?;
+                    Some(match self.is_optional(name) {
+                        true => format!("{field}?"),
+                        false => field.to_owned(),
+                    })
+                })
                 .collect::<Vec<_>>()
         };
+        let names = |items: &[String]| list(items.to_vec());
         let (document, fields) = if self.tool.is_some() {
             (
                 "arguments",
@@ -172,7 +191,7 @@ impl Policy {
                 }),
             )
         };
-        let ignored = list(self.ignore.iter().map(String::as_str).collect());
+        let ignored = names(&self.ignore);
         if self.tool.is_some() {
             return format!(
                 "accepts {document}: terms {}; ignored {ignored}",
@@ -187,7 +206,7 @@ impl Policy {
             "accepts {document}: terms {}; ignored {ignored} | query: terms {}; ignored {}",
             list(fields),
             list(query),
-            list(self.ignore_query.iter().map(String::as_str).collect())
+            names(&self.ignore_query)
         )
     }
 

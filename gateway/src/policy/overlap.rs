@@ -190,6 +190,7 @@ mod tests {
             same_action: vec!["id".into()],
             summary: SummaryTemplate::parse("Do it.").unwrap(),
             terms: vec![("id".into(), TermSource::Value(serde_json::json!(1)))],
+            optional: Vec::new(),
             source: format!("p.toml:{}:1", name.len()),
             lookups: Vec::new(),
             ignore: Vec::new(),

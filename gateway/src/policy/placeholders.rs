@@ -5,6 +5,13 @@
 pub(super) enum Piece {
     Text(String),
     Term(String),
+    /// Summaries only: `{?name}`, the start of a section shown only when term `name` is
+    /// in the terms.
+    Open(String),
+    /// Summaries only: `{/name}`, the end of that section.
+    Close(String),
+    /// Summaries only: `{...}`, every term the rest of the template does not write out.
+    Rest,
 }
 
 /// Why a template does not tokenize.
@@ -41,14 +48,25 @@ pub(super) fn tokenize(text: &str, brace_escapes: bool) -> Result<Vec<Piece>, Sy
                         None => return Err(Syntax::Unclosed(at)),
                     }
                 }
-                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                {
-                    return Err(Syntax::BadName(name));
-                }
+                let is_name = |n: &str| {
+                    !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                };
+                // Sections and `{...}` are summary syntax: lookup URLs have plain names only.
+                let piece = match (brace_escapes, name.as_str()) {
+                    (_, n) if is_name(n) => Piece::Term(name),
+                    (true, "...") => Piece::Rest,
+                    (true, n) if n.starts_with('?') && is_name(&n[1..]) => {
+                        Piece::Open(n[1..].to_owned())
+                    }
+                    (true, n) if n.starts_with('/') && is_name(&n[1..]) => {
+                        Piece::Close(n[1..].to_owned())
+                    }
+                    _ => return Err(Syntax::BadName(name)),
+                };
                 if !literal.is_empty() {
                     pieces.push(Piece::Text(std::mem::take(&mut literal)));
                 }
-                pieces.push(Piece::Term(name));
+                pieces.push(piece);
             }
             c => literal.push(c),
         }

@@ -15,8 +15,18 @@ pub enum SummaryError {
     Unclosed(usize),
     #[error("unmatched `}}` at byte {0} (write `}}}}` for a literal brace)")]
     Unmatched(usize),
-    #[error("`{{{0}}}`: a placeholder names a term with A-Z a-z 0-9 _")]
+    #[error(
+        "`{{{0}}}`: a placeholder names a term with A-Z a-z 0-9 _ (or is `{{?term}}`, `{{/term}}` or `{{...}}`)"
+    )]
     BadName(String),
+    #[error("`{{?{0}}}` has no `{{/{0}}}` after it")]
+    UnclosedSection(String),
+    #[error("`{{/{0}}}` closes no `{{?{0}}}` before it")]
+    UnmatchedClose(String),
+    #[error("`{{?{0}}}` is inside another section: sections don't nest")]
+    NestedSection(String),
+    #[error("`{{...}}` is written twice, or inside a section: write it once, outside sections")]
+    Rest,
 }
 
 /// A parsed summary template.
@@ -32,22 +42,78 @@ impl SummaryTemplate {
             Syntax::Unmatched(at) => SummaryError::Unmatched(at),
             Syntax::BadName(name) => SummaryError::BadName(name),
         })?;
+        let mut section: Option<&str> = None;
+        let mut rest = false;
+        for piece in &pieces {
+            match piece {
+                Piece::Open(name) if section.is_some() => {
+                    return Err(SummaryError::NestedSection(name.clone()));
+                }
+                Piece::Open(name) => section = Some(name),
+                Piece::Close(name) if section != Some(name.as_str()) => {
+                    return Err(SummaryError::UnmatchedClose(name.clone()));
+                }
+                Piece::Close(_) => section = None,
+                Piece::Rest if rest || section.is_some() => return Err(SummaryError::Rest),
+                Piece::Rest => rest = true,
+                Piece::Text(_) | Piece::Term(_) => {}
+            }
+        }
+        if let Some(name) = section {
+            return Err(SummaryError::UnclosedSection(name.to_owned()));
+        }
         Ok(SummaryTemplate { pieces })
     }
 
     /// The term names the template mentions, in order, with repeats.
     pub fn placeholders(&self) -> impl Iterator<Item = &str> {
-        self.pieces.iter().filter_map(|p| match p {
-            Piece::Term(name) => Some(name.as_str()),
-            Piece::Text(_) => None,
+        self.placeholders_in_sections().map(|(name, _)| name)
+    }
+
+    /// Each placeholder with the section it is in (`{?term}…{/term}`), if any.
+    pub fn placeholders_in_sections(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        let mut section = None;
+        self.pieces.iter().filter_map(move |p| match p {
+            Piece::Term(name) => Some((name.as_str(), section)),
+            Piece::Open(name) => {
+                section = Some(name.as_str());
+                None
+            }
+            Piece::Close(_) => {
+                section = None;
+                None
+            }
+            Piece::Text(_) | Piece::Rest => None,
         })
     }
 
-    /// Render with escaped values. A placeholder without a value renders as empty; `check`
-    /// guarantees every placeholder names a term, and extraction guarantees every term has one.
+    /// The terms sections are shown for (`{?term}`).
+    pub fn sections(&self) -> impl Iterator<Item = &str> {
+        self.pieces.iter().filter_map(|p| match p {
+            Piece::Open(name) => Some(name.as_str()),
+            _ => None,
+        })
+    }
+
+    /// Whether the template has `{...}`: every term it does not write out.
+    pub fn has_rest(&self) -> bool {
+        self.pieces.contains(&Piece::Rest)
+    }
+
+    /// Render with escaped values. A section shows only when its term is in `terms` (a request
+    /// left an optional term out); `{...}` is a list of every term in `terms` that no
+    /// placeholder writes out, one `- name: value` line each. `check` guarantees every
+    /// placeholder names a term, and that an optional one is written only in its section.
     pub fn render(&self, terms: &Terms) -> String {
         let mut out = String::new();
+        let mut skipping: Option<&str> = None;
         for piece in &self.pieces {
+            if let Some(section) = skipping {
+                if matches!(piece, Piece::Close(name) if name == section) {
+                    skipping = None;
+                }
+                continue;
+            }
             match piece {
                 Piece::Text(text) => out.push_str(text),
                 Piece::Term(name) => {
@@ -55,17 +121,71 @@ impl SummaryTemplate {
                         out.push_str(&escape_value(&display_value(value)));
                     }
                 }
+                Piece::Open(name) if !terms.contains_key(name) => skipping = Some(name),
+                Piece::Open(_) | Piece::Close(_) => {}
+                Piece::Rest => {
+                    let lines: Vec<String> = terms
+                        .iter()
+                        .filter(|(name, _)| !self.placeholders().any(|p| p == name.as_str()))
+                        .map(|(name, value)| {
+                            format!(
+                                "- {}: {}",
+                                escape_value(name),
+                                escape_value(&display_value(value))
+                            )
+                        })
+                        .collect();
+                    out.push_str(&lines.join("\n"));
+                }
             }
         }
         out
     }
 }
 
-/// Strings as they are, other JSON values as canonical JSON.
+/// Strings as they are; a list as its items and an object as `key: value` pairs (by key),
+/// separated by `, `, with `( … )` around a nested list or object; an empty one as `none`;
+/// numbers, booleans and `null` as JSON.
 fn display_value(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
+        Value::Array(items) if items.is_empty() => "none".to_owned(),
+        Value::Object(map) if map.is_empty() => "none".to_owned(),
+        Value::Array(items) => items
+            .iter()
+            .map(display_item)
+            .collect::<Vec<_>>()
+            .join(", "),
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            entries
+                .into_iter()
+                .map(|(key, value)| format!("{}: {}", display_text(key), display_item(value)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
         other => canonical_json(other),
+    }
+}
+
+/// A list's item or an object's value, told apart from its neighbours.
+fn display_item(value: &Value) -> String {
+    match value {
+        Value::String(text) => display_text(text),
+        Value::Array(items) if !items.is_empty() => format!("({})", display_value(value)),
+        Value::Object(map) if !map.is_empty() => format!("({})", display_value(value)),
+        other => display_value(other),
+    }
+}
+
+/// Text inside a list or an object, quoted (as JSON) when it is empty or holds a separator,
+/// so `a, b` as one value never reads as two.
+fn display_text(text: &str) -> String {
+    if text.is_empty() || text.contains([',', ':', '(', ')', '"']) {
+        Value::from(text).to_string()
+    } else {
+        text.to_owned()
     }
 }
 
@@ -183,13 +303,62 @@ mod tests {
     }
 
     #[test]
-    fn numbers_and_objects_render_as_json() {
-        let t = SummaryTemplate::parse("{n} {o}").unwrap();
+    fn numbers_lists_and_objects_render_readably() {
+        let t = SummaryTemplate::parse("{n}; {o}; {l}; {items}; {e}").unwrap();
         let out = t.render(&terms(&[
             ("n", json!(70.5)),
-            ("o", json!({"b": 1, "a": 2})),
+            ("o", json!({"b": 1, "a": "x, y", "c": {"d": "e"}})),
+            ("l", json!(["customer", "invoice"])),
+            (
+                "items",
+                json!([{"price": "p1", "quantity": "2"}, {"price": "p2"}]),
+            ),
+            ("e", json!([])),
         ]));
-        assert_eq!(out, r#"70.5 {"a":2,"b":1}"#);
+        assert_eq!(
+            out,
+            r#"70.5; a: "x, y", b: 1, c: (d: e); customer, invoice; (price: p1, quantity: 2), (price: p2); none"#
+        );
+    }
+
+    /// A section shows only when its term is there; `{...}` lists the terms the rest of the
+    /// template does not write out.
+    #[test]
+    fn sections_and_the_rest() {
+        let t = SummaryTemplate::parse(
+            "Pay {amount}{?coupon} with coupon **{coupon}**{/coupon}.\n\n{...}",
+        )
+        .unwrap();
+        assert_eq!(t.sections().collect::<Vec<_>>(), ["coupon"]);
+        assert_eq!(
+            t.placeholders_in_sections().collect::<Vec<_>>(),
+            [("amount", None), ("coupon", Some("coupon"))]
+        );
+        assert!(t.has_rest());
+        let without = t.render(&terms(&[("amount", json!("5"))]));
+        assert_eq!(without, "Pay 5.\n\n");
+        let with = t.render(&terms(&[
+            ("amount", json!("5")),
+            ("coupon", json!("SAVE")),
+            ("metadata", json!({"order_id": "1"})),
+            ("expand", json!(["customer"])),
+        ]));
+        assert_eq!(
+            with,
+            "Pay 5 with coupon **SAVE**.\n\n- expand: customer\n- metadata: order_id: 1"
+        );
+        for (text, error) in [
+            ("{?a} x", SummaryError::UnclosedSection("a".into())),
+            ("x {/a}", SummaryError::UnmatchedClose("a".into())),
+            ("{?a}{/b}", SummaryError::UnmatchedClose("b".into())),
+            ("{?a}{?b}{/b}{/a}", SummaryError::NestedSection("b".into())),
+            ("{...}{...}", SummaryError::Rest),
+            ("{?a}{...}{/a}", SummaryError::Rest),
+            ("{?}", SummaryError::BadName("?".into())),
+            ("{..}", SummaryError::BadName("..".into())),
+        ] {
+            assert_eq!(SummaryTemplate::parse(text), Err(error), "{text}");
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@ use jsonpath_rust::JsonPath as _;
 use serde_json::Value;
 
 use super::compute::{EvalError, Expression};
+use super::form_name::{FormKey, FormName};
 use super::route::Captures;
 
 /// Where a term's value comes from.
@@ -98,9 +99,10 @@ impl TermError {
 /// render a summary without the looked-up values.
 pub(crate) fn extract(
     terms: &[(String, TermSource)],
+    optional: &[String],
     request: &RequestParts<'_>,
 ) -> Result<Terms, TermError> {
-    extract_terms(terms, request, false)
+    extract_terms(terms, optional, request, false)
 }
 
 /// Extract every term but the `lookup` ones, which the caller then reads from the upstream's
@@ -108,13 +110,18 @@ pub(crate) fn extract(
 /// (`compute_terms`).
 pub(crate) fn extract_from_request(
     terms: &[(String, TermSource)],
+    optional: &[String],
     request: &RequestParts<'_>,
 ) -> Result<Terms, TermError> {
-    extract_terms(terms, request, true)
+    extract_terms(terms, optional, request, true)
 }
 
+/// `optional`: the terms a request may leave out. Absent, such a term is not in the terms at
+/// all (its absence is what the User approves); a JSON `null` is a value the request sends, so
+/// an optional term sent as `null` is `null`.
 fn extract_terms(
     terms: &[(String, TermSource)],
+    optional: &[String],
     request: &RequestParts<'_>,
     skip_lookups: bool,
 ) -> Result<Terms, TermError> {
@@ -137,7 +144,7 @@ fn extract_terms(
                 .find(|(n, _)| n == capture)
                 .map(|(_, v)| Value::from(v.as_str())),
             TermSource::Body(path) => request.body.and_then(|body| query_json(body, path)),
-            TermSource::Form(name) => request.form.and_then(|form| form.get(name)).cloned(),
+            TermSource::Form(name) => request.form.and_then(|form| form_value(form, name)),
             TermSource::Argument(path) => request.arguments.and_then(|args| query_json(args, path)),
             TermSource::Query(param) => query_param(request.query, param).map(Value::from),
             TermSource::Header(header) => match request.headers.get(header.as_str()) {
@@ -152,8 +159,11 @@ fn extract_terms(
             TermSource::Value(value) => Some(value.clone()),
             TermSource::Lookup { .. } | TermSource::Compute(_) => None,
         };
+        let optional = optional.iter().any(|o| o == name);
         match value {
-            Some(Value::Null) | None => return Err(missing()),
+            None if optional => {}
+            Some(Value::Null) if !optional => return Err(missing()),
+            None => return Err(missing()),
             Some(value) => {
                 out.insert(name.clone(), value);
             }
@@ -234,6 +244,62 @@ fn reads_lookup(policy_terms: &[(String, TermSource)], name: &str, depth: usize)
             .iter()
             .any(|t| reads_lookup(policy_terms, t, depth + 1)),
         _ => false,
+    }
+}
+
+/// A form term's value: the field of that name (a string, or a list for `name[]`), or the
+/// group of fields it holds as one value (`metadata[k]=v` → `{"k": "v"}`, `items[0][price]=p`
+/// → `[{"price": "p"}]`, `expand[]=a` under `expand` → `["a"]`). `form` holds every field by
+/// its name, already read strictly: one shape per name, indices dense and in order.
+fn form_value(form: &Value, name: &str) -> Option<Value> {
+    if let Some(value) = form.get(name) {
+        return Some(value.clone());
+    }
+    let group = FormName::parse(name).ok()?;
+    let mut out: Option<Value> = None;
+    for (field, value) in form.as_object()? {
+        let Ok(field) = FormName::parse(field) else {
+            continue;
+        };
+        if field.is_within(&group) {
+            let rest = &field.parts()[group.parts().len()..];
+            place(&mut out, rest, value)?;
+        }
+    }
+    out
+}
+
+/// Put `value` at `path` in the tree being built. `None` if the names disagree on a shape,
+/// which the strict form reader already refused.
+fn place(node: &mut Option<Value>, path: &[FormKey], value: &Value) -> Option<()> {
+    let Some((first, rest)) = path.split_first() else {
+        return node.replace(value.clone()).is_none().then_some(());
+    };
+    match first {
+        // `value` is already the list of a `name[]` field.
+        FormKey::Append => node.replace(value.clone()).is_none().then_some(()),
+        FormKey::Name(key) => {
+            let map = node.get_or_insert_with(|| Value::Object(Default::default()));
+            let Value::Object(map) = map else { return None };
+            let mut child = map.remove(key);
+            place(&mut child, rest, value)?;
+            map.insert(key.clone(), child?);
+            Some(())
+        }
+        FormKey::Index(index) => {
+            let list = node.get_or_insert_with(|| Value::Array(Vec::new()));
+            let Value::Array(items) = list else {
+                return None;
+            };
+            if *index == items.len() {
+                items.push(Value::Null);
+            }
+            let slot = items.get_mut(*index)?;
+            let mut child = (!slot.is_null()).then(|| slot.take());
+            place(&mut child, rest, value)?;
+            *slot = child?;
+            Some(())
+        }
     }
 }
 
@@ -344,6 +410,7 @@ mod tests {
         ];
         let got = extract(
             &terms,
+            &[],
             &parts(
                 &captures,
                 &headers,
@@ -371,15 +438,96 @@ mod tests {
         ];
         let mut request = parts(&captures, &headers, None, None);
         request.form = Some(&form);
-        let got = extract(&terms, &request).unwrap();
+        let got = extract(&terms, &[], &request).unwrap();
         assert_eq!(got["to"], "+1555");
         assert_eq!(got["tags"], json!(["a", "b"]));
         let missing = vec![("to".to_owned(), TermSource::Form("to".into()))];
-        let err = extract(&missing, &request).unwrap_err();
+        let err = extract(&missing, &[], &request).unwrap_err();
         assert_eq!(
             err.to_string(),
             "term `to` is missing from the request (it comes from form field `to`)"
         );
+    }
+
+    /// An optional term absent from the request is absent from the terms; present (even as
+    /// `null`, which the request does send), it is bound like any term.
+    #[test]
+    fn optional_terms_are_absent_or_bound() {
+        let captures = vec![];
+        let headers = http::HeaderMap::new();
+        let terms = vec![
+            ("amount".to_owned(), TermSource::Body("$.amount".into())),
+            ("coupon".to_owned(), TermSource::Body("$.coupon".into())),
+            ("reason".to_owned(), TermSource::Query("reason".into())),
+        ];
+        let optional = ["coupon".to_owned(), "reason".to_owned()];
+        let body = json!({"amount": 5});
+        let got = extract(
+            &terms,
+            &optional,
+            &parts(&captures, &headers, Some(&body), None),
+        )
+        .unwrap();
+        assert_eq!(got, crate::testkit::terms(&[("amount", json!(5))]));
+        let body = json!({"amount": 5, "coupon": null});
+        let got = extract(
+            &terms,
+            &optional,
+            &parts(&captures, &headers, Some(&body), Some("reason=x")),
+        )
+        .unwrap();
+        assert_eq!(got["coupon"], Value::Null);
+        assert_eq!(got["reason"], "x");
+        // Required stays required.
+        let body = json!({"coupon": "c"});
+        let err = extract(
+            &terms,
+            &optional,
+            &parts(&captures, &headers, Some(&body), None),
+        )
+        .unwrap_err();
+        assert_eq!(err.term(), "amount");
+    }
+
+    /// A form term naming a group is the group's fields as one value.
+    #[test]
+    fn form_groups_are_one_value() {
+        let captures = vec![];
+        let headers = http::HeaderMap::new();
+        let form = json!({
+            "metadata[order_id]": "1",
+            "metadata[note][x]": "y",
+            "items[0][price]": "p1",
+            "items[1][price]": "p2",
+            "items[0][quantity]": "2",
+            "expand[]": ["customer", "invoice"],
+            "t[a][]": ["1"],
+        });
+        let terms = vec![
+            ("metadata".to_owned(), TermSource::Form("metadata".into())),
+            ("items".to_owned(), TermSource::Form("items".into())),
+            ("expand".to_owned(), TermSource::Form("expand".into())),
+            ("listed".to_owned(), TermSource::Form("expand[]".into())),
+            ("t".to_owned(), TermSource::Form("t".into())),
+            ("first".to_owned(), TermSource::Form("items[0]".into())),
+            ("address".to_owned(), TermSource::Form("address".into())),
+        ];
+        let mut request = parts(&captures, &headers, None, None);
+        request.form = Some(&form);
+        let got = extract(&terms, &["address".to_owned()], &request).unwrap();
+        assert_eq!(
+            got["metadata"],
+            json!({"order_id": "1", "note": {"x": "y"}})
+        );
+        assert_eq!(
+            got["items"],
+            json!([{"price": "p1", "quantity": "2"}, {"price": "p2"}])
+        );
+        assert_eq!(got["expand"], json!(["customer", "invoice"]));
+        assert_eq!(got["listed"], got["expand"]);
+        assert_eq!(got["t"], json!({"a": ["1"]}));
+        assert_eq!(got["first"], json!({"price": "p1", "quantity": "2"}));
+        assert!(!got.contains_key("address"));
     }
 
     #[test]
@@ -388,7 +536,7 @@ mod tests {
         let headers = http::HeaderMap::new();
         let body = json!({"item_id": null});
         let terms = vec![("item_id".to_owned(), TermSource::Body("$.item_id".into()))];
-        let err = extract(&terms, &parts(&captures, &headers, Some(&body), None)).unwrap_err();
+        let err = extract(&terms, &[], &parts(&captures, &headers, Some(&body), None)).unwrap_err();
         assert_eq!(err.term(), "item_id");
         assert!(err.to_string().contains("$.item_id"));
     }
@@ -412,8 +560,8 @@ mod tests {
             ),
         ];
         let request = parts(&captures, &headers, None, None);
-        assert_eq!(extract(&terms, &request).unwrap_err().term(), "price");
-        let got = extract_from_request(&terms, &request).unwrap();
+        assert_eq!(extract(&terms, &[], &request).unwrap_err().term(), "price");
+        let got = extract_from_request(&terms, &[], &request).unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(got["order_id"], "o1");
     }

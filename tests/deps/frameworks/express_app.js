@@ -60,6 +60,9 @@ app.post("/2010-04-01/Accounts/:account/Calls/:sid.json", (req, res) => {
     fields: body,
   });
 });
+// A Stripe-like form API: every field as qs nests it (`metadata[k]`, `line_items[0][price]`,
+// `expand[]`).
+app.post("/v1/checkout/sessions", (req, res) => execute(res, "checkout", { fields: req.body || {} }));
 app.delete("/accounts/:account", (req, res) => execute(res, "close", { account: req.params.account }));
 app.get("/confirm/:code", (req, res) => execute(res, "confirm", { code: req.params.code }));
 app.post("/mcp", express.text({ type: "*/*" }), (req, res) =>

@@ -91,6 +91,12 @@ def update_call(account, sid):
     )
 
 
+@app.post("/v1/checkout/sessions")
+def create_checkout_session():
+    """A Stripe-like form API: every field as Werkzeug's flat `request.form` reads it."""
+    return execute("checkout", fields=form_fields())
+
+
 @app.delete("/accounts/<account>")
 def close(account):
     return execute("close", account=account)

@@ -72,6 +72,12 @@ async def update_call(request):
     )
 
 
+async def create_checkout_session(request):
+    """A Stripe-like form API: every field as Starlette's flat `request.form()` reads it."""
+    _, fields = await form_fields(request)
+    return execute("checkout", fields=fields)
+
+
 async def close(request):
     return execute("close", account=request.path_params["account"])
 
@@ -111,6 +117,7 @@ app = MethodOverride(
             Route("/accounts/{account}/transfers", transfer, methods=["POST"]),
             Route("/2010-04-01/Accounts/{account}/Calls.json", create_call, methods=["POST"]),
             Route("/2010-04-01/Accounts/{account}/Calls/{sid}.json", update_call, methods=["POST"]),
+            Route("/v1/checkout/sessions", create_checkout_session, methods=["POST"]),
             Route("/accounts/{account}", close, methods=["DELETE"]),
             Route("/confirm/{code}", confirm, methods=["GET"]),
             Route("/mcp", mcp, methods=["POST"]),
