@@ -1,9 +1,11 @@
-//! `poppy-gateway init`: drafts from two real OpenAPI descriptions (Twilio's, OpenAPI 3.0.1
+//! `poppy-gateway init`: drafts from three real OpenAPI descriptions (Twilio's, OpenAPI 3.0.1
 //! JSON with form bodies and `{Sid}.json` paths; Resend's, OpenAPI 3.1.2 YAML with JSON
-//! bodies; trimmed in tests/fixtures/openapi/) and from a running MCP server (the Python
-//! SDK's upstream.py), which `check` accepts. A drafted route (form, JSON) or tool holds a
-//! Personal Agent's request with a summary naming every term's value, and executes it once,
-//! as sent, when approved (both stores).
+//! bodies; Stripe's, OpenAPI 3.0.0 with HTML descriptions, DELETEs, a multipart upload and a
+//! required list; trimmed in tests/fixtures/openapi/) and from running MCP servers (the
+//! Python SDK's upstream.py and init_servers.py), which `check` accepts. A drafted route
+//! (form, JSON, a DELETE) or tool holds a Personal Agent's request with a summary naming every
+//! term's value, and executes it once, as sent, when approved (both stores); no write route
+//! is left to pass through unapproved, and a body the gateway can't read is refused.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
@@ -18,6 +20,7 @@ use serde_json::{Map, Value, json};
 
 const TWILIO: &str = "twilio_api_v2010.json";
 const RESEND: &str = "resend.yaml";
+const STRIPE: &str = "stripe_spec3.json";
 const FORM: &str = "application/x-www-form-urlencoded";
 
 fn fixture(name: &str) -> String {
@@ -156,7 +159,7 @@ fn the_fixtures_are_valid_openapi() {
         spec, _ = read_from_filename(sys.argv[1])\n\
         validate(spec)\n\
         print(spec['openapi'])\n";
-    for (name, version) in [(TWILIO, "3.0.1"), (RESEND, "3.1.2")] {
+    for (name, version) in [(TWILIO, "3.0.1"), (RESEND, "3.1.2"), (STRIPE, "3.0.0")] {
         let python = poppy_e2e::thirdparty::python("openapi");
         let path = fixture(name);
         let run = run_binary(
@@ -371,3 +374,187 @@ async fn a_drafted_tool_holds_and_executes_once(store: Store) {
 }
 
 poppy_e2e::store_tests!(a_drafted_tool_holds_and_executes_once);
+
+/// Stripe's writes: every one drafted live (a DELETE on its path term, the multipart upload
+/// and the required list held and refused), summaries in plain text, and the file passes
+/// `check`. Before, 2 DELETEs, the upload and the list were commented out: unheld.
+#[test]
+fn every_write_of_stripe_s_description_is_held() {
+    let run = draft(STRIPE, &[]);
+    for line in [
+        "drafted    DELETE /v1/customers/{customer}  DeleteCustomersCustomer  (1 terms)",
+        "drafted    DELETE /v1/customers/{customer}/tax_ids/{id}  DeleteCustomersCustomerTaxIdsId  (2 terms)",
+        "drafted    POST /v1/files  PostFiles  (1 terms)",
+        "refuses    POST /v1/files  PostFiles: a multipart/form-data body",
+        "refuses    POST /v1/webhook_endpoints  PostWebhookEndpoints: a request with form field `enabled_events`, which the description requires",
+        "8 drafted, 0 commented out, 7 skipped;",
+    ] {
+        assert!(run.stderr.contains(line), "no {line:?}:\n{}", run.stderr);
+    }
+    assert!(!run.stderr.contains("UNHELD"), "{}", run.stderr);
+    assert!(!run.stdout.contains("UNAPPROVED"), "{}", run.stdout);
+    for line in [
+        "summary = \"Permanently deletes a customer: customer {customer}.\"",
+        "summary = \"Creates a new customer object: address {address}, balance {balance},",
+        "action = { value = \"POST /v1/files\" }",
+    ] {
+        assert!(run.stdout.contains(line), "no {line:?}:\n{}", run.stdout);
+    }
+    // No HTML, and no residue of it, in what the User reads.
+    for summary in run.stdout.lines().filter(|l| l.starts_with("summary = ")) {
+        assert!(
+            !summary.contains('<') && !summary.contains("/p") && !summary.contains("href"),
+            "{summary}"
+        );
+    }
+    check(&run.stdout, "").assert_code(0, "check of Stripe's drafts");
+}
+
+/// A drafted Stripe DELETE (its path term only) holds, executes once when approved, and
+/// replays; its multipart upload is refused, never forwarded.
+async fn a_drafted_delete_holds_and_an_upload_is_refused(store: Store) {
+    let text = draft(STRIPE, &[]).stdout;
+    let stack = Stack::start_with(store, |b| b.policy("drafts.toml", &text));
+    let session = Session::signed_in("ses_init_stripe", "acct_1");
+    let delete = Request::agent("DELETE", "/v1/customers/cus_9q", &session);
+    let operation = stack.gateway.send(&delete).await.operation();
+    assert!(
+        operation.summary.contains("cus_9q"),
+        "{}",
+        operation.summary
+    );
+    stack.assert_executions(0, "held");
+    let approved = stack
+        .gateway
+        .send(&delete.clone().approve(&operation))
+        .await;
+    approved.assert_upstream_answer(1, "DELETE", "/v1/customers/cus_9q");
+    let again = stack.gateway.send(&delete.approve(&operation)).await;
+    again.assert_replay_of(&approved, "the same approval again");
+    let upload = Request::agent("POST", "/v1/files", &session).body(
+        b"--x\r\ncontent-disposition: form-data; name=\"purpose\"\r\n\r\ndispute_evidence\r\n--x--\r\n"
+            .to_vec(),
+        "multipart/form-data; boundary=x",
+    );
+    let refused = stack.gateway.send(&upload).await;
+    refused.assert_error(400, "invalid_body", "a multipart body on a drafted route");
+    stack.assert_executions(1, "the DELETE once; the upload never");
+}
+
+poppy_e2e::store_tests!(a_drafted_delete_holds_and_an_upload_is_refused);
+
+/// A YAML description with an integer beyond 64 bits (as a published one has) reads.
+#[test]
+fn a_yaml_description_with_a_big_integer_reads() {
+    let text = std::fs::read_to_string(fixture(RESEND)).unwrap();
+    let big = text.replacen(
+        "components:\n",
+        "components:\n  x-big: 99999999999999999999\n",
+        1,
+    );
+    assert_ne!(big, text);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.yaml");
+    std::fs::write(&path, big).unwrap();
+    let run = gateway_cli(&["init", "--openapi", path.to_str().unwrap()]);
+    run.assert_code(0, "init of a YAML description with a big integer");
+    assert!(
+        run.stdout.contains("name = \"emails_send\""),
+        "{}",
+        run.describe()
+    );
+}
+
+/// `init` reads no gateway.toml: its help doesn't offer `--config`.
+#[test]
+fn init_help_lists_no_config() {
+    let run = gateway_cli(&["init", "--help"]);
+    run.assert_code(0, "init --help");
+    assert!(run.stdout.contains("--openapi"), "{}", run.describe());
+    assert!(!run.stdout.contains("--config"), "{}", run.stdout);
+}
+
+/// The headers one of init_servers.py's servers received, one object per request.
+async fn seen(server: &PythonMcpServer) -> Vec<Value> {
+    poppy_e2e::gateway::http_client(poppy_e2e::gateway::HTTP_TIMEOUT)
+        .get(format!("{}/seen", server.url()))
+        .send()
+        .await
+        .expect("GET /seen")
+        .json()
+        .await
+        .expect("seen")
+}
+
+/// `init --mcp` at a URL that redirects to another origin (another port) refuses to follow,
+/// so the operator's `--header` never reaches the other server.
+#[tokio::test]
+async fn init_mcp_sends_no_header_to_another_origin() {
+    let other = PythonMcpServer::start_script("mcp2", "init_servers.py", &["--repeating"]);
+    let target = format!("{}{MCP_PATH}", other.url());
+    let front =
+        PythonMcpServer::start_script("mcp2", "init_servers.py", &["--redirect-to", &target]);
+    let run = gateway_cli(&[
+        "init",
+        "--mcp",
+        &format!("{}{MCP_PATH}", front.url()),
+        "--header",
+        "X-Api-Key: sk_secret",
+    ]);
+    run.assert_code(2, "a redirect to another origin");
+    assert!(
+        run.stderr
+            .contains(&format!("redirected to {target}, another origin")),
+        "{}",
+        run.describe()
+    );
+    let front_saw = seen(&front).await;
+    assert_eq!(front_saw[0]["x-api-key"], "sk_secret", "{front_saw:?}");
+    let other_saw = seen(&other).await;
+    assert!(other_saw.is_empty(), "the other origin got {other_saw:?}");
+}
+
+/// A server listing a tool twice and repeating its `nextCursor`: drafted once, listing
+/// stopped at the repeat, and `check` accepts the file.
+#[test]
+fn init_mcp_drafts_a_repeated_tool_once_and_stops_on_a_repeated_cursor() {
+    let server = PythonMcpServer::start_script("mcp2", "init_servers.py", &["--repeating"]);
+    let run = gateway_cli(&["init", "--mcp", &format!("{}{MCP_PATH}", server.url())]);
+    run.assert_code(0, "init --mcp");
+    for line in [
+        "note       tools/list: the server gave the cursor `page2` again; stopped there",
+        "drafted    tool send_invoice  send_invoice  (2 terms)",
+        "skipped    tool send_invoice: listed again by the server",
+        "skipped    tool get_invoice: readOnlyHint: true",
+    ] {
+        assert!(run.stderr.contains(line), "no {line:?}:\n{}", run.stderr);
+    }
+    assert_eq!(
+        run.stdout.matches("\n[[tool]]\n").count(),
+        1,
+        "{}",
+        run.stdout
+    );
+    check(&run.stdout, "[mcp]\npath = \"/mcp\"\n").assert_code(0, "check of the tool drafts");
+}
+
+/// A server whose tools are all read-only: nothing to approve, said in the file and on
+/// stderr, and no table.
+#[test]
+fn init_mcp_of_read_only_tools_says_nothing_needs_approval() {
+    let server = PythonMcpServer::start_script("mcp2", "init_servers.py", &["--read-only"]);
+    let run = gateway_cli(&["init", "--mcp", &format!("{}{MCP_PATH}", server.url())]);
+    run.assert_code(0, "init --mcp of read-only tools");
+    assert!(
+        run.stdout.contains("# Nothing here needs approval"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("\n[[tool]]\n"), "{}", run.stdout);
+    assert!(
+        run.stderr
+            .contains("nothing drafted: no action here needs approval (2 skipped)"),
+        "{}",
+        run.stderr
+    );
+}

@@ -3,8 +3,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use serde_json::Value;
-
 use super::draft::{Outcome, render};
 use super::openapi::{Selection, Skipped};
 
@@ -40,9 +38,15 @@ pub struct InitArgs {
     /// VALUE; repeatable (all of them).
     #[arg(long, value_name = "x-NAME[=VALUE]")]
     extension: Vec<String>,
-    /// A header for every request to the MCP server (`Authorization: Bearer …`); repeatable.
+    /// A header for every request to the MCP server (`Authorization: Bearer …`), sent to the
+    /// --mcp URL's origin only (a redirect to another origin is refused); repeatable.
     #[arg(long, value_name = "NAME: VALUE")]
     header: Vec<String>,
+    /// Takes the place of the global `--config` (clap then propagates that one's value here,
+    /// default and all), so that `init --help` doesn't offer it: init reads no gateway.toml.
+    #[arg(long, hide = true)]
+    #[allow(dead_code)] // never read: it only hides the global option
+    config: Option<PathBuf>,
 }
 
 /// Runs `init`: 0 when the drafts are written (some may be commented out), 2 on bad
@@ -70,7 +74,8 @@ fn drafts(args: &InitArgs) -> Result<Drafted, String> {
     if let Some(file) = &args.openapi {
         let text = std::fs::read_to_string(file)
             .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        let doc = parse_description(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+        let doc =
+            super::description::parse(&text).map_err(|e| format!("{}: {e}", file.display()))?;
         let (drafts, skipped, header) = super::openapi::drafts(&doc, &selection(args)?)
             .map_err(|e| format!("{}: {e}", file.display()))?;
         let header = format!("{header}\nFrom {}.", file.display());
@@ -82,10 +87,13 @@ fn drafts(args: &InitArgs) -> Result<Drafted, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start a runtime: {e}"))?;
-    let tools = runtime
+    let listing = runtime
         .block_on(super::fetch::list_tools(url, &args.header))
         .map_err(|e| format!("{url}: {e}"))?;
-    let (drafts, skipped) = super::mcp::drafts(&tools);
+    for note in &listing.notes {
+        eprintln!("note       {note}");
+    }
+    let (drafts, skipped) = super::mcp::drafts(&listing.tools);
     let header = format!(
         "Draft [[tool]] policies for the MCP server at {url}, by `poppy-gateway init`.\nThey need [mcp] in gateway.toml (docs/mcp.md)."
     );
@@ -121,42 +129,6 @@ fn selection(args: &InitArgs) -> Result<Selection, String> {
     })
 }
 
-/// JSON, or else YAML (whose keys may be numbers, as response codes are: made strings).
-fn parse_description(text: &str) -> Result<Value, String> {
-    if let Ok(value) = serde_json::from_str::<Value>(text) {
-        return Ok(value);
-    }
-    let yaml: serde_yaml::Value =
-        serde_yaml::from_str(text).map_err(|e| format!("neither JSON nor YAML: {e}"))?;
-    Ok(yaml_to_json(yaml))
-}
-
-fn yaml_to_json(yaml: serde_yaml::Value) -> Value {
-    use serde_yaml::Value as Y;
-    match yaml {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => serde_json::to_value(&n).unwrap_or(Value::Null),
-        Y::String(s) => Value::String(s),
-        Y::Sequence(items) => Value::Array(items.into_iter().map(yaml_to_json).collect()),
-        Y::Mapping(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| {
-                    let key = match k {
-                        Y::String(s) => s,
-                        other => serde_yaml::to_string(&other)
-                            .unwrap_or_default()
-                            .trim()
-                            .to_owned(),
-                    };
-                    (key, yaml_to_json(v))
-                })
-                .collect(),
-        ),
-        Y::Tagged(tagged) => yaml_to_json(tagged.value),
-    }
-}
-
 fn write(args: &InitArgs, text: &str) -> Result<(), String> {
     let Some(path) = &args.output else {
         print!("{text}");
@@ -171,47 +143,51 @@ fn write(args: &InitArgs, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// One line per action on stderr, then the counts.
+/// One line per action on stderr, then the counts: a route left unheld (commented out and
+/// held by no other policy) is said loudly, since its requests pass through unapproved.
 fn report(outcomes: &[Outcome], skipped: &[Skipped]) {
-    let mut commented = 0;
     for outcome in outcomes {
         match &outcome.commented {
             None => eprintln!(
                 "drafted    {}  {}  ({} terms)",
                 outcome.what, outcome.name, outcome.terms
             ),
-            Some(reason) => {
-                commented += 1;
-                eprintln!("commented  {}  {}: {reason}", outcome.what, outcome.name);
-            }
+            Some(reason) => match &outcome.held_by {
+                Some(other) => eprintln!(
+                    "commented  {}  {}: {reason}; held by `{other}`",
+                    outcome.what, outcome.name
+                ),
+                None => eprintln!(
+                    "UNHELD     {}  {}: {reason}: PASSES THROUGH UNAPPROVED until you write its policy",
+                    outcome.what, outcome.name
+                ),
+            },
+        }
+        for what in &outcome.refuses {
+            eprintln!("refuses    {}  {}: {what}", outcome.what, outcome.name);
         }
     }
     for skip in skipped {
         eprintln!("skipped    {}: {}", skip.what, skip.reason);
     }
+    let unheld = outcomes.iter().filter(|o| o.unheld()).count();
+    let commented = outcomes.iter().filter(|o| o.commented.is_some()).count();
+    let live = outcomes.len() - commented;
+    if live == 0 {
+        eprintln!(
+            "nothing drafted: no action here needs approval ({} skipped); the file holds no policy, so don't list it in `policies`",
+            skipped.len()
+        );
+    }
+    let unheld = if unheld == 0 {
+        String::new()
+    } else {
+        format!(
+            "; WARNING: {unheld} write route(s) commented out PASS THROUGH UNAPPROVED until you write their policies (listed at the top of the file)"
+        )
+    };
     eprintln!(
-        "{} drafted, {commented} commented out (write those by hand), {} skipped; review every TODO, then `poppy-gateway check`",
-        outcomes.len() - commented,
+        "{live} drafted, {commented} commented out, {} skipped{unheld}; review every TODO, then `poppy-gateway check`",
         skipped.len()
     );
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn yaml_descriptions_read_with_numeric_keys_as_text() {
-        let doc = parse_description("openapi: 3.0.0\npaths:\n  /a:\n    post:\n      responses:\n        200:\n          description: ok\n").unwrap();
-        assert_eq!(
-            doc["paths"]["/a"]["post"]["responses"]["200"]["description"],
-            "ok"
-        );
-        assert_eq!(
-            parse_description("{\"openapi\": \"3.1.0\"}").unwrap()["openapi"],
-            "3.1.0"
-        );
-        assert!(parse_description("{ not: [ yaml").is_err());
-    }
 }

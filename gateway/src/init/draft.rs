@@ -20,6 +20,8 @@ pub(crate) enum Source {
     Query(String),
     Header(String),
     Argument(String),
+    /// A constant: what an action without any other term does, so the User still reads it.
+    Value(String),
 }
 
 impl Source {
@@ -31,6 +33,7 @@ impl Source {
             Source::Query(v) => ("query", v),
             Source::Header(v) => ("header", v),
             Source::Argument(v) => ("argument", v),
+            Source::Value(v) => ("value", v),
         }
     }
 }
@@ -64,8 +67,14 @@ pub(crate) struct Draft {
     pub(crate) same_action: Vec<String>,
     /// Comment lines inside the table (fields left out and why, choices made).
     pub(crate) notes: Vec<String>,
+    /// Requests the live policy refuses though the description accepts them (a body the
+    /// gateway can't read, a field no term can name): the route is held all the same.
+    pub(crate) refuses: Vec<String>,
     /// Set when the action can't be drafted: the block is commented out with this reason.
     pub(crate) unexpressible: Option<String>,
+    /// Set by [`render`] on a block commented out as the same route as another live one,
+    /// which holds its requests: that one's name.
+    pub(crate) held_by: Option<String>,
     /// Set by [`render`]: policies this one wins over.
     pub(crate) overrides: Vec<String>,
 }
@@ -79,7 +88,9 @@ impl Draft {
             terms: Vec::new(),
             same_action: Vec::new(),
             notes: Vec::new(),
+            refuses: Vec::new(),
             unexpressible: None,
+            held_by: None,
             overrides: Vec::new(),
         }
     }
@@ -104,7 +115,14 @@ impl Draft {
         name
     }
 
-    /// Marks the draft as one the operator writes by hand (the first reason wins).
+    /// The route is held, but requests of this kind are refused (a `400` naming what to fix)
+    /// rather than passed through: said in the block and on stderr.
+    pub(crate) fn hold_refusing(&mut self, what: String) {
+        self.refuses.push(what);
+    }
+
+    /// Marks the draft as one the operator writes by hand (the first reason wins): only for
+    /// what the policy language can't hold at all, since a commented-out route passes through.
     pub(crate) fn refuse(&mut self, reason: String) {
         if self.unexpressible.is_none() {
             self.unexpressible = Some(reason);
@@ -127,7 +145,18 @@ pub(crate) struct Outcome {
     pub(crate) name: String,
     /// `None`: drafted; `Some(reason)`: commented out.
     pub(crate) commented: Option<String>,
+    /// A commented-out route another live policy holds (the same route).
+    pub(crate) held_by: Option<String>,
+    /// Requests the live policy refuses though the description accepts them.
+    pub(crate) refuses: Vec<String>,
     pub(crate) terms: usize,
+}
+
+impl Outcome {
+    /// Commented out and held by no other policy: its requests pass through unapproved.
+    pub(crate) fn unheld(&self) -> bool {
+        self.commented.is_some() && self.held_by.is_none()
+    }
 }
 
 /// The file's text and one outcome per draft, in order. `header` is the file's opening
@@ -138,18 +167,37 @@ pub(crate) fn render(header: &str, mut drafts: Vec<Draft>) -> (String, Vec<Outco
     // among those left live.
     for (draft, (name, prefix)) in drafts.iter_mut().zip(&names) {
         if draft.unexpressible.is_none() {
+            give_a_term(draft);
             if let Err(problem) = loads(&live_block(draft, name, prefix)) {
                 draft.refuse(format!("the draft does not load: {problem}"));
             }
         }
     }
     settle_overlaps(&mut drafts, &names);
+    let outcomes: Vec<Outcome> = drafts
+        .iter()
+        .zip(&names)
+        .map(|(draft, (name, _))| Outcome {
+            what: draft.describe(),
+            name: name.clone(),
+            commented: draft.unexpressible.clone(),
+            held_by: draft.held_by.clone(),
+            refuses: draft.refuses.clone(),
+            terms: draft.terms.len(),
+        })
+        .collect();
     let mut text = String::new();
     for line in header.lines() {
         let _ = writeln!(text, "# {}", one_line(line));
     }
     let _ = writeln!(text, "#\n{OPTIONAL_NOTE}");
-    let mut outcomes = Vec::new();
+    text.push_str(&unheld_block(&outcomes));
+    if outcomes.is_empty() {
+        let _ = writeln!(
+            text,
+            "#\n# Nothing here needs approval: no write operation, or no tool but read-only ones.\n# This file holds no policy, so `check` would refuse it: don't list it in `policies`."
+        );
+    }
     for (draft, (name, prefix)) in drafts.iter().zip(&names) {
         let block = match &draft.unexpressible {
             None => live_block(draft, name, prefix),
@@ -157,14 +205,49 @@ pub(crate) fn render(header: &str, mut drafts: Vec<Draft>) -> (String, Vec<Outco
         };
         text.push('\n');
         text.push_str(&block);
-        outcomes.push(Outcome {
-            what: draft.describe(),
-            name: name.clone(),
-            commented: draft.unexpressible.clone(),
-            terms: draft.terms.len(),
-        });
     }
     (text, outcomes)
+}
+
+/// The warning at the top of a file that leaves write routes unheld: each of them, since a
+/// commented-out policy holds nothing and its route passes straight through.
+fn unheld_block(outcomes: &[Outcome]) -> String {
+    let unheld: Vec<&Outcome> = outcomes.iter().filter(|o| o.unheld()).collect();
+    if unheld.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "#\n# WARNING: {} write route(s) below are commented out, so they PASS THROUGH UNAPPROVED\n# until you write their policies (or block them in front of the gateway):\n",
+        unheld.len()
+    );
+    for outcome in unheld {
+        let reason = outcome.commented.as_deref().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "#   {} ({}): {}",
+            one_line(&outcome.what),
+            outcome.name,
+            one_line(reason)
+        );
+    }
+    out
+}
+
+/// An action with no term to read (a write without parameters or body, a tool without
+/// arguments) is still held: its one term is a constant naming the call, for the summary.
+fn give_a_term(draft: &mut Draft) {
+    if !draft.terms.is_empty() {
+        return;
+    }
+    let call = match &draft.target {
+        Target::Operation { method, path } => format!("{method} {path}"),
+        Target::Tool { tool } => tool.clone(),
+    };
+    draft.add_term("action", Source::Value(call), false);
+    draft.notes.push(
+        "nothing in the request to approve but the call itself: its one term is a constant naming it (TODO: say what it does)"
+            .to_owned(),
+    );
 }
 
 /// Whether one block loads as a policy file, as `check` loads it.
@@ -185,8 +268,23 @@ fn loads(block: &str) -> Result<(), String> {
 fn commented_block(draft: &Draft, name: &str, prefix: &str, reason: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# {}", origin_line(draft));
-    let _ = writeln!(out, "# NOT DRAFTED: {}", one_line(reason));
-    let _ = writeln!(out, "# Write this policy by hand, or leave the action out:");
+    match &draft.held_by {
+        Some(other) => {
+            let _ = writeln!(out, "# NOT DRAFTED: {}", one_line(reason));
+            let _ = writeln!(
+                out,
+                "# Its requests are held by `{other}`; merge what differs into that one:"
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "# NOT DRAFTED, so this route PASSES THROUGH UNAPPROVED: {}",
+                one_line(reason)
+            );
+            let _ = writeln!(out, "# Write this policy by hand:");
+        }
+    }
     for line in live_block(draft, name, prefix).lines().skip(1) {
         if line.is_empty() {
             out.push_str("#\n");
@@ -206,10 +304,11 @@ fn origin_line(draft: &Draft) -> String {
             Target::Tool { .. } => String::new(),
         }
     };
-    let title = if draft.title.is_empty() {
+    let title = super::text::first_block(&draft.title);
+    let title = if title.is_empty() {
         String::new()
     } else {
-        format!(": {}", one_line(&draft.title))
+        format!(": {title}")
     };
     one_line(&format!("{}{key}{title}", draft.describe()))
 }
@@ -258,9 +357,23 @@ fn live_block(draft: &Draft, name: &str, prefix: &str) -> String {
         );
     }
     let _ = writeln!(out, "# TODO: rewrite in plain language");
+    if draft.terms.len() > LONG_SUMMARY {
+        let _ = writeln!(
+            out,
+            "# TODO: {} terms, each in the summary: delete those that can't change what the User decides (a request that sends one is then refused)",
+            draft.terms.len()
+        );
+    }
     let _ = writeln!(out, "summary = {}", quoted(&summary(draft)));
     for note in &draft.notes {
         let _ = writeln!(out, "# {}", one_line(note));
+    }
+    for what in &draft.refuses {
+        let _ = writeln!(
+            out,
+            "# HELD, BUT REFUSED (400, nothing forwarded): {}",
+            one_line(what)
+        );
     }
     let _ = writeln!(out, "\n[{table}.terms]");
     for term in &draft.terms {
@@ -310,7 +423,8 @@ fn same_action(draft: &Draft) -> (Vec<String>, &'static str) {
     )
 }
 
-/// "Title: label {term}, label {term}." naming every term.
+/// "Title: label {term}, label {term}." naming every term (the loader wants each in the
+/// summary): the required ones first, then the optional ones after "also".
 fn summary(draft: &Draft) -> String {
     let title = plain(&draft.title);
     let title = if title.is_empty() {
@@ -318,30 +432,36 @@ fn summary(draft: &Draft) -> String {
     } else {
         title
     };
-    let terms: Vec<String> = draft
-        .terms
-        .iter()
-        .map(|t| format!("{} {{{}}}", t.name.replace('_', " "), t.name))
-        .collect();
-    format!("{}: {}.", title.trim_end_matches('.'), terms.join(", "))
+    let labelled = |optional: bool| -> Vec<String> {
+        draft
+            .terms
+            .iter()
+            .filter(|t| t.optional == optional)
+            .map(|t| format!("{} {{{}}}", t.name.replace('_', " "), t.name))
+            .collect()
+    };
+    let (required, optional) = (labelled(false), labelled(true));
+    let mut text = format!("{}: {}", title.trim_end_matches('.'), required.join(", "));
+    if !optional.is_empty() {
+        let joint = if required.is_empty() { "" } else { "; also " };
+        let _ = write!(text, "{joint}{}", optional.join(", "));
+    }
+    text.push('.');
+    text
 }
 
-/// A description's text made safe for a summary template: one line, braces doubled, and no
-/// Markdown that could make a link, image or HTML (the summary rules forbid them).
+/// A description's text made safe for a summary template: its first sentence as plain text
+/// (no HTML, no Markdown: [`super::text`]), braces doubled, and no character that could
+/// make Markdown again (the summary rules forbid links, images and HTML).
 fn plain(text: &str) -> String {
-    let line = one_line(text.lines().next().unwrap_or_default());
+    let line = super::text::first_block(text);
     // No heading, list or rule from a leading `#`, `-`, `+`, `=` or number; then the first
     // sentence, at most MAX_TITLE characters, cut at a word.
     let line = line.trim_start_matches(|c: char| !c.is_alphabetic());
     let sentence = line.split(". ").next().unwrap_or_default();
     let kept: String = sentence
         .chars()
-        .filter(|c| {
-            !matches!(
-                c,
-                '[' | ']' | '<' | '>' | '`' | '!' | '*' | '|' | '\\' | '_'
-            )
-        })
+        .filter(|c| !matches!(c, '[' | ']' | '<' | '>' | '`' | '!' | '*' | '|' | '\\'))
         .collect();
     let mut title = String::new();
     for word in kept.split(' ') {
@@ -355,6 +475,9 @@ fn plain(text: &str) -> String {
     }
     title.replace('{', "{{").replace('}', "}}")
 }
+
+/// More terms than a User reads at a glance: the draft says so.
+const LONG_SUMMARY: usize = 12;
 
 /// The longest title a summary starts with.
 const MAX_TITLE: usize = 100;
@@ -523,10 +646,13 @@ fn settle_overlaps(drafts: &mut [Draft], names: &[(String, String)]) {
             match (a_covers, b_covers) {
                 (true, false) => drafts[later].overrides.push(other(earlier)),
                 (false, true) => drafts[earlier].overrides.push(other(later)),
-                (true, true) => drafts[later].refuse(format!(
-                    "the same route as `{}` ({m1} {a}): one policy per request",
-                    other(earlier)
-                )),
+                (true, true) => {
+                    drafts[later].refuse(format!(
+                        "the same route as `{}` ({m1} {a}): one policy per request",
+                        other(earlier)
+                    ));
+                    drafts[later].held_by = Some(other(earlier));
+                }
                 (false, false) => drafts[later].refuse(format!(
                     "can match the same requests as `{}` ({m1} {a}) and neither is more specific: choose which holds them",
                     other(earlier)
@@ -543,6 +669,13 @@ fn settle_overlaps(drafts: &mut [Draft], names: &[(String, String)]) {
         .collect();
     for draft in drafts.iter_mut() {
         draft.overrides.retain(|name| !commented.contains(name));
+        if draft
+            .held_by
+            .as_ref()
+            .is_some_and(|h| commented.contains(h))
+        {
+            draft.held_by = None;
+        }
     }
 }
 
@@ -606,7 +739,7 @@ mod tests {
         let text = summary(&draft);
         assert_eq!(
             text,
-            "Update a call(https://x) {{now}}: sid {sid}, status {status}."
+            "Update a call {{now}}: sid {sid}; also status {status}."
         );
         let (file, outcomes) = render("test", vec![draft]);
         assert_eq!(outcomes[0].commented, None, "{file}");

@@ -2,6 +2,10 @@
 //! `notifications/initialized`, then `tools/list` page by page (`nextCursor`), each answer
 //! read as JSON or as an event stream. Plain JSON-RPC over reqwest, as the gateway speaks to
 //! MCP servers elsewhere.
+//!
+//! The operator's `--header`s (credentials) go to the URL's origin only: a redirect within it
+//! is followed, one to another origin (scheme, host, port) is refused, since reqwest would
+//! carry every header but `Authorization` and `Cookie` along.
 
 use std::time::Duration;
 
@@ -10,8 +14,10 @@ use serde_json::{Value, json};
 
 /// The protocol version asked for; the server answers the one it speaks.
 const PROTOCOL_VERSION: &str = "2025-06-18";
-/// Pages of `tools/list` followed at most (a server repeating a cursor stops here).
+/// Pages of `tools/list` followed at most.
 const MAX_PAGES: usize = 100;
+/// Redirects within the origin followed at most.
+const MAX_REDIRECTS: usize = 5;
 const TIMEOUT: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
@@ -31,10 +37,35 @@ pub(crate) enum FetchError {
     },
     #[error("{step}: {detail}")]
     Answer { step: &'static str, detail: String },
+    #[error(
+        "{step}: redirected to {location}, another origin than the URL's: refused, so that no --header value goes there (give that URL to --mcp if you trust it)"
+    )]
+    OtherOrigin {
+        step: &'static str,
+        location: String,
+    },
+    #[error("{step}: redirected more than {MAX_REDIRECTS} times")]
+    Redirects { step: &'static str },
+}
+
+/// Tools and what the listing noticed on the way (a repeated cursor), for stderr.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    pub(crate) tools: Vec<Value>,
+    pub(crate) notes: Vec<String>,
+}
+
+/// Scheme, host and port, the origin credentials are for.
+fn origin(url: &reqwest::Url) -> (String, Option<String>, Option<u16>) {
+    (
+        url.scheme().to_owned(),
+        url.host_str().map(str::to_ascii_lowercase),
+        url.port_or_known_default(),
+    )
 }
 
 /// Every tool the server lists, across pages. `headers` go on every request (credentials).
-pub(crate) async fn list_tools(url: &str, headers: &[String]) -> Result<Vec<Value>, FetchError> {
+pub(crate) async fn list_tools(url: &str, headers: &[String]) -> Result<Listing, FetchError> {
     let mut fixed = HeaderMap::new();
     for line in headers {
         let (name, value) = line
@@ -46,8 +77,22 @@ pub(crate) async fn list_tools(url: &str, headers: &[String]) -> Result<Vec<Valu
             .map_err(|e| FetchError::Header(line.clone(), e.to_string()))?;
         fixed.insert(name, value);
     }
+    // Redirects within the origin are followed; any other stops, and `call` refuses the
+    // answer (a 3xx): the request with the headers never goes to the other origin.
+    let redirects = reqwest::redirect::Policy::custom(|attempt| {
+        let same = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| origin(first) == origin(attempt.url()));
+        if same && attempt.previous().len() <= MAX_REDIRECTS {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    });
     let client = reqwest::Client::builder()
         .timeout(TIMEOUT)
+        .redirect(redirects)
         .build()
         .map_err(|source| FetchError::Http {
             step: "client",
@@ -75,8 +120,9 @@ pub(crate) async fn list_tools(url: &str, headers: &[String]) -> Result<Vec<Valu
         }
     }
     session.notify("notifications/initialized").await?;
-    let mut tools = Vec::new();
+    let mut listing = Listing::default();
     let mut cursor: Option<String> = None;
+    let mut cursors: Vec<String> = Vec::new();
     for _ in 0..MAX_PAGES {
         let params = match &cursor {
             Some(c) => json!({"cursor": c}),
@@ -84,17 +130,52 @@ pub(crate) async fn list_tools(url: &str, headers: &[String]) -> Result<Vec<Valu
         };
         let page = session.call("tools/list", params).await?;
         if let Some(list) = page.get("tools").and_then(Value::as_array) {
-            tools.extend(list.iter().cloned());
+            listing.tools.extend(list.iter().cloned());
         }
         match page.get("nextCursor").and_then(Value::as_str) {
-            Some(next) if Some(next) != cursor.as_deref() => cursor = Some(next.to_owned()),
-            _ => return Ok(tools),
+            // A cursor seen before would list the same pages again, without end.
+            Some(next) if cursors.iter().any(|c| c == next) => {
+                listing.notes.push(format!(
+                    "tools/list: the server gave the cursor `{next}` again; stopped there"
+                ));
+                return Ok(listing);
+            }
+            Some(next) => {
+                cursors.push(next.to_owned());
+                cursor = Some(next.to_owned());
+            }
+            None => return Ok(listing),
         }
     }
     Err(FetchError::Answer {
         step: "tools/list",
         detail: format!("more than {MAX_PAGES} pages"),
     })
+}
+
+/// A redirect the policy did not follow: to another origin, or past the hops allowed.
+fn refuse_other_origin(step: &'static str, response: &reqwest::Response) -> Result<(), FetchError> {
+    if !response.status().is_redirection() {
+        return Ok(());
+    }
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("(no Location)");
+    match response.url().join(location) {
+        Ok(target) if origin(&target) == origin(response.url()) => {
+            Err(FetchError::Redirects { step })
+        }
+        Ok(target) => Err(FetchError::OtherOrigin {
+            step,
+            location: target.to_string(),
+        }),
+        Err(_) => Err(FetchError::OtherOrigin {
+            step,
+            location: location.to_owned(),
+        }),
+    }
 }
 
 struct Session {
@@ -123,6 +204,7 @@ impl Session {
             source,
         };
         let response = self.post(&body).send().await.map_err(http)?;
+        refuse_other_origin(method, &response)?;
         let status = response.status().as_u16();
         if let Some(sid) = response.headers().get("mcp-session-id") {
             self.headers.insert("mcp-session-id", sid.clone());
@@ -177,6 +259,7 @@ impl Session {
                 step: method,
                 source,
             })?;
+        refuse_other_origin(method, &response)?;
         let status = response.status().as_u16();
         if (200..300).contains(&status) {
             Ok(())
@@ -280,8 +363,12 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         let server = tokio::spawn(serve(listener));
-        let tools = list_tools(&url, &["X-Test: 1".to_owned()]).await.unwrap();
-        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        let listing = list_tools(&url, &["X-Test: 1".to_owned()]).await.unwrap();
+        let names: Vec<&str> = listing
+            .tools
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
         assert_eq!(names, ["a", "b"]);
         assert_eq!(
             server.await.unwrap(),
@@ -292,6 +379,42 @@ mod tests {
                 "tools/list"
             ]
         );
+    }
+
+    /// A server answering every request with a redirect to `location`.
+    async fn redirect_all(listener: TcpListener, location: String) {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let _ = read_request(&mut stream).await;
+            let response = format!(
+                "HTTP/1.1 307 Temporary Redirect\r\nlocation: {location}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+            stream.write_all(response.as_bytes()).await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_redirect_to_another_origin_is_refused_before_anything_goes_there() {
+        use futures_util::FutureExt as _;
+        let first = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let other = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", first.local_addr().unwrap());
+        let elsewhere = format!("http://{}/mcp", other.local_addr().unwrap());
+        let server = tokio::spawn(redirect_all(first, elsewhere.clone()));
+        let error = list_tools(&url, &["X-Api-Key: secret".to_owned()])
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, FetchError::OtherOrigin { location, .. } if location == &elsewhere),
+            "{error}"
+        );
+        assert!(error.to_string().contains("another origin"), "{error}");
+        // Had the client gone there, its connection would wait in the other's queue.
+        assert!(
+            other.accept().now_or_never().is_none(),
+            "a connection to the other origin"
+        );
+        server.abort();
     }
 
     #[tokio::test]

@@ -1,5 +1,6 @@
 //! Drafts from an MCP server's `tools/list`: a `[[tool]]` for every tool whose annotations do
-//! not say `readOnlyHint: true`, a term per `inputSchema` property.
+//! not say `readOnlyHint: true`, a term per `inputSchema` property. A tool listed twice is
+//! drafted once (two `[[tool]]`s of one tool don't load).
 
 use serde_json::Value;
 
@@ -10,8 +11,18 @@ use super::openapi::Skipped;
 pub(crate) fn drafts(tools: &[Value]) -> (Vec<Draft>, Vec<Skipped>) {
     let mut drafts = Vec::new();
     let mut skipped = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
     for tool in tools {
         let name = tool.get("name").and_then(Value::as_str).unwrap_or("");
+        if seen.contains(&name) {
+            skipped.push(Skipped {
+                what: format!("tool {name}"),
+                reason: "listed again by the server: drafted from its first listing only"
+                    .to_owned(),
+            });
+            continue;
+        }
+        seen.push(name);
         if tool.pointer("/annotations/readOnlyHint") == Some(&Value::Bool(true)) {
             skipped.push(Skipped {
                 what: format!("tool {name}"),
@@ -55,12 +66,6 @@ pub(crate) fn drafts(tools: &[Value]) -> (Vec<Draft>, Vec<Skipped>) {
                     .to_owned(),
             );
         }
-        if draft.terms.is_empty() {
-            draft.refuse(
-                "the tool takes no arguments: nothing for the User to approve but the call itself; write a `value` term saying what it does"
-                    .to_owned(),
-            );
-        }
         drafts.push(draft);
     }
     (drafts, skipped)
@@ -77,6 +82,16 @@ mod tests {
     use super::*;
     use crate::init::draft::render;
     use serde_json::json;
+
+    #[test]
+    fn a_tool_listed_twice_is_drafted_once() {
+        let tool = json!({"name": "send", "inputSchema": {"type": "object",
+                          "properties": {"to": {"type": "string"}}}});
+        let (drafts, skipped) = drafts(&[tool.clone(), tool]);
+        assert_eq!(drafts.len(), 1);
+        assert_eq!(skipped[0].what, "tool send");
+        assert!(skipped[0].reason.contains("listed again"), "{skipped:?}");
+    }
 
     #[test]
     fn tools_not_read_only_are_drafted_with_a_term_per_argument() {
@@ -100,12 +115,8 @@ mod tests {
             text.contains("same_action = [\"item_id\", \"order_id\"]"),
             "{text}"
         );
-        assert!(
-            outcomes[1]
-                .commented
-                .as_deref()
-                .unwrap()
-                .contains("no arguments")
-        );
+        // A tool without arguments is held all the same, on a constant naming it.
+        assert_eq!(outcomes[1].commented, None, "{text}");
+        assert!(text.contains("action = { value = \"ping\" }\n"), "{text}");
     }
 }

@@ -5,7 +5,9 @@
 //! `cli` (files) and `fetch` (the MCP server) do I/O.
 
 pub mod cli;
+mod description;
 mod draft;
 mod fetch;
 mod mcp;
 mod openapi;
+mod text;

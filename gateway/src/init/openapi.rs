@@ -192,22 +192,27 @@ fn draft(doc: &Value, base: &str, path: &str, method: &str, item: &Value, op: &V
         .or_else(|| op.get("description"))
         .and_then(Value::as_str)
         .unwrap_or("");
-    let mut policy_path = format!("{base}{path}");
     let mut draft = Draft::new(
         id,
         title,
         Target::Operation {
             method: method.to_uppercase(),
-            path: policy_path.clone(),
+            path: format!("{base}{path}"),
         },
     );
-    let params = match parameters(doc, item, op) {
-        Ok(params) => params,
-        Err(reason) => {
-            draft.refuse(reason);
-            return draft;
-        }
+    // A query in the description's path (`/v1/x?beta=true`) can't be in a policy's path,
+    // which would then never match: its parameters become query terms instead.
+    let (path, fixed_query) = match path.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (path, None),
     };
+    let mut policy_path = format!("{base}{path}");
+    let params = parameters(doc, item, op).unwrap_or_else(|reason| {
+        draft.hold_refusing(format!(
+            "a request with any query parameter: the description's parameters can't be read ({reason})"
+        ));
+        Vec::new()
+    });
     for capture in captures(path) {
         let declared = params
             .iter()
@@ -235,6 +240,14 @@ fn draft(doc: &Value, base: &str, path: &str, method: &str, item: &Value, op: &V
         method: method.to_uppercase(),
         path: policy_path,
     };
+    for name in fixed_query.map(query_names).unwrap_or_default() {
+        if !params.iter().any(|(n, at, _)| n == &name && at == "query") {
+            draft.add_term(&name, Source::Query(name.clone()), false);
+        }
+        draft.notes.push(format!(
+            "the description's path carries the query parameter `{name}`: it is a term, which the User sees"
+        ));
+    }
     for (name, at, required) in &params {
         let unbound = UNBOUND_HEADERS.contains(&name.to_ascii_lowercase().as_str());
         match (at.as_str(), required) {
@@ -263,13 +276,18 @@ fn draft(doc: &Value, base: &str, path: &str, method: &str, item: &Value, op: &V
     if let Some(body) = op.get("requestBody") {
         request_body(doc, body, &mut draft);
     }
-    if draft.terms.is_empty() && draft.unexpressible.is_none() {
-        draft.refuse(
-            "no parameters and no request body: nothing for the User to approve but the call itself; write a `value` term saying what it does"
-                .to_owned(),
-        );
-    }
     draft
+}
+
+/// The names of a query string's parameters, form-decoded, each once.
+fn query_names(query: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for (name, _) in form_urlencoded::parse(query.as_bytes()) {
+        if !name.is_empty() && !names.iter().any(|n| n == &name) {
+            names.push(name.into_owned());
+        }
+    }
+    names
 }
 
 /// `{name}`s of an OpenAPI path, in order.
@@ -304,7 +322,11 @@ fn parameters(
 fn request_body(doc: &Value, body: &Value, draft: &mut Draft) {
     let body = match resolve(doc, body) {
         Ok(body) => body,
-        Err(reason) => return draft.refuse(reason),
+        Err(reason) => {
+            return draft.hold_refusing(format!(
+                "a request with a body: the description's body can't be read ({reason})"
+            ));
+        }
     };
     let Some(content) = body.get("content").and_then(Value::as_object) else {
         return;
@@ -333,10 +355,13 @@ fn request_body(doc: &Value, body: &Value, draft: &mut Draft) {
     let chosen = json.map(|j| (j, true)).or(form.map(|f| (f, false)));
     let Some(((media, media_value), is_json)) = chosen else {
         let types: Vec<&str> = content.keys().map(String::as_str).collect();
-        return draft.refuse(format!(
-            "the request body is {}: a policy reads JSON and form bodies only",
-            types.join(", ")
-        ));
+        if !types.is_empty() {
+            draft.hold_refusing(format!(
+                "a {} body: a policy reads JSON and form bodies only, so the gateway refuses it (400 invalid_body) rather than pass it on unread",
+                types.join(", ")
+            ));
+        }
+        return;
     };
     if !others.is_empty() || (json.is_some() && form.is_some()) {
         let mut also: Vec<&str> = others;
@@ -451,7 +476,9 @@ pub(crate) fn member_path(name: &str) -> String {
 /// Each top-level member a term (a nested object or array is one term: its whole value).
 fn json_terms(doc: &Value, schema: &Value, draft: &mut Draft) {
     match object_fields(doc, schema, 0, &mut MAX_SCHEMAS.clone()) {
-        Err(reason) => draft.refuse(reason),
+        Err(reason) => draft.hold_refusing(format!(
+            "a JSON body with any member: the body's schema can't be read ({reason})"
+        )),
         Ok(Some((fields, open))) if !fields.is_empty() => {
             for (name, _, required) in fields {
                 draft.add_term(&name, Source::Body(member_path(&name)), !required);
@@ -507,9 +534,18 @@ fn kind(doc: &Value, schema: &Value) -> Kind {
 /// out (optional) or the draft commented out (required).
 fn form_terms(doc: &Value, schema: &Value, encoding: &Value, draft: &mut Draft) {
     let fields = match object_fields(doc, schema, 0, &mut MAX_SCHEMAS.clone()) {
-        Err(reason) => return draft.refuse(reason),
+        Err(reason) => {
+            return draft.hold_refusing(format!(
+                "a form body with any field: the body's schema can't be read ({reason})"
+            ));
+        }
         Ok(Some((fields, _))) if !fields.is_empty() => fields,
-        Ok(_) => return draft.refuse("a form body without declared fields".to_owned()),
+        Ok(_) => {
+            return draft.notes.push(
+                "the description declares a form body without fields: a request sends none (one with a body is refused)"
+                    .to_owned(),
+            );
+        }
     };
     for (name, schema, required) in fields {
         let style = encoding
@@ -533,9 +569,9 @@ fn form_terms(doc: &Value, schema: &Value, encoding: &Value, draft: &mut Draft) 
                     draft.add_term(&leaf, Source::Form(leaf.clone()), !required);
                 }
             }
-            Some(reason) if required => {
-                draft.refuse(format!("required form field `{name}`: {reason}"));
-            }
+            Some(reason) if required => draft.hold_refusing(format!(
+                "a request with form field `{name}`, which the description requires: {reason}; until the upstream takes it another way, this action can't be performed through the gateway"
+            )),
             Some(reason) => draft.notes.push(format!(
                 "form field `{name}` (optional) is not a term: {reason}; a request that sends it is refused (400)"
             )),
