@@ -18,10 +18,10 @@ use crate::config::{Config, SessionClaims};
 use crate::identity::{Approver, ApproverError};
 use crate::ingress::admit::{self, Action, ApprovalSource, Refused};
 use crate::ingress::{Refusal, RouteMatch, Target};
-use crate::mcp::{approval_required_result, duplicate_member, tool_error_result};
+use crate::mcp::{approval_required_result, tool_error_result};
 use crate::operation::{self, Minted, OperationRequest, Prepared};
 use crate::policy::{Captures, Policy, TermSource, Terms, compute_terms, extract_from_answer};
-use crate::protocol::{ErrorBody, Keys, Operation, SigningKey};
+use crate::protocol::{ErrorBody, Keys, Operation, SigningKey, json};
 use crate::store::ActionState;
 
 /// The request to explain, as a Personal Agent would send it.
@@ -327,17 +327,17 @@ fn explain_tool(
         status,
         body: answer,
     };
-    let arguments: Value = match serde_json::from_slice(arguments) {
+    // Read as the MCP endpoint reads a call: a member twice is refused, not read last-wins.
+    let arguments: Value = match json::from_slice(arguments) {
         Ok(value) => value,
+        Err(e @ json::ReadError::Duplicate(_)) => {
+            return rejected(400, body(&ErrorBody::new("invalid_params", e.to_string())));
+        }
         Err(e) => {
             let detail = format!("the arguments are not JSON: {e}");
             return rejected(400, body(&ErrorBody::new("invalid_params", detail)));
         }
     };
-    if let Some(name) = duplicate_member(&serde_json::to_vec(&arguments).unwrap_or_default()) {
-        let detail = format!("member `{name}` appears twice");
-        return rejected(400, body(&ErrorBody::new("invalid_params", detail)));
-    }
     let approver = match approver(request, &config.session.unverified()) {
         Ok(approver) => approver,
         Err(e) => {

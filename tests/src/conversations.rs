@@ -181,6 +181,17 @@ impl Service {
         answer
     }
 
+    /// `POST path` with the service token and `text` as the body, byte for byte (JSON that a
+    /// `Value` cannot hold: a member twice). Its answer is checked against the description.
+    pub async fn call_text(&self, path: &str, text: &str) -> Answer {
+        let request = Request::plain("POST", path)
+            .body(text.as_bytes().to_vec(), "application/json")
+            .header("Authorization", &format!("Bearer {CONVERSATIONS_TOKEN}"));
+        let answer = self.client.send(&request).await;
+        self.note("POST", path, &request, false, &answer);
+        answer
+    }
+
     pub async fn propose(&self, turn: &Turn) -> Answer {
         self.call_with(
             "/v1/propose",

@@ -504,7 +504,70 @@ async fn verified_sessions_are_verified_by_the_service(store: Store) {
     service.assert_answers_are_described();
 }
 
+/// A member twice anywhere in a call (the approval, the message, the envelope) is refused
+/// naming it, as on the HTTP path: serde would take the last `operation_id`, another reader
+/// the first. Nothing is performed, and the same call sent once performs, once.
+async fn a_member_twice_anywhere_in_a_call_is_refused(store: Store) {
+    let (stack, service) = stack(store);
+    let session = Session::signed_out("ses_conv_twice");
+    let turn = Turn::exchange("conv_twice", &session, "o1", "i1", "s1");
+    let operation = service.proposed(&turn).await;
+    let message = approval_message("msg_twice_1", &operation);
+    let id = format!(r#""operation_id":"{}""#, operation.operation_id);
+    let twice = |find: &str, replace: &str| {
+        let text = turn.perform_body(&message).to_string();
+        assert!(text.contains(find), "{find} in {text}");
+        text.replacen(find, replace, 1)
+    };
+    let cases = [
+        (
+            // Last-wins reads the approved operation: it would be performed.
+            twice(&id, &format!(r#""operation_id":"exc_other",{id}"#)),
+            "$.message.extensions.operations.approval.operation_id",
+        ),
+        (
+            twice(r#""text":"#, r#""text":"approved","text":"#),
+            "$.message.text",
+        ),
+        (
+            twice(
+                r#""conversation_id":"#,
+                r#""conversation_id":"conv_a","conversation_id":"#,
+            ),
+            "$.conversation_id",
+        ),
+    ];
+    for (body, field) in cases {
+        let answer = service.call_text("/v1/perform", &body).await;
+        let refused = answer.assert_error(400, "invalid_request", field);
+        assert_eq!(refused["field"], field, "{refused}");
+        assert!(
+            refused["detail"]
+                .as_str()
+                .unwrap()
+                .contains("appears twice"),
+            "{refused}"
+        );
+    }
+    let propose = turn.propose_body().to_string().replacen(
+        r#""poppy_extensions":"#,
+        r#""poppy_extensions":"x","poppy_extensions":"#,
+        1,
+    );
+    service
+        .call_text("/v1/propose", &propose)
+        .await
+        .assert_error(400, "invalid_request", "a propose with a member twice");
+    stack.assert_executions(0, "no call with a member twice performs");
+
+    let answer = service.perform(&turn, &message).await;
+    assert_outcome(&answer, "performed", "the same message, each member once");
+    stack.assert_executions(1, "performed once");
+    service.assert_answers_are_described();
+}
+
 store_tests!(
+    a_member_twice_anywhere_in_a_call_is_refused,
     verified_sessions_are_verified_by_the_service,
     propose_then_approval_message_performs_once,
     the_same_message_retried_gets_the_original_answer,

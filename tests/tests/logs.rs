@@ -1,5 +1,6 @@
 //! Logs: every operation event carries policy, operation_id and outcome; the Session, the
-//! bearer token and request bodies never appear, even at debug level.
+//! bearer token and request bodies never appear, even at debug level; the access log never
+//! writes a query, in either format.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use poppy_e2e::agent::jwt_payload;
@@ -222,4 +223,49 @@ async fn json_logs_are_flat_without_source_paths_or_pingora_chatter() {
         "{} lines for a start, one request and a stop:\n{log}",
         events.len()
     );
+}
+
+/// A query can carry a token (`?access_token=…`): neither access log format writes it, only
+/// the path (the combined format once did). The real binary's file, read line by line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_log_writes_no_query_in_either_format() {
+    const SECRET: &str = "qs-secret-token-71f3a0";
+    for format in ["json", "combined"] {
+        let config = format!("\n[access_log]\npath = \"access.log\"\nformat = \"{format}\"\n");
+        let stack = Stack::start_with(Store::Memory, |b| b.extra_config(&config));
+        // `path = "access.log"` is beside the config.
+        let log = stack.gateway.config_path().with_file_name("access.log");
+        for target in [
+            format!("/orders/o1?access_token={SECRET}&page=2"),
+            format!("/orders/o1?{SECRET}"),
+            "/orders/o1?".to_owned(),
+        ] {
+            stack
+                .gateway
+                .send(&Request::plain("GET", &target))
+                .await
+                .assert_status(200, &target);
+        }
+        let text = poppy_e2e::wait::until_some(std::time::Duration::from_secs(10), || async {
+            std::fs::read_to_string(&log)
+                .ok()
+                .filter(|text| text.lines().count() == 3 && text.ends_with('\n'))
+        })
+        .await
+        .expect("three access log lines");
+        assert!(
+            !text.contains(SECRET),
+            "{format}: the query was logged:\n{text}"
+        );
+        assert!(!text.contains('?'), "{format}: {text}");
+        for line in text.lines() {
+            match format {
+                "json" => {
+                    let line: Value = serde_json::from_str(line).unwrap();
+                    assert_eq!(line["path"], "/orders/o1", "{line}");
+                }
+                _ => assert!(line.contains("\"GET /orders/o1 HTTP/1.1\""), "{line}"),
+            }
+        }
+    }
 }

@@ -232,6 +232,54 @@ async fn a_record_that_changes_is_never_approved(store: Store) {
     assert_eq!(stack.upstream.count_for("POST", "/orders/o1/annotate"), 0);
 }
 
+/// A lookup answer with a member twice is read by no one way (serde keeps the last value,
+/// other readers the first): `502 lookup_failed` saying so, nothing minted, nothing forwarded,
+/// neither before nor with an approval.
+async fn a_lookup_answer_with_a_member_twice_mints_nothing(store: Store) {
+    let stack = Stack::start_with(store, |b| {
+        b.policy("a.toml", &lookup_policy("$.price.amount"))
+    });
+    stack.upstream.answer_json_text(
+        "/lookup/o1",
+        r#"{"price":{"currency":"USD","amount":"10.00","amount":"0.01"}}"#,
+    );
+    let session = Session::signed_out("ses_twice");
+    let body = stack
+        .gateway
+        .send(&annotate(&session, "o1"))
+        .await
+        .assert_error(502, "lookup_failed", "an answer with `amount` twice");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("read two ways") && detail.contains("$.price.amount"),
+        "{body}"
+    );
+    assert!(body.get("operation").is_none(), "nothing minted: {body}");
+
+    // The same record read one way mints; an approval of it is refused once the record has
+    // the member twice again, and nothing is forwarded.
+    stack.upstream.answer_json_text(
+        "/lookup/o1",
+        r#"{"price":{"currency":"USD","amount":"10.00"}}"#,
+    );
+    let operation = stack
+        .gateway
+        .send(&annotate(&session, "o1"))
+        .await
+        .operation();
+    assert_eq!(operation.terms["info"], "10.00");
+    stack.upstream.answer_json_text(
+        "/lookup/o1",
+        r#"{"price":{"amount":"0.01","currency":"USD","amount":"10.00"}}"#,
+    );
+    stack
+        .gateway
+        .send(&annotate(&session, "o1").approve(&operation))
+        .await
+        .assert_error(502, "lookup_failed", "an approval read against it");
+    assert_eq!(stack.upstream.count_for("POST", "/orders/o1/annotate"), 0);
+}
+
 /// Check 2 before the lookup: once performed, retries replay even while the lookup fails.
 async fn a_performed_operation_replays_while_its_lookup_fails(store: Store) {
     let stack = Stack::start_with(store, |b| {
@@ -257,6 +305,7 @@ poppy_e2e::store_tests!(
     a_failing_lookup_forwards_nothing,
     a_value_that_could_name_another_record_is_refused,
     a_record_that_changes_is_never_approved,
+    a_lookup_answer_with_a_member_twice_mints_nothing,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

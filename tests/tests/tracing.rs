@@ -286,6 +286,47 @@ async fn a_malformed_traceparent_starts_a_new_trace(store: Store) {
     assert_eq!(line["trace_id"], trace.as_str(), "{line}");
 }
 
+/// A `traceparent` of a version other than `00` (`01`, with a suffix or without), or sent
+/// twice, starts a new trace as docs/operations.md says: neither the client's trace ID nor
+/// its span is the parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_version_or_two_traceparents_start_a_new_trace() {
+    let receiver = OtlpReceiver::start();
+    let stack = Stack::start_with(Store::Memory, |b| b.extra_config(&receiver.config()));
+    let (tp, client_trace, _) = agent_traceparent();
+    let (other, other_trace, _) = agent_traceparent();
+    let later = tp.replacen("00-", "01-", 1);
+    let cases = [
+        (
+            "version 01 with a suffix",
+            vec![format!("{later}-what-ever")],
+        ),
+        ("version 01", vec![later.clone()]),
+        ("two headers", vec![tp.clone(), other.clone()]),
+        ("two headers, the same", vec![tp.clone(), tp.clone()]),
+    ];
+    for (case, lines) in cases {
+        let mut request = Request::plain("GET", "/status/204");
+        for line in &lines {
+            request = request.header_line("traceparent", line);
+        }
+        stack.gateway.send(&request).await.assert_status(204, case);
+        let sent = stack
+            .upstream
+            .last_header("traceparent")
+            .expect("a traceparent upstream");
+        let trace = sent.split('-').nth(1).unwrap().to_owned();
+        assert!(
+            trace != client_trace && trace != other_trace,
+            "{case}: the client's trace was kept: {sent}"
+        );
+        let spans = receiver
+            .wait_for_trace(&trace, |s| has(s, "GET") && has(s, "poppy.forward"))
+            .await;
+        assert_eq!(server(&spans)["parent_span_id"], "", "{case}: a root span");
+    }
+}
+
 /// A collector that is down: every request is answered as without tracing, and the spans it
 /// could not take are counted in /metrics.
 async fn a_collector_that_is_down_changes_nothing_but_the_count(store: Store) {

@@ -238,7 +238,7 @@ pub(crate) async fn resolve(
         Err(answer) => return answer,
     };
     let bad = |detail: String| (400, json!({"error": "bad_request", "detail": detail}));
-    let request: ResolveBody = match serde_json::from_slice(body) {
+    let request: ResolveBody = match crate::protocol::json::from_slice(body) {
         Ok(request) => request,
         Err(e) => {
             return bad(format!(

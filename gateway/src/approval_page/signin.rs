@@ -102,7 +102,7 @@ impl SignIn {
             .get(&url, FETCH_TIMEOUT, MAX_DOCUMENT)
             .await
             .map_err(SignInError::Provider)?;
-        let discovery: Discovery = serde_json::from_slice(&doc)
+        let discovery: Discovery = crate::protocol::json::from_slice(&doc)
             .map_err(|e| SignInError::Provider(format!("discovery document: {e}")))?;
         if discovery.issuer.trim_end_matches('/') != self.issuer {
             return Err(SignInError::Provider(format!(
@@ -177,7 +177,7 @@ impl SignIn {
             )
             .await
             .map_err(SignInError::Provider)?;
-        let answer: Value = serde_json::from_slice(&answer)
+        let answer: Value = crate::protocol::json::from_slice(&answer)
             .map_err(|e| SignInError::Answer(format!("token answer: {e}")))?;
         let id_token = answer
             .get("id_token")

@@ -8,6 +8,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::protocol::json::{self as strict, ReadError};
 use crate::protocol::{ErrorBody, Operation, is_id};
 use crate::store::RecordedResponse;
 
@@ -160,15 +161,23 @@ impl Message {
 
 /// Parse a JSON request body into `T`, or a `400 invalid_request` saying why. The whole body
 /// must be UTF-8 (RFC 8259), also inside members that are not read, such as a message's
-/// `text`: a reader that skips them unchecked would take a call another reader refuses.
+/// `text`: a reader that skips them unchecked would take a call another reader refuses. A
+/// member twice in any object (the envelope, the message, its approval) is refused naming it,
+/// as on the HTTP path: serde would keep the last, other readers the first.
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Answer> {
-    let text = std::str::from_utf8(body).map_err(|e| {
-        Answer::invalid(format!(
+    if let Err(e) = std::str::from_utf8(body) {
+        return Err(Answer::invalid(format!(
             "the request body is not UTF-8 JSON: an invalid byte at offset {}",
             e.valid_up_to()
-        ))
-    })?;
-    serde_json::from_str(text).map_err(|e| not_this_endpoints(&e.to_string()))
+        )));
+    }
+    strict::from_slice(body).map_err(|e| match e {
+        ReadError::Duplicate(ref path) => Answer::error(
+            400,
+            &ErrorBody::new("invalid_request", e.to_string()).with("field", path.as_str()),
+        ),
+        ReadError::Invalid(e) => not_this_endpoints(&e.to_string()),
+    })
 }
 
 /// A body that is JSON, but not this endpoint's.

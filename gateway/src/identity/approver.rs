@@ -455,7 +455,7 @@ fn jwt_payload(token: &[u8]) -> Option<serde_json::Map<String, Value>> {
         return None;
     }
     let bytes = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
-    match serde_json::from_slice(&bytes).ok()? {
+    match crate::protocol::json::from_slice(&bytes).ok()? {
         Value::Object(map) => Some(map),
         _ => None,
     }

@@ -5,6 +5,8 @@ use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde_json::Value;
 
+use crate::protocol::json;
+
 /// The signature algorithms a key of each type may verify: an RS256 key never verifies an
 /// ES256 signature, and no key verifies `none` or an HMAC (whoever has a public JWKS would hold
 /// the secret).
@@ -77,8 +79,7 @@ impl KeySet {
     /// Keys that cannot verify signatures (symmetric `oct` keys, encryption keys, unknown key
     /// types) are left out; a set with none left is an error.
     pub(crate) fn parse(json: &[u8]) -> Result<KeySet, JwksError> {
-        let doc: Value =
-            serde_json::from_slice(json).map_err(|e| JwksError::NotAJwks(e.to_string()))?;
+        let doc: Value = json::from_slice(json).map_err(|e| JwksError::NotAJwks(e.to_string()))?;
         let Some(Value::Array(entries)) = doc.get("keys") else {
             return Err(JwksError::NotAJwks("no \"keys\" array".into()));
         };

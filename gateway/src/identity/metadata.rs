@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::http::{HttpClient, check_document_url};
 use super::jwks::{JwksError, KeySet};
+use crate::protocol::json;
 
 /// The largest metadata document read.
 pub(crate) const MAX_METADATA_BYTES: usize = 64 * 1024;
@@ -38,7 +39,7 @@ pub(crate) enum MetadataError {
     Url(String),
     #[error("cannot fetch the client metadata: {0}")]
     Fetch(String),
-    #[error("the client metadata is not a JSON object")]
+    #[error("the client metadata is not a JSON object (with each member once)")]
     NotAnObject,
     #[error("the client metadata's client_id is not its URL {0:?}")]
     ClientId(String),
@@ -57,7 +58,7 @@ pub(crate) enum MetadataError {
 /// Read the metadata document fetched from `url`: a JSON object whose `client_id` is `url`
 /// exactly, with exactly one of `jwks_uri` (https, or http on loopback) and `jwks`.
 pub(crate) fn parse(url: &str, bytes: &[u8]) -> Result<ClientMetadata, MetadataError> {
-    let Ok(Value::Object(doc)) = serde_json::from_slice::<Value>(bytes) else {
+    let Ok(Value::Object(doc)) = json::from_slice::<Value>(bytes) else {
         return Err(MetadataError::NotAnObject);
     };
     // Byte for byte: a document that names another client_id is that client's, wherever it

@@ -8,6 +8,7 @@ use jsonwebtoken::{Algorithm, Validation};
 use serde_json::{Map, Value};
 
 use super::jwks::{KeySet, Lookup};
+use crate::protocol::json;
 
 /// What every token must satisfy besides its signature.
 #[derive(Debug, Clone)]
@@ -246,12 +247,14 @@ pub(crate) fn numeric(claims: &Map<String, Value>, name: &str) -> Result<Option<
     }
 }
 
-/// A base64url-encoded JSON object (a JWS header or payload).
+/// A base64url-encoded JSON object (a JWS header or payload). A member twice is malformed
+/// (RFC 7515 4: reject or take the last; libraries differ): every token is read here before
+/// its signature is checked, so the claims jsonwebtoken reads later are these.
 pub(crate) fn decode_object(part: &str) -> Result<Map<String, Value>, VerifyError> {
     let bytes = URL_SAFE_NO_PAD
         .decode(part.trim_end_matches('='))
         .map_err(|_| VerifyError::Malformed)?;
-    match serde_json::from_slice(&bytes) {
+    match json::from_slice(&bytes) {
         Ok(Value::Object(map)) => Ok(map),
         _ => Err(VerifyError::Malformed),
     }

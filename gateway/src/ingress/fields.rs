@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::Refusal;
-use super::json::{PathPart, json_path};
+use crate::protocol::json::{PathPart, json_path};
 
 /// Check `document` against the JSONPaths that cover it: the policy's body (or argument) terms
 /// and its `ignore` list. `what` names the document in the detail ("body", "arguments").

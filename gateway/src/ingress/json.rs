@@ -17,6 +17,7 @@
 use serde_json::{Map, Number, Value};
 
 use super::Refusal;
+use crate::protocol::json::{PathPart, json_path};
 
 /// Deeper bodies are refused (recursive parsers differ in their limits).
 pub(crate) const MAX_DEPTH: usize = 64;
@@ -134,36 +135,6 @@ pub(crate) fn fold_case(name: &str) -> String {
         .flat_map(char::to_uppercase)
         .flat_map(char::to_lowercase)
         .collect()
-}
-
-/// One step of a JSONPath, for error messages.
-#[derive(Debug, Clone)]
-pub(crate) enum PathPart {
-    Name(String),
-    Index(usize),
-}
-
-/// `$.a.b[0]`, or `$['odd name']` where a name is not a plain identifier.
-pub(crate) fn json_path(parts: &[PathPart]) -> String {
-    let mut out = String::from("$");
-    for part in parts {
-        match part {
-            PathPart::Name(name)
-                if !name.is_empty()
-                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
-            {
-                out.push('.');
-                out.push_str(name);
-            }
-            PathPart::Name(name) => {
-                out.push_str("['");
-                out.push_str(&name.replace('\\', "\\\\").replace('\'', "\\'"));
-                out.push_str("']");
-            }
-            PathPart::Index(i) => out.push_str(&format!("[{i}]")),
-        }
-    }
-    out
 }
 
 fn field(refusal: Refusal, path: &[PathPart]) -> Refusal {
@@ -598,16 +569,6 @@ mod tests {
         // call took what the same body was refused for).
         assert!(check_value(&json!({"a": "x\u{0}y"})).is_err());
         assert!(check_value(&json!({"a\u{0}": 1})).is_err());
-    }
-
-    #[test]
-    fn json_paths_are_readable() {
-        let parts = vec![
-            PathPart::Name("a".into()),
-            PathPart::Index(2),
-            PathPart::Name("odd key's".into()),
-        ];
-        assert_eq!(json_path(&parts), r"$.a[2]['odd key\'s']");
     }
 
     #[test]

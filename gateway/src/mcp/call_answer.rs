@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::body::{is_response, media_type};
 use super::sse;
+use crate::protocol::json;
 
 /// The JSON-RPC error code of a cancelled request (MCP's `REQUEST_CANCELLED`).
 pub(crate) const REQUEST_CANCELLED: i64 = -32800;
@@ -32,7 +33,9 @@ pub(crate) enum CallAnswer {
     Unfinished { last_event_id: Option<String> },
 }
 
-/// Read an answer to an approved call: its status, `Content-Type` and body.
+/// Read an answer to an approved call: its status, `Content-Type` and body. A message with a
+/// member twice is final (as one that is not JSON): readers disagree on what it says, and
+/// final never releases the claim.
 pub(crate) fn read_call_answer(
     status: u16,
     content_type: Option<&[u8]>,
@@ -42,7 +45,7 @@ pub(crate) fn read_call_answer(
         return CallAnswer::Final;
     }
     match media_type(content_type).as_deref() {
-        Some("application/json") => match serde_json::from_slice::<Value>(body) {
+        Some("application/json") => match json::from_slice::<Value>(body) {
             Ok(message) => of_response(&message),
             Err(_) => CallAnswer::Final,
         },
@@ -55,8 +58,10 @@ pub(crate) fn read_call_answer(
                 if let Some(id) = event.id {
                     last_event_id = Some(id.to_owned());
                 }
-                let Ok(message) = serde_json::from_str::<Value>(&event.data) else {
-                    continue;
+                let message = match json::from_slice::<Value>(event.data.as_bytes()) {
+                    Ok(message) => message,
+                    Err(json::ReadError::Duplicate(_)) => return CallAnswer::Final,
+                    Err(json::ReadError::Invalid(_)) => continue,
                 };
                 if is_response(&message) {
                     return of_response(&message);

@@ -8,11 +8,11 @@
 use serde_json::{Map, Value};
 
 use super::codes::{INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
-use super::no_duplicates::duplicate_member;
 use super::page::{
     PageCall, answers_the_gateway, initialize_declares_url_elicitation, take_page_round,
 };
 use super::version::McpVersion;
+use crate::protocol::json::duplicate_member;
 
 /// Where the approval is, in `params._meta` (spec section 6, "MCP").
 pub(crate) const APPROVAL_META_KEY: &str = "personalagentprotocol.org/approval";
@@ -118,13 +118,11 @@ fn classify_value(
     body: &[u8],
     needs_approval: impl Fn(&str) -> bool,
 ) -> Result<Incoming, RpcError> {
-    if let Some(name) = duplicate_member(body) {
+    if let Some(path) = duplicate_member(body) {
         return Err(RpcError::new(
             Value::Null,
             INVALID_REQUEST,
-            format!(
-                "Invalid Request: member `{name}` appears twice in one object; send each member once"
-            ),
+            format!("Invalid Request: `{path}` appears twice in one object; send each member once"),
         ));
     }
     if answers_the_gateway(&value) {

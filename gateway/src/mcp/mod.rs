@@ -9,7 +9,6 @@ mod call_answer;
 mod fingerprint;
 mod headers;
 mod message;
-mod no_duplicates;
 mod output_schema;
 mod page;
 mod rewrite;
@@ -28,7 +27,6 @@ pub(crate) use headers::check_standard_headers;
 #[cfg(test)]
 pub(crate) use message::classify;
 pub(crate) use message::{HeldCall, Incoming, RpcError, read_post};
-pub(crate) use no_duplicates::duplicate_member;
 pub(crate) use output_schema::{is_tools_list, widen_tools_list_body};
 pub(crate) use page::{
     PageOffer, event_stream, page_input_required_result, url_elicitation_request,

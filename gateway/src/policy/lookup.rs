@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::placeholders::{Piece, Syntax, tokenize};
 use super::terms::{TermSource, Terms, query_json};
+use crate::protocol::json;
 
 /// One lookup of a policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +82,9 @@ impl FillError {
 pub(crate) enum AnswerError {
     #[error("the lookup answer is not JSON")]
     NotJson,
+    /// A member twice: readers disagree on which value is the term, so none is taken.
+    #[error("the lookup answer can be read two ways: {0}")]
+    Ambiguous(String),
     #[error("term `{term}`: the lookup answer has no value at `{path}`")]
     Missing { term: String, path: String },
 }
@@ -183,7 +187,10 @@ pub(crate) fn extract_from_answer(
     body: &[u8],
     out: &mut Terms,
 ) -> Result<(), AnswerError> {
-    let answer: Value = serde_json::from_slice(body).map_err(|_| AnswerError::NotJson)?;
+    let answer: Value = json::from_slice(body).map_err(|e| match e {
+        json::ReadError::Duplicate(_) => AnswerError::Ambiguous(e.to_string()),
+        json::ReadError::Invalid(_) => AnswerError::NotJson,
+    })?;
     for (name, source) in terms {
         let TermSource::Lookup { lookup: from, path } = source else {
             continue;
@@ -325,5 +332,13 @@ mod tests {
             extract_from_answer("", &policy_terms, b"<html>", &mut out),
             Err(AnswerError::NotJson)
         );
+        // Read last-wins, this would take 0.01 where a first-wins reader sees 10.00.
+        let mut out = Terms::new();
+        let twice = br#"{"name":"Jacket","price":{"amount":"10.00","amount":"0.01"}}"#;
+        assert!(matches!(
+            extract_from_answer("", &policy_terms, twice, &mut out),
+            Err(AnswerError::Ambiguous(why)) if why.contains("$.price.amount")
+        ));
+        assert!(out.is_empty(), "no term taken from it");
     }
 }

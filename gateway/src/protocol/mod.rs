@@ -4,6 +4,7 @@
 pub mod approval;
 mod body;
 mod extensions;
+pub(crate) mod json;
 mod operation_id;
 pub(crate) mod page_link;
 pub(crate) mod page_session;

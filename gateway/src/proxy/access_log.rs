@@ -160,7 +160,7 @@ fn json_line(session: &Session, entry: &Entry<'_>) -> serde_json::Value {
         "request_id": entry.request_id,
         "client": facts.and_then(|f| f.peer).map(|ip| ip.to_string()),
         "method": header.method.as_str(),
-        "path": header.uri.path(),
+        "path": String::from_utf8_lossy(logged_path(header)),
         "protocol": protocol(entry),
         "tls": facts.is_some_and(|f| f.tls),
         "host": facts.and_then(|f| f.host.as_deref()),
@@ -174,6 +174,15 @@ fn json_line(session: &Session, entry: &Entry<'_>) -> serde_json::Value {
         "outcome": entry.notes.outcome,
         "trace_id": entry.trace_id,
     })
+}
+
+/// The request's path as both formats log it: without the query, which can carry tokens
+/// (`?access_token=…`) that must not land in log files. One rule, so no format drifts.
+fn logged_path(header: &pingora::http::RequestHeader) -> &[u8] {
+    let raw = header.raw_path();
+    raw.iter()
+        .position(|&b| b == b'?')
+        .map_or(raw, |query| &raw[..query])
 }
 
 /// nginx's `combined` (with `-` for referer), then `key=value` pairs nginx users append.
@@ -194,7 +203,7 @@ fn combined_line(session: &Session, entry: &Entry<'_>) -> String {
         "{client} - - [{time}] \"{method} {path} {protocol}\" {status} {bytes} \"-\" \"{agent}\" request_id={rid} duration_ms={ms:.3} route={route} upstream_status={up} operation_id={op} outcome={outcome} trace_id={trace}",
         client = dash(entry.facts.and_then(|f| f.peer).map(|ip| ip.to_string())),
         method = header.method.as_str(),
-        path = escaped(header.raw_path()),
+        path = escaped(logged_path(header)),
         protocol = protocol(entry),
         status = status(session),
         bytes = session.body_bytes_sent(),

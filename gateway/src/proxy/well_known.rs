@@ -29,9 +29,12 @@ pub(crate) async fn document(
         body: Bytes::new(),
     };
     let from_upstream = match upstream.send(request, proxy).await {
-        Ok(response) if response.status == 200 => serde_json::from_slice::<Value>(&response.body)
-            .ok()
-            .filter(Value::is_object),
+        // Read one way (a member twice is no document), as every JSON an upstream sends.
+        Ok(response) if response.status == 200 => {
+            crate::protocol::json::from_slice::<Value>(&response.body)
+                .ok()
+                .filter(Value::is_object)
+        }
         Ok(_) | Err(_) => None,
     };
     merge(

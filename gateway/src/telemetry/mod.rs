@@ -100,14 +100,7 @@ impl Span {
         let Some(tracer) = tracer() else {
             return Span(None);
         };
-        let parent = headers
-            .get(&TRACEPARENT)
-            .and_then(|tp| {
-                traceparent::parse(
-                    tp.as_bytes(),
-                    headers.get(&TRACESTATE).map(|v| v.as_bytes()),
-                )
-            })
+        let parent = traceparent::from_headers(headers, &TRACEPARENT, &TRACESTATE)
             .map_or_else(Context::new, |remote| {
                 Context::new().with_remote_span_context(remote)
             });

@@ -2,6 +2,11 @@
 //! is not exactly right starts a new trace instead (the spec's rule for a receiver), and
 //! nothing in it is trusted beyond being an ID (the sampled flag only guides parent-based
 //! sampling).
+//!
+//! Hand-written, not opentelemetry_sdk's `TraceContextPropagator`: that one trims spaces,
+//! takes IDs of any length and a `+` sign (`from_str_radix`), reads any version below `ff`
+//! with whatever follows, and sees only the first of two `traceparent` headers, where
+//! docs/operations.md promises that all of these start a new trace.
 
 use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
 
@@ -10,7 +15,31 @@ const MAX_TRACESTATE_BYTES: usize = 8192;
 /// Most `tracestate` members (W3C Trace Context, 3.3.1.1).
 const MAX_TRACESTATE_MEMBERS: usize = 32;
 
-/// The remote parent a request's `traceparent` (and `tracestate`) name, if well formed.
+/// The remote parent a request's headers name: one `traceparent`, well formed (two are
+/// ambiguous: the spec allows one), and its `tracestate` lines joined as the spec says.
+pub(crate) fn from_headers(
+    headers: &http::HeaderMap,
+    traceparent: &http::HeaderName,
+    tracestate: &http::HeaderName,
+) -> Option<SpanContext> {
+    let mut parents = headers.get_all(traceparent).iter();
+    let (Some(parent), None) = (parents.next(), parents.next()) else {
+        return None;
+    };
+    let state: Vec<&[u8]> = headers
+        .get_all(tracestate)
+        .iter()
+        .map(|v| v.as_bytes())
+        .collect();
+    parse(
+        parent.as_bytes(),
+        (!state.is_empty())
+            .then(|| state.join(&b","[..]))
+            .as_deref(),
+    )
+}
+
+/// The remote parent a `traceparent` (and `tracestate`) name, if well formed.
 pub(crate) fn parse(traceparent: &[u8], tracestate: Option<&[u8]>) -> Option<SpanContext> {
     let (trace_id, span_id, flags) = parse_traceparent(traceparent)?;
     let state = tracestate.and_then(parse_tracestate).unwrap_or_default();
@@ -23,21 +52,15 @@ pub(crate) fn parse(traceparent: &[u8], tracestate: Option<&[u8]>) -> Option<Spa
     ))
 }
 
-/// `traceparent` as version `00` writes it: `00-<32 hex>-<16 hex>-<2 hex>`, lowercase hex,
-/// neither ID all zeros. A later version is read for these fields only, and only when what
-/// follows them starts with `-` (the spec's forward compatibility); version `ff` is invalid.
+/// `traceparent` exactly as version `00` writes it: `00-<32 hex>-<16 hex>-<2 hex>`, lowercase
+/// hex, neither ID all zeros. Any other version starts a new trace: no later version is
+/// defined, so what it means is unknown, and the spec's "try its first 55 characters" would
+/// take a client's IDs from a header nobody can check (docs/operations.md says so).
 fn parse_traceparent(value: &[u8]) -> Option<(u128, u64, u8)> {
-    if value.len() < 55 {
+    if value.len() != 55 || !value.starts_with(b"00-") {
         return None;
     }
-    let version = hex(&value[0..2])? as u8;
-    if version == 0xff || (version == 0 && value.len() != 55) {
-        return None;
-    }
-    if version != 0 && value.len() > 55 && value[55] != b'-' {
-        return None;
-    }
-    if value[2] != b'-' || value[35] != b'-' || value[52] != b'-' {
+    if value[35] != b'-' || value[52] != b'-' {
         return None;
     }
     let trace_id = hex(&value[3..35])?;
@@ -162,12 +185,32 @@ mod tests {
             "00-+bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
             "0x-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
             "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",
+            // Any version but 00, as docs/operations.md says.
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-ever",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            " 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
         ] {
             assert!(parse(bad.as_bytes(), None).is_none(), "{bad}");
         }
-        // A later version: its first four fields, when the rest is set off by `-`.
-        let later = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-ever";
-        assert!(parse(later.as_bytes(), None).is_some());
+    }
+
+    #[test]
+    fn one_traceparent_header_only_and_tracestate_lines_joined() {
+        let names = (
+            http::HeaderName::from_static("traceparent"),
+            http::HeaderName::from_static("tracestate"),
+        );
+        let read = |lines: &[(&http::HeaderName, &str)]| {
+            let mut headers = http::HeaderMap::new();
+            for (name, value) in lines {
+                headers.append(*name, http::HeaderValue::from_str(value).unwrap());
+            }
+            from_headers(&headers, &names.0, &names.1)
+        };
+        assert!(read(&[(&names.0, GOOD)]).is_some());
+        assert!(read(&[(&names.0, GOOD), (&names.0, GOOD)]).is_none(), "two");
+        let joined = read(&[(&names.0, GOOD), (&names.1, "a=1"), (&names.1, "b=2")]).unwrap();
+        assert_eq!(joined.trace_state().header(), "a=1,b=2");
     }
 
     #[test]

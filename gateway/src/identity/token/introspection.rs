@@ -18,6 +18,7 @@ use tokio::sync::OnceCell;
 use super::TokenError;
 use crate::identity::http::HttpClient;
 use crate::identity::verify::{self, Expectations};
+use crate::protocol::json;
 
 /// How long one introspection may take.
 pub(crate) const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(5);
@@ -326,11 +327,12 @@ fn read_answer(
     clock_skew_secs: u64,
     now: u64,
 ) -> Result<Verdict, TokenError> {
-    let claims = match serde_json::from_slice(body) {
+    // A member twice (`active`, `aud`) is no verdict: readers disagree on which one counts.
+    let claims = match json::from_slice(body) {
         Ok(Value::Object(map)) => map,
         _ => {
             return Err(TokenError::IntrospectionFailed(
-                "the answer is not a JSON object".into(),
+                "the answer is not a JSON object, or has a member twice".into(),
             ));
         }
     };
