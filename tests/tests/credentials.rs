@@ -221,6 +221,9 @@ enum Expect {
     Refused(&'static str, &'static str),
 }
 
+/// What a spelling is, its target, header lines, body, and the answer it gets.
+type Case = (&'static str, String, Vec<Vec<u8>>, Vec<u8>, Expect);
+
 async fn an_agents_token_is_never_executed_unapproved(server: Server, store: Store) {
     let world = World::start(server, store).await;
     let agent = world.provider.token("agent", ACCOUNT).await;
@@ -228,7 +231,7 @@ async fn an_agents_token_is_never_executed_unapproved(server: Server, store: Sto
     let form_of = |token: &str| format!("note=hi&access_token={token}").into_bytes();
     let mut first = b"\xa0Bearer ".to_vec();
     first.extend_from_slice(agent.as_bytes());
-    let cases: Vec<(&str, String, Vec<Vec<u8>>, Vec<u8>, Expect)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "no-break space",
             "/pay/bob".to_owned(),
