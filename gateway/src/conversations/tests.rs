@@ -490,3 +490,68 @@ fn the_generated_requests_reach_every_outcome() {
         );
     }
 }
+
+/// A described request without a Session, under `[approval_page.agents] clients`, is read by
+/// the proxy's rule (`ingress::credentials`): a token in the query or a form body makes it a
+/// candidate (unverified here: held as an agent's, so `extension_required` without a page),
+/// an `Authorization` read two ways is refused naming it, and no token is not an agent's.
+#[test]
+fn a_described_request_without_a_session_is_read_for_its_token() {
+    let agents = admit::Agents {
+        clients: vec!["agent".into()],
+        every_request: false,
+    };
+    let door = crate::proxy::Door {
+        page_offered: false,
+        agents: Some(&agents),
+    };
+    let read = |description: &Description, authorization: Option<&str>| {
+        let policies = policies();
+        let limits = Limits {
+            policies: &policies,
+            upstream_host: UPSTREAM_HOST,
+        };
+        let mut context = context("conv_a", "");
+        context.authorization = authorization;
+        let Described {
+            action,
+            headers,
+            body,
+        } = describe(description, &context, &limits).map_err(|a| answered(&a))?;
+        let arrival = Arrival {
+            headers,
+            signed_for: RequestTarget {
+                method: "",
+                path: "",
+            },
+            action,
+            approval: ApprovalSource::Json {
+                value: None,
+                place: "message.extensions.operations.approval",
+            },
+        };
+        let body = async move { admit::body_size(body.len(), MAX_BODY_BYTES).map(|()| body) };
+        admitted(run(admit_request(&claims(), &door, arrival, body))).map(|_| ())
+    };
+    let json = description(r#"{"item_id":"i1","replacement_sku":"s1"}"#);
+    let held = Err((400, "extension_required".to_owned()));
+    let mut in_query = json.clone();
+    in_query.query = Some("access_token=t".into());
+    assert_eq!(read(&in_query, None), held);
+    let mut in_form = description("access_token=t");
+    in_form.headers = vec![(
+        "content-type".into(),
+        "application/x-www-form-urlencoded".into(),
+    )];
+    assert_eq!(read(&in_form, None), held);
+    assert_eq!(read(&json, Some("Bearer t")), held);
+    assert_eq!(
+        read(&json, Some("Bearer\u{a0}t")),
+        Err((400, "invalid_header".to_owned()))
+    );
+    assert_eq!(
+        read(&in_query, Some("Bearer t")),
+        Err((400, "invalid_query".to_owned()))
+    );
+    assert_eq!(read(&json, None), Err((0, "not_an_agent".to_owned())));
+}

@@ -22,6 +22,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 use serde_json::Value;
 
+use super::credentials::{self, Token};
 use super::forward::{ForwardRequest, forwarded_headers};
 use super::reading::{HttpRequest, bound_headers, read_policy_request, read_tool_call};
 use super::route::{RouteMatch, match_route};
@@ -185,38 +186,39 @@ pub(crate) struct Agents {
     pub(crate) every_request: bool,
 }
 
-/// What the rule makes of a request without a `Poppy-Session`, before its token is verified.
+/// What the rule makes of a request without a `Poppy-Session`, its token found
+/// ([`credentials`]) but not yet verified.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Unsigned {
     /// An agent's (`every_request`).
     Agent,
     /// An agent's if its verified token's client is listed ([`Agents::lists`]).
     IfListed,
-    /// Not an agent's: it passes through untouched (no bearer token, with `clients`).
+    /// Not an agent's: it passes through untouched (no token anywhere, with `clients`).
     NotAnAgent,
 }
 
 impl Agents {
-    /// Step 2's first half for a request without a `Poppy-Session`: an agent's, one if its
-    /// client is listed, or none. Only a `Bearer` (or `DPoP`) token can name a client; any
-    /// value that starts so is taken as one (and refused at step 3 if unreadable), never let
-    /// through as the Company's.
-    pub(crate) fn unsigned(&self, request_headers: &HeaderMap) -> Unsigned {
-        let authorization = request_headers.get_all(http::header::AUTHORIZATION);
-        // Two tokens make two readings: taken as an agent's, whose rules ([`Agents::check`])
-        // refuse it, never let through as the Company's.
-        if self.every_request || authorization.iter().nth(1).is_some() {
-            return Unsigned::Agent;
-        }
-        let names_a_token = authorization.iter().any(|value| {
-            let scheme = value
-                .as_bytes()
-                .split(|b| b.is_ascii_whitespace())
-                .find(|part| !part.is_empty())
-                .unwrap_or_default();
-            scheme.eq_ignore_ascii_case(b"bearer") || scheme.eq_ignore_ascii_case(b"dpop")
-        });
-        if names_a_token {
+    /// Whether a request without a `Poppy-Session` may be an agent's, from its head alone
+    /// (`query`: the raw query): then it is routed, and on a route a policy names its
+    /// credentials are read ([`credentials`]: a token anywhere a resource server reads one,
+    /// and any value read two ways, are never let through as the Company's). Otherwise it
+    /// passes through unread.
+    pub(crate) fn may_be_agents(&self, request_headers: &HeaderMap, query: Option<&str>) -> bool {
+        // A head read two ways is routed too, to be refused on a policy's route.
+        self.every_request
+            || match credentials::in_head(request_headers, query) {
+                Ok(found) => found.may_carry(),
+                Err(_) => true,
+            }
+    }
+
+    /// Step 2's first half for a request without a `Poppy-Session`, its one `token` found:
+    /// an agent's, one if the token's client is listed, or none.
+    pub(crate) fn unsigned(&self, token: Option<&Token>) -> Unsigned {
+        if self.every_request {
+            Unsigned::Agent
+        } else if token.is_some() {
             Unsigned::IfListed
         } else {
             Unsigned::NotAnAgent
@@ -302,6 +304,16 @@ impl Action {
     pub(crate) fn policy(&self) -> &Arc<Policy> {
         match self {
             Action::Http { policy, .. } | Action::Tool { policy, .. } => policy,
+        }
+    }
+
+    /// The raw query of the request's target, without `?`.
+    pub(crate) fn query(&self) -> Option<&str> {
+        match self {
+            Action::Http { target, .. } => target.query.as_deref(),
+            Action::Tool { path_and_query, .. } => {
+                path_and_query.split_once('?').map(|(_, query)| query)
+            }
         }
     }
 }
@@ -447,32 +459,43 @@ mod tests {
         map
     }
 
-    /// With `clients`, only a bearer token can name a listed client: anything else is the
-    /// Company's; two `Authorization` values are taken as an agent's (and refused by its
-    /// rules), never let through.
+    /// With `clients`, only a token can name a listed client: a request with none anywhere
+    /// is the Company's and passes unread; one with a token, a form body that may hold one,
+    /// or a head read two ways is routed (and read, or refused, on a policy's route).
     #[test]
     fn which_requests_without_a_session_are_agents() {
         let clients = Agents {
             clients: vec!["agent".into()],
             every_request: false,
         };
-        assert_eq!(clients.unsigned(&headers(&[])), Unsigned::NotAnAgent);
-        assert_eq!(
-            clients.unsigned(&headers(&[("authorization", "Basic dTpw")])),
-            Unsigned::NotAnAgent
-        );
-        for token in ["Bearer t", "bearer  t", "DPoP t", "Bearer\tt", "Bearer"] {
-            assert_eq!(
-                clients.unsigned(&headers(&[("authorization", token)])),
-                Unsigned::IfListed,
-                "{token:?}"
-            );
+        assert!(!clients.may_be_agents(&headers(&[]), None));
+        assert!(!clients.may_be_agents(&headers(&[("authorization", "Basic dTpw")]), None));
+        assert!(!clients.may_be_agents(
+            &headers(&[("content-type", "application/json")]),
+            Some("a=1")
+        ));
+        for head in [
+            headers(&[("authorization", "Bearer t")]),
+            headers(&[("authorization", "Bearer\tt")]),
+            headers(&[
+                ("authorization", "Basic dTpw"),
+                ("authorization", "Bearer t"),
+            ]),
+            headers(&[("content-type", "application/x-www-form-urlencoded")]),
+        ] {
+            assert!(clients.may_be_agents(&head, None), "{head:?}");
         }
+        assert!(clients.may_be_agents(&headers(&[]), Some("access_token=t")));
+        let token = credentials::in_head(&headers(&[("authorization", "Bearer t")]), None)
+            .unwrap()
+            .token()
+            .cloned();
+        assert_eq!(clients.unsigned(token.as_ref()), Unsigned::IfListed);
+        assert_eq!(clients.unsigned(None), Unsigned::NotAnAgent);
         let two = headers(&[
             ("authorization", "Basic dTpw"),
             ("authorization", "Bearer t"),
         ]);
-        assert_eq!(clients.unsigned(&two), Unsigned::Agent);
         assert!(matches!(Agents::check(&two), Err(Refused::Request(_))));
         assert!(clients.lists(Some("agent")));
         assert!(!clients.lists(Some("company-web")));
@@ -481,6 +504,7 @@ mod tests {
             clients: Vec::new(),
             every_request: true,
         };
-        assert_eq!(every.unsigned(&headers(&[])), Unsigned::Agent);
+        assert!(every.may_be_agents(&headers(&[]), None));
+        assert_eq!(every.unsigned(None), Unsigned::Agent);
     }
 }

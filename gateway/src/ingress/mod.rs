@@ -15,6 +15,7 @@
 //!
 //! - [`admit`]: the front door (route, extension, body size, approval, reading, forward);
 //! - `forward`: what is sent upstream once approved, built from the request's own bytes;
+//! - `credentials`: where a request without a Session carries an access token, read once;
 //! - [`target`]: the request target and path spelling (every Personal Agent request);
 //! - [`headers`]: method overrides, URL rewrites, ambiguous header names, upgrades, encodings;
 //! - [`route`]: which policy a path is, including spellings a framework maps onto it;
@@ -23,6 +24,7 @@
 //! - [`reading`]: all of it for one policy route, giving the canonical reading the flow uses.
 
 pub(crate) mod admit;
+pub(crate) mod credentials;
 pub mod fields;
 pub(crate) mod form;
 mod forward;

@@ -14,9 +14,13 @@ use super::reply::Reply;
 use super::runner::{self, Arrival, Ran};
 use super::step::Step;
 use crate::identity::RequestTarget;
-use crate::ingress::Target;
 use crate::ingress::admit::{Action, ApprovalSource};
+use crate::ingress::{Refusal, Target};
 use crate::policy::{Captures, Policy};
+
+/// What pingora's retry buffer keeps of a body read before the proxy path sends it
+/// (`BODY_BUF_LIMIT`, 64 KiB).
+const FORWARDED_AFTER_READING: usize = 64 * 1024;
 
 /// A request to a policy route: admitted, decided, answered.
 pub(crate) async fn handle(
@@ -45,6 +49,14 @@ pub(crate) async fn handle(
         },
         approval: ApprovalSource::Header,
     };
+    // Without a Session under `[approval_page.agents]`, the body may be read to find the
+    // token (a form, `ingress::credentials`) and the request still be the Company's own: then
+    // pingora's proxy path sends the bytes read, kept in its retry buffer, before the rest.
+    let may_read_for_a_token = ops.executor.agents().is_some()
+        && !session.req_header().headers.contains_key("poppy-session");
+    if may_read_for_a_token {
+        session.enable_retry_buffering();
+    }
     let body = read_body(session, &ops.body_limits, &ops.metrics);
     match runner::run(&ops.session_claims, &ops.executor, arrival, body, proxy).await {
         Ran::Operated(Operated::Decided(executed)) => {
@@ -68,7 +80,16 @@ pub(crate) async fn handle(
             Step::refused(&policy.name, outcome, Reply::refused(&refused))
         }
         // The Company's own client (`[approval_page.agents]`): proxied as it came, its body
-        // unread.
+        // unread, or read and sent as received; a body larger than the retry buffer can't be.
+        Ran::NotAnAgent if session.retry_buffer_truncated() => {
+            Step::Respond(Reply::refusal(&Refusal::new(
+                413,
+                "body_too_large",
+                format!(
+                    "a form body on a route that needs approval is read for an `access_token`, and only {FORWARDED_AFTER_READING} bytes of one read can be forwarded: send the token in `Authorization`, or a smaller form; nothing was forwarded"
+                ),
+            )))
+        }
         Ran::NotAnAgent => Step::Continue,
     }
 }

@@ -21,6 +21,7 @@ use super::page_offer::PageLink;
 use crate::identity::{Approver, ApproverError, ByToken, RequestTarget, SessionClaims};
 use crate::ingress::Refusal;
 use crate::ingress::admit::{self, Action, Agents, ApprovalSource, Refused, Unsigned, Via};
+use crate::ingress::credentials::{self, Token};
 use crate::metrics::Outcome;
 use crate::operation::Decision;
 use crate::policy::Policy;
@@ -184,29 +185,13 @@ async fn admit_steps(
     body: impl Future<Output = Result<Bytes, Refusal>>,
 ) -> Result<Admission, Refused> {
     let policy = arrival.action.policy();
-    let (via, approver) = match door.agents {
+    let (via, approver, body) = match door.agents {
         // An agent's request without a Session: as a Personal Agent's without the extension,
-        // its approver from the bearer token alone.
+        // its approver from its token alone.
         Some(agents) if !arrival.headers.contains_key("poppy-session") => {
-            let authorization = arrival.headers.get(http::header::AUTHORIZATION);
-            match agents.unsigned(&arrival.headers) {
-                Unsigned::NotAnAgent => return Ok(Admission::NotAnAgent),
-                Unsigned::Agent => {
-                    Agents::check(&arrival.headers)?;
-                    let via = admit::page_only(policy, door.page_offered)?;
-                    (via, token_approver(claims, authorization).await?.approver)
-                }
-                // Which client it is decides whether it is an agent's at all: the token
-                // first (the Company's own clients pass through whatever the policy says).
-                Unsigned::IfListed => {
-                    let by_token = token_approver(claims, authorization).await?;
-                    if !agents.lists(by_token.client.as_deref()) {
-                        return Ok(Admission::NotAnAgent);
-                    }
-                    Agents::check(&arrival.headers)?;
-                    let via = admit::page_only(policy, door.page_offered)?;
-                    (via, by_token.approver)
-                }
+            match without_session(claims, door, agents, &arrival, body).await? {
+                Some(admitted) => admitted,
+                None => return Ok(Admission::NotAnAgent),
             }
         }
         _ => {
@@ -214,10 +199,9 @@ async fn admit_steps(
             let approver = approver(claims, &arrival.headers, &arrival.signed_for)
                 .await
                 .map_err(Refused::Approver)?;
-            (via, approver)
+            (via, approver, body.await?)
         }
     };
-    let body = body.await?;
     admit::admit(
         arrival.action,
         arrival.headers,
@@ -229,12 +213,66 @@ async fn admit_steps(
     .map(Admission::Admitted)
 }
 
-/// Step 3 for an agent's request without a Session: who may approve, from its token.
+/// Steps 2 to 4 for a request without a `Poppy-Session` under `[approval_page.agents]`: its
+/// one token, wherever a resource server reads one (`ingress::credentials`), decides whether
+/// it is an agent's (`None`: not, it passes through). The body is read first only when only
+/// it can tell (a form, no token in the head); then the HTTP API forwards the Company's own
+/// request with exactly those bytes (`http_api.rs`).
+async fn without_session(
+    claims: &SessionClaims,
+    door: &Door<'_>,
+    agents: &Agents,
+    arrival: &Arrival<'_>,
+    body: impl Future<Output = Result<Bytes, Refusal>>,
+) -> Result<Option<(Via, Approver, Bytes)>, Refused> {
+    let policy = arrival.action.policy();
+    let found = credentials::in_head(&arrival.headers, arrival.action.query())?;
+    let mut body = std::pin::pin!(body);
+    let (token, read) = if found.needs_body() {
+        let read = body.as_mut().await?;
+        (found.clone().with_body(&read)?, Some(read))
+    } else {
+        (found.token().cloned(), None)
+    };
+    let authorization = token.as_ref().map(Token::authorization);
+    let (via, approver) = match agents.unsigned(token.as_ref()) {
+        Unsigned::NotAnAgent => return Ok(None),
+        Unsigned::Agent => {
+            Agents::check(&arrival.headers)?;
+            let via = admit::page_only(policy, door.page_offered)?;
+            (via, token_approver(claims, authorization).await?.approver)
+        }
+        // Which client it is decides whether it is an agent's at all: the token first (the
+        // Company's own clients pass through whatever the policy says).
+        Unsigned::IfListed => {
+            let by_token = token_approver(claims, authorization).await?;
+            if !agents.lists(by_token.client.as_deref()) {
+                return Ok(None);
+            }
+            Agents::check(&arrival.headers)?;
+            let via = admit::page_only(policy, door.page_offered)?;
+            (via, by_token.approver)
+        }
+    };
+    let body = match read {
+        Some(read) => read,
+        None => {
+            let read = body.as_mut().await?;
+            // An agent's body, read whole anyway: a token there besides the head's is refused.
+            found.with_body(&read)?;
+            read
+        }
+    };
+    Ok(Some((via, approver, body)))
+}
+
+/// Step 3 for an agent's request without a Session: who may approve, from its token (an
+/// `Authorization` value).
 async fn token_approver(
     claims: &SessionClaims,
-    authorization: Option<&http::HeaderValue>,
+    authorization: Option<&[u8]>,
 ) -> Result<ByToken, Refused> {
-    Approver::for_token(authorization.map(|v| v.as_bytes()), claims)
+    Approver::for_token(authorization, claims)
         .await
         .map_err(Refused::Approver)
 }

@@ -19,7 +19,7 @@ use super::reply::Reply;
 use super::routes::{RouteRuntime, Routes};
 use super::step::Step;
 use super::well_known;
-use crate::ingress::admit::{self, Sender, Unsigned};
+use crate::ingress::admit::{self, Sender};
 use crate::ingress::{self, Refusal, RouteMatch};
 use crate::metrics::Metrics;
 use crate::protocol::ErrorBody;
@@ -400,7 +400,7 @@ impl GatewayProxy {
             Sender::PersonalAgent
         } else {
             match operations.executor.agents() {
-                Some(agents) if agents.unsigned(&header.headers) != Unsigned::NotAnAgent => {
+                Some(agents) if agents.may_be_agents(&header.headers, header.uri.query()) => {
                     Sender::WithoutSession
                 }
                 _ => {
