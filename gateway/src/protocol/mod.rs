@@ -2,6 +2,7 @@
 //! JSON bodies the gateway answers with. No I/O, no pingora, no Redis.
 
 pub mod approval;
+pub(crate) mod approved;
 mod body;
 mod extensions;
 mod operation_id;
