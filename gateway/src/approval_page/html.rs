@@ -225,18 +225,23 @@ mod tests {
         }
     }
 
+    /// The page of `link` to someone not signed in.
+    fn signed_out_page(company: &str, link: &Link, now: i64) -> String {
+        operation_page(&View {
+            company,
+            link,
+            now,
+            standing: Standing::SignIn { return_to: "/x" },
+        })
+    }
+
     #[test]
     fn the_page_escapes_the_company_the_terms_and_the_summary() {
         let mut terms = Map::new();
         terms.insert("<b>name".into(), Value::String("<script>x</script>".into()));
         terms.insert("count".into(), serde_json::json!({"a": [1, "\u{202E}"]}));
         let link = link("[x](https://e.example) **ok**", terms);
-        let html = operation_page(&View {
-            company: "Shop <i>&</i>",
-            link: &link,
-            now: 1_800_000_000,
-            standing: Standing::SignIn { return_to: "/x" },
-        });
+        let html = signed_out_page("Shop <i>&</i>", &link, 1_800_000_000);
         assert!(html.contains("Shop &lt;i&gt;&amp;&lt;/i&gt;"), "{html}");
         assert!(html.contains("<dt>&lt;b&gt;name</dt><dd>&lt;script&gt;x&lt;/script&gt;</dd>"));
         assert!(
@@ -258,12 +263,7 @@ mod tests {
         terms.insert("b".into(), Value::String("s1\u{200B}z".into()));
         terms.insert("c".into(), Value::String("s1\u{202E}gpj.exe\nx".into()));
         let link = link("x", terms);
-        let html = operation_page(&View {
-            company: "Shop",
-            link: &link,
-            now: 1_800_000_000,
-            standing: Standing::SignIn { return_to: "/x" },
-        });
+        let html = signed_out_page("Shop", &link, 1_800_000_000);
         assert!(html.contains("<dt>a</dt><dd>s1z</dd>"), "{html}");
         assert!(
             html.contains("<dt>b</dt><dd>s1&lt;U+200B ZERO WIDTH SPACE&gt;z</dd>"),
@@ -280,12 +280,7 @@ mod tests {
     #[test]
     fn an_expired_revision_says_so() {
         let link = link("x", Map::new());
-        let html = operation_page(&View {
-            company: "Shop",
-            link: &link,
-            now: 1_900_000_000,
-            standing: Standing::SignIn { return_to: "/x" },
-        });
+        let html = signed_out_page("Shop", &link, 1_900_000_000);
         assert!(html.contains("This request expired"));
     }
 }
