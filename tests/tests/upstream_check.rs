@@ -9,11 +9,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use poppy_e2e::openssl::ed25519_key;
 use poppy_e2e::redis::RedisServer;
 use poppy_e2e::{GatewayBuilder, Request, Session, Store, store_tests, thirdparty};
 use serde_json::{Value, json};
@@ -110,36 +111,6 @@ impl Drop for Shop {
     }
 }
 
-/// An operator's Ed25519 key, made as docs/upstream-check.md says: (private PEM, public PEM).
-fn openssl_key(dir: &Path) -> (PathBuf, PathBuf) {
-    let private = dir.join("approval-header.pem");
-    let public = dir.join("approval-header.pub.pem");
-    for args in [
-        vec![
-            "genpkey",
-            "-algorithm",
-            "ed25519",
-            "-out",
-            private.to_str().unwrap(),
-        ],
-        vec![
-            "pkey",
-            "-in",
-            private.to_str().unwrap(),
-            "-pubout",
-            "-out",
-            public.to_str().unwrap(),
-        ],
-    ] {
-        let status = Command::new("openssl")
-            .args(&args)
-            .status()
-            .expect("openssl");
-        assert!(status.success(), "openssl {args:?}");
-    }
-    (private, public)
-}
-
 struct World {
     shop: Shop,
     gateway: poppy_e2e::Gateway,
@@ -149,7 +120,7 @@ struct World {
 
 fn start(store: Store, header_on: bool) -> World {
     let keys = tempfile::tempdir().unwrap();
-    let (private, public) = openssl_key(keys.path());
+    let (private, public) = ed25519_key(keys.path(), "approval-header");
     let shop = Shop::start(&public);
     let redis = (store == Store::Redis).then(RedisServer::start);
     let mut builder = GatewayBuilder::new(&shop.url()).policy("shop.toml", POLICY);
