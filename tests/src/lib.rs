@@ -24,6 +24,7 @@ pub mod mcp_client;
 pub mod mcp_server;
 pub mod mcp_stack;
 pub mod metrics;
+pub mod openssl;
 pub mod otlp;
 pub mod page;
 pub mod policies;

@@ -6,11 +6,11 @@
 //! replica writes its own chain.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
 use poppy_e2e::binaries;
+use poppy_e2e::openssl::ed25519_key;
 use poppy_e2e::run::run_binary;
 use poppy_e2e::{Gateway, GatewayBuilder, Request, Session, Stack, Store, TEST_KEYS, store_tests};
 use serde_json::{Value, json};
@@ -43,36 +43,6 @@ fn audit_with(file: &Path, keys: &[&Path]) -> poppy_e2e::Run {
         &[],
         Duration::from_secs(30),
     )
-}
-
-/// An operator's receipts key, made as docs/operations.md says: (private PEM, public PEM).
-fn openssl_key(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-    let private = dir.join(format!("{name}.pem"));
-    let public = dir.join(format!("{name}.pub.pem"));
-    for args in [
-        vec![
-            "genpkey",
-            "-algorithm",
-            "ed25519",
-            "-out",
-            private.to_str().unwrap(),
-        ],
-        vec![
-            "pkey",
-            "-in",
-            private.to_str().unwrap(),
-            "-pubout",
-            "-out",
-            public.to_str().unwrap(),
-        ],
-    ] {
-        let status = Command::new("openssl")
-            .args(&args)
-            .status()
-            .expect("run openssl");
-        assert!(status.success(), "openssl {args:?}");
-    }
-    (private, public)
 }
 
 fn signed_table(file: &Path, key: &Path, replica: Option<&str>) -> String {
@@ -316,7 +286,7 @@ async fn operator_resolutions_write_receipts(store: Store) {
 async fn a_signed_chain_catches_a_relinked_forgery(store: Store) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("receipts.jsonl");
-    let (key, public) = openssl_key(dir.path(), "receipts");
+    let (key, public) = ed25519_key(dir.path(), "receipts");
     let stack = Stack::start_with(store, |b| {
         b.extra_config(&signed_table(&file, &key, None))
             .env("POPPY_GATEWAY_ADMIN_TOKEN", TOKEN)
@@ -401,7 +371,7 @@ async fn a_signed_chain_catches_a_relinked_forgery(store: Store) {
 
     // Another key: named by kid, refused. A private key given as the public one: refused.
     write_lines(&file, &original);
-    let (_, other) = openssl_key(dir.path(), "other");
+    let (_, other) = ed25519_key(dir.path(), "other");
     let run = audit_with(&file, &[&other]);
     run.assert_code(1, "another key");
     assert!(
@@ -424,7 +394,7 @@ async fn a_signed_chain_catches_a_relinked_forgery(store: Store) {
 async fn a_torn_last_line_is_sealed_on_restart(store: Store) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("receipts.jsonl");
-    let (key, public) = openssl_key(dir.path(), "receipts");
+    let (key, public) = ed25519_key(dir.path(), "receipts");
     let mut stack = Stack::start_with(store, |b| b.extra_config(&signed_table(&file, &key, None)));
     let session = Session::signed_in("ses_torn", "acct_1");
     perform(&stack.gateway, &session, "o1").await;
@@ -495,7 +465,7 @@ async fn a_torn_last_line_is_sealed_on_restart(store: Store) {
 async fn replicas_write_their_own_chains(store: Store) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("receipts.jsonl");
-    let (key, public) = openssl_key(dir.path(), "receipts");
+    let (key, public) = ed25519_key(dir.path(), "receipts");
     let stack = Stack::start_with(store, |b| {
         b.extra_config(&signed_table(&file, &key, Some("gw-a")))
             .env("POPPY_GATEWAY_ADMIN_TOKEN", TOKEN)

@@ -4,8 +4,9 @@
 //! this agent strips; it MUST NOT make links, images or HTML, so nothing is rendered and
 //! nothing is made clickable: control characters (ESC starts terminal escape sequences,
 //! OSC 8 makes hyperlinks) and bidi/invisible characters (they reorder or hide what the User
-//! reads) are removed, and what a terminal would linkify on its own (`scheme://`, `www.`,
-//! `user@host`) is defanged: `http[:]//evil`, `www[.]evil`, `a[@]b`.
+//! reads) are shown by code point, `<U+202E>`, never passed to the terminal nor dropped (then
+//! `s1z` and `s1<U+200B>z` would read the same), and what a terminal would linkify on its own
+//! (`scheme://`, `www.`, `user@host`) is defanged: `http[:]//evil`, `www[.]evil`, `a[@]b`.
 
 /// Characters that change how text reads without being seen: bidi controls, zero-width
 /// characters, the BOM.
@@ -15,13 +16,27 @@ fn is_invisible(c: char) -> bool {
         | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
-/// Remove control characters (keeping line breaks) and invisible characters.
+/// Show control characters (but line breaks) and invisible characters by code point.
 pub fn clean(text: &str) -> String {
-    text.replace("\r\n", "\n")
+    let text = text.replace("\r\n", "\n");
+    let spaced: String = text
         .chars()
         .map(|c| if c == '\t' || c == '\r' { ' ' } else { c })
-        .filter(|&c| (c == '\n' || !c.is_control()) && !is_invisible(c))
-        .collect()
+        .collect();
+    named(&spaced, |c| c == '\n')
+}
+
+/// `text` with every control and invisible character but those `keep` allows as `<U+XXXX>`.
+fn named(text: &str, keep: impl Fn(char) -> bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if !keep(c) && (c.is_control() || is_invisible(c)) {
+            out.push_str(&format!("<U+{:04X}>", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Break what terminals turn into links by themselves.
@@ -93,9 +108,10 @@ pub fn summary(text: &str) -> String {
     defang(&markdown_to_plain(&clean(text)))
 }
 
-/// A plain value (the Company's name, a term) for the terminal.
+/// A plain value (the Company's name, a term) for the terminal: one line, every hidden
+/// character named.
 pub fn value(text: &str) -> String {
-    defang(&clean(text))
+    defang(&named(text, |_| false))
 }
 
 /// A JSON value as plain text: strings as they are, anything else as compact JSON.
@@ -124,12 +140,17 @@ mod tests {
     }
 
     #[test]
-    fn escape_sequences_and_invisible_characters_are_removed() {
+    fn escape_sequences_and_invisible_characters_are_named() {
         let osc8 = "\u{1b}]8;;http://evil\u{1b}\\click\u{1b}]8;;\u{1b}\\";
         let shown = summary(osc8);
         assert!(!shown.contains('\u{1b}'), "{shown:?}");
-        assert_eq!(value("safe\u{202E}txt.exe\u{7}"), "safetxt.exe");
-        assert_eq!(clean("a\r\nb\tc\u{9b}d"), "a\nb cd");
+        assert_eq!(
+            value("safe\u{202E}txt.exe\u{7}"),
+            "safe<U+202E>txt.exe<U+0007>"
+        );
+        assert_ne!(value("s1z"), value("s1\u{200B}z"));
+        assert_eq!(value("a\nb"), "a<U+000A>b");
+        assert_eq!(clean("a\r\nb\tc\u{9b}d"), "a\nb c<U+009B>d");
     }
 
     #[test]

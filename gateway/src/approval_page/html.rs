@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::markdown::{escape, render};
 use crate::operation::page::PageVerdict;
 use crate::operation::rfc3339_ms;
-use crate::policy::canonical_json;
+use crate::policy::{canonical_json, shown};
 use crate::protocol::page_link::Link;
 
 /// The page's stylesheet: readable on a phone, visible focus, contrast above WCAG AA.
@@ -94,14 +94,15 @@ pub(crate) fn operation_page(view: &View<'_>) -> String {
     body.push_str("</div>\n</section>\n");
     body.push_str("<section aria-labelledby=\"terms\"><h2 id=\"terms\">Exact terms</h2>\n<dl>\n");
     for (name, value) in &details.terms {
-        let shown = match value {
+        let text = match value {
             Value::String(text) => text.clone(),
             other => canonical_json(other),
         };
+        // Every hidden character by name, line breaks too: a term is one value, not Markdown.
         body.push_str(&format!(
             "<dt>{}</dt><dd>{}</dd>\n",
-            escape(name),
-            escape(&shown)
+            escape(&shown(name)),
+            escape(&shown(&text))
         ));
     }
     body.push_str("</dl>\n</section>\n");
@@ -224,36 +225,62 @@ mod tests {
         }
     }
 
+    /// The page of `link` to someone not signed in.
+    fn signed_out_page(company: &str, link: &Link, now: i64) -> String {
+        operation_page(&View {
+            company,
+            link,
+            now,
+            standing: Standing::SignIn { return_to: "/x" },
+        })
+    }
+
     #[test]
     fn the_page_escapes_the_company_the_terms_and_the_summary() {
         let mut terms = Map::new();
         terms.insert("<b>name".into(), Value::String("<script>x</script>".into()));
         terms.insert("count".into(), serde_json::json!({"a": [1, "\u{202E}"]}));
         let link = link("[x](https://e.example) **ok**", terms);
-        let html = operation_page(&View {
-            company: "Shop <i>&</i>",
-            link: &link,
-            now: 1_800_000_000,
-            standing: Standing::SignIn { return_to: "/x" },
-        });
+        let html = signed_out_page("Shop <i>&</i>", &link, 1_800_000_000);
         assert!(html.contains("Shop &lt;i&gt;&amp;&lt;/i&gt;"), "{html}");
         assert!(html.contains("<dt>&lt;b&gt;name</dt><dd>&lt;script&gt;x&lt;/script&gt;</dd>"));
-        assert!(html.contains("&lt;U+202E&gt;"));
+        assert!(
+            html.contains("&lt;U+202E RIGHT-TO-LEFT OVERRIDE&gt;"),
+            "{html}"
+        );
         assert!(html.contains("[x](https://e.example) <strong>ok</strong>"));
         assert!(!html.contains("<script") && !html.contains("href=\"https"));
         assert!(html.contains("2030-03-17T17:46:40"), "{html}");
         assert!(!html.contains("expired"));
     }
 
+    /// A term is one value: every hidden character by name, a line break too, and two terms
+    /// that differ only by an invisible character read differently.
+    #[test]
+    fn the_terms_show_hidden_characters_by_name() {
+        let mut terms = Map::new();
+        terms.insert("a".into(), Value::String("s1z".into()));
+        terms.insert("b".into(), Value::String("s1\u{200B}z".into()));
+        terms.insert("c".into(), Value::String("s1\u{202E}gpj.exe\nx".into()));
+        let link = link("x", terms);
+        let html = signed_out_page("Shop", &link, 1_800_000_000);
+        assert!(html.contains("<dt>a</dt><dd>s1z</dd>"), "{html}");
+        assert!(
+            html.contains("<dt>b</dt><dd>s1&lt;U+200B ZERO WIDTH SPACE&gt;z</dd>"),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "<dt>c</dt><dd>s1&lt;U+202E RIGHT-TO-LEFT OVERRIDE&gt;gpj.exe&lt;U+000A&gt;x</dd>"
+            ),
+            "{html}"
+        );
+    }
+
     #[test]
     fn an_expired_revision_says_so() {
         let link = link("x", Map::new());
-        let html = operation_page(&View {
-            company: "Shop",
-            link: &link,
-            now: 1_900_000_000,
-            standing: Standing::SignIn { return_to: "/x" },
-        });
+        let html = signed_out_page("Shop", &link, 1_900_000_000);
         assert!(html.contains("This request expired"));
     }
 }

@@ -1,12 +1,14 @@
 //! The summary as HTML: exactly the CommonMark subset the extension allows (spec 3,
 //! "Formatting": paragraphs, emphasis, strong emphasis, lists). Everything else the parser
 //! finds (links, autolinks, images, raw HTML, code, headings, quotes, rules) is shown as the
-//! text the summary had there, escaped; bidi and control characters are shown by name
-//! (`<U+202E>`) so they can't reorder what the User reads.
+//! text the summary had there, escaped; bidi, invisible and control characters are shown by
+//! name (`<U+202E RIGHT-TO-LEFT OVERRIDE>`) so they can't reorder or hide what the User reads.
 
 use std::ops::Range;
 
 use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+
+use crate::policy;
 
 /// Render `summary` as HTML for the page.
 pub(crate) fn render(summary: &str) -> String {
@@ -118,13 +120,10 @@ fn clamp(range: Range<usize>, len: usize) -> Range<usize> {
     range.start.min(len)..range.end.min(len)
 }
 
-/// Characters that are shown by name: controls other than line breaks and tabs, bidi
-/// overrides, embeddings, isolates and marks, and invisible joiners.
+/// Hidden characters are shown by name (`policy::shown`'s rule), but for the summary's own
+/// line breaks and tabs, which are its Markdown structure.
 fn shown_by_name(c: char) -> bool {
-    (c.is_control() && c != '\n' && c != '\t')
-        || matches!(c,
-            '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
-            | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+    c != '\n' && c != '\t' && policy::is_hidden(c)
 }
 
 /// HTML-escape `text` into `out` (text and attribute values alike).
@@ -136,7 +135,11 @@ pub(crate) fn escape_into(out: &mut String, text: &str) {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if shown_by_name(c) => out.push_str(&format!("&lt;U+{:04X}&gt;", u32::from(c))),
+            c if shown_by_name(c) => {
+                let mut name = String::new();
+                policy::push_name(&mut name, c);
+                escape_into(out, &name);
+            }
             c => out.push(c),
         }
     }
@@ -223,7 +226,7 @@ mod tests {
             ("[ref]\n\n[ref]: https://evil.example", "[ref]"),
             (
                 "pay \u{202E}001\u{202C} EUR",
-                "pay &lt;U+202E&gt;001&lt;U+202C&gt; EUR",
+                "pay &lt;U+202E RIGHT-TO-LEFT OVERRIDE&gt;001&lt;U+202C POP DIRECTIONAL FORMATTING&gt; EUR",
             ),
             (
                 "**[bold link](javascript:alert(1))**",

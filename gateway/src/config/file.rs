@@ -78,6 +78,8 @@ pub(crate) struct UpstreamFile {
     pub ca_file: Option<Spanned<String>>,
     pub tls_verify: Option<bool>,
     pub operation_id_header: Option<Spanned<String>>,
+    /// `[upstream.approval_header]`: what was approved, signed (see `approval_header.rs`).
+    pub approval_header: Option<super::approval_header::ApprovalHeaderFile>,
 }
 
 impl UpstreamFile {

@@ -4,6 +4,7 @@
 //! returning every problem with its file, line and column.
 
 mod action;
+mod approval_header;
 mod approval_page;
 mod compile;
 mod conversations;

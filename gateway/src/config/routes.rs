@@ -372,6 +372,10 @@ fn compile_upstream(
     let timeout = duration(&file.timeout, Duration::from_secs(30), "timeout");
     let passthrough =
         edge::compile_passthrough(file.passthrough_keys(), table, loading.folder, at, errors);
+    let approval_header = file
+        .approval_header
+        .as_ref()
+        .and_then(|h| super::approval_header::compile(h, table, loading.folder, at, errors));
     let (tls, host, port) = match parse_upstream_url(file.url.get_ref()) {
         Ok(parsed) => parsed,
         Err(e) => {
@@ -402,6 +406,7 @@ fn compile_upstream(
         release_statuses,
         release_503_with_retry_after: file.release_503_with_retry_after.unwrap_or(true),
         passthrough,
+        approval_header,
     }
 }
 
@@ -420,6 +425,8 @@ pub struct Upstream {
     pub release_503_with_retry_after: bool,
     /// Passthrough timeouts, `Host`, and TLS to the upstream.
     pub passthrough: Passthrough,
+    /// `[upstream.approval_header]`: approved forwards carry what was approved, signed.
+    pub(crate) approval_header: Option<std::sync::Arc<crate::protocol::approved::ApprovalSigner>>,
 }
 
 impl Upstream {

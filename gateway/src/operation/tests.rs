@@ -835,6 +835,7 @@ fn upstream() -> Upstream {
         release_statuses: vec![401, 429],
         release_503_with_retry_after: true,
         passthrough: crate::config::Passthrough::default(),
+        approval_header: None,
     }
 }
 

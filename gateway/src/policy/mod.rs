@@ -13,6 +13,7 @@ mod placeholders;
 mod route;
 mod summary;
 mod terms;
+mod visible;
 
 pub use compute::{EvalError, Expression, SyntaxError as ExpressionError};
 pub(crate) use fingerprint::request_fingerprint;
@@ -36,6 +37,7 @@ pub(crate) use terms::{
     RequestParts, canonical_json, extract, extract_from_request, is_valid_json_path,
 };
 pub use terms::{TermSource, Terms};
+pub(crate) use visible::{is_hidden, push_name, shown};
 
 use std::collections::HashMap;
 use std::sync::Arc;

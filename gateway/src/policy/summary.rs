@@ -2,12 +2,14 @@
 //!
 //! The template is the policy author's Markdown; values come from the request and are escaped
 //! so that request data can never make a link, image, HTML or new Markdown structure (spec 3,
-//! "Formatting"), and control and bidi characters are removed so the text reads as it is.
+//! "Formatting"), and control, bidi and invisible characters are shown by name
+//! (`super::visible`) so the text reads as it is.
 
 use serde_json::Value;
 
 use super::placeholders::{Piece, Syntax, tokenize};
 use super::terms::{Terms, canonical_json};
+use super::visible;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SummaryError {
@@ -189,16 +191,6 @@ fn display_text(text: &str) -> String {
     }
 }
 
-/// Characters that never belong in a summary value: controls (line breaks would start new
-/// Markdown blocks), bidi overrides and isolates (they reorder what the User reads), and
-/// invisible joiners.
-fn is_removed(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
-            | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
-}
-
 /// Escape a value so CommonMark (and GitHub-flavoured autolinks) read it as plain text.
 pub fn escape_value(raw: &str) -> String {
     if needs_no_escape(raw) {
@@ -208,7 +200,7 @@ pub fn escape_value(raw: &str) -> String {
 }
 
 /// Most values (IDs, SKUs) are letters, digits, inner hyphens and intraword underscores,
-/// none of which [`escape_each_char`] escapes or removes: they skip its per-character walk.
+/// none of which [`escape_each_char`] escapes or names: they skip its per-character walk.
 fn needs_no_escape(raw: &str) -> bool {
     let bytes = raw.as_bytes();
     let alnum = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_alphanumeric);
@@ -220,19 +212,11 @@ fn needs_no_escape(raw: &str) -> bool {
 }
 
 fn escape_each_char(raw: &str) -> String {
-    let cleaned: String = raw
-        .chars()
-        .map(|c| {
-            if c == '\n' || c == '\r' || c == '\t' {
-                ' '
-            } else {
-                c
-            }
-        })
-        .filter(|c| !is_removed(*c))
-        .collect();
-    let chars: Vec<char> = cleaned.chars().collect();
-    let mut out = String::with_capacity(cleaned.len() + 8);
+    // Hidden characters become their names first (`<U+202E …>`), whose `<` and `>` are then
+    // escaped like any other; a line break, named, can't start a new Markdown block.
+    let shown = visible::shown(raw);
+    let chars: Vec<char> = shown.chars().collect();
+    let mut out = String::with_capacity(shown.len() + 8);
     for (i, &c) in chars.iter().enumerate() {
         let prev = i.checked_sub(1).map(|j| chars[j]);
         let next = chars.get(i + 1).copied();
@@ -385,10 +369,13 @@ mod tests {
             ("- item", r"\- item"),
             ("1. item", r"1\. item"),
             ("70.00", "70.00"),
-            ("a\nb\r\nc", "a b  c"),
-            ("safe\u{202E}txt.exe", "safetxt.exe"),
-            ("zero\u{200B}width", "zerowidth"),
-            ("bell\u{7}", "bell"),
+            ("a\nb\r\nc", r"a\<U+000A\>b\<U+000D\>\<U+000A\>c"),
+            (
+                "safe\u{202E}txt.exe",
+                r"safe\<U+202E RIGHT-TO-LEFT OVERRIDE\>txt.exe",
+            ),
+            ("zero\u{200B}width", r"zero\<U+200B ZERO WIDTH SPACE\>width"),
+            ("bell\u{7}", r"bell\<U+0007\>"),
         ] {
             assert_eq!(escape_value(raw), expected, "{raw:?}");
         }
@@ -404,7 +391,7 @@ mod tests {
                 if matches!(c, '[' | '<' | '!' | '`') {
                     prop_assert!(i > 0 && chars[i - 1] == '\\', "unescaped {c:?} in {out:?}");
                 }
-                prop_assert!(!is_removed(*c), "removed character {:?} survived", c);
+                prop_assert!(!visible::is_hidden(*c), "hidden character {:?} survived", c);
             }
         }
     }

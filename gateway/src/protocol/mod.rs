@@ -3,6 +3,7 @@
 
 pub mod approval;
 pub(crate) mod authorization;
+pub(crate) mod approved;
 mod body;
 mod extensions;
 pub(crate) mod json;

@@ -26,6 +26,7 @@ use crate::operation::{
     Start, Verdict,
 };
 use crate::policy::{LivePolicies, Policy, Terms};
+use crate::protocol::approved::ApprovedForward;
 use crate::protocol::{ApprovalHeader, Keys, OperationId, SigningKey};
 use crate::receipts::{Receipt, ReceiptSink, answer_digest, rfc3339_ms};
 use crate::store::{
@@ -781,10 +782,19 @@ impl Executor {
             .approval_delay(name, approved.expires_at, policy.expires_in);
         let via = if page.is_some() { "page" } else { "agent" };
         tracing::info!(policy = name, operation_id = %id, outcome = "claimed", approved_via = via, "approved; forwarding once");
-        // With its operation ID in the configured header, for the upstream's logs.
+        // With its operation ID in the configured header, for the upstream's logs, and (with
+        // `[upstream.approval_header]`) what was approved, signed, for an upstream that checks.
+        let terms = approved_terms(prepared);
+        let approved_forward = ApprovedForward {
+            operation_id: id.as_str(),
+            revision: &approved.revision,
+            policy: name,
+            terms: &terms,
+            now_ms: self.now(),
+        };
         let sent = self.parts.upstream.send_approved(
             forward.clone(),
-            id.as_str(),
+            &approved_forward,
             &reading.proxy,
             reading.tap.as_ref(),
         );
@@ -885,9 +895,17 @@ impl Executor {
             round.claim.owner.clone(),
             self.now().saturating_add(forward_lease(&round)),
         );
+        let terms = approved_terms(prepared);
+        let approved_forward = ApprovedForward {
+            operation_id: id.as_str(),
+            revision,
+            policy: name,
+            terms: &terms,
+            now_ms: self.now(),
+        };
         let sent = self.parts.upstream.send_approved(
             forward.clone(),
-            id.as_str(),
+            &approved_forward,
             &reading.proxy,
             reading.tap.as_ref(),
         );
@@ -1181,6 +1199,12 @@ impl Completion {
     }
 }
 
+/// The approved terms as the operation shows them, for the approval header (its canonical
+/// JSON always parses back).
+fn approved_terms(prepared: &Prepared) -> serde_json::Value {
+    serde_json::from_str(&prepared.terms_json).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     //! The executor against a real memory store and an upstream that refuses connections:
@@ -1242,6 +1266,7 @@ order_id = { path = "order_id" }
             release_statuses: vec![401, 429],
             release_503_with_retry_after: true,
             passthrough: crate::config::Passthrough::default(),
+            approval_header: None,
         };
         let policies =
             crate::config::parse_policy_file(Path::new("exchange.toml"), POLICY).unwrap();

@@ -230,9 +230,9 @@ impl ProxyHttp for GatewayProxy {
     ) -> pingora::Result<()> {
         upstream_request.remove_header("poppy-approval");
         // Only an approved forward says which operation it performs (the upstream may trust
-        // it in its logs or for idempotency): never a client's copy.
+        // it in its logs or for idempotency) and what was approved: never a client's copy.
         if let Picked::Route(route) = &ctx.route {
-            upstream_request.remove_header(&route.passthrough.operation_id_header);
+            route.upstream.head().strip_own(upstream_request);
         }
         ctx.passthrough_trace = ctx.trace.client_child("poppy.forward");
         ctx.passthrough_trace.set("poppy.passthrough", true);

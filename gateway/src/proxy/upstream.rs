@@ -16,6 +16,7 @@ use super::forwarded::ProxyContext;
 use super::upstream_head::{UpstreamHead, write_request};
 use crate::config::Upstream;
 use crate::ingress::{ForwardRequest, HOP_BY_HOP};
+use crate::protocol::approved::ApprovedForward;
 use crate::store::RecordedResponse;
 
 /// The largest upstream answer the gateway records for replay.
@@ -86,16 +87,17 @@ impl UpstreamClient {
     }
 
     /// Send an approved execution: as [`Self::send`], with its operation ID in the configured
-    /// header so the upstream can log it, and a `200` event stream also passed to `tap` piece
-    /// by piece as it arrives.
+    /// header so the upstream can log it (and, with `[upstream.approval_header]`, what was
+    /// approved, signed), and a `200` event stream also passed to `tap` piece by piece as it
+    /// arrives.
     pub(crate) async fn send_approved(
         &self,
         request: ForwardRequest,
-        operation_id: &str,
+        approved: &ApprovedForward<'_>,
         proxy: &ProxyContext,
         tap: Option<&Tap>,
     ) -> Result<RecordedResponse, ForwardError> {
-        self.exchange(request, Some(operation_id), proxy, &|_| false, tap)
+        self.exchange(request, Some(approved), proxy, &|_| false, tap)
             .await
     }
 
@@ -143,14 +145,14 @@ impl UpstreamClient {
     async fn exchange(
         &self,
         request: ForwardRequest,
-        operation_id: Option<&str>,
+        approved: Option<&ApprovedForward<'_>>,
         proxy: &ProxyContext,
         enough: &(dyn Fn(&[u8]) -> bool + Sync),
         tap: Option<&Tap>,
     ) -> Result<RecordedResponse, ForwardError> {
         let header = self
             .head
-            .build(&request, operation_id, proxy)
+            .build(&request, approved, proxy)
             .map_err(|e| ForwardError::NotSent(format!("the request could not be built: {e}")))?;
         let (mut session, _reused) = self
             .connector

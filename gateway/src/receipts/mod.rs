@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+pub(crate) use signing::pkcs8_from_pem;
 pub use signing::{KeyError, PublicKey, SigningKey};
 pub use sink::ReceiptError;
 pub(crate) use sink::ReceiptSink;

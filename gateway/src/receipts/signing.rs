@@ -45,22 +45,7 @@ impl std::fmt::Debug for SigningKey {
 impl SigningKey {
     /// A `PRIVATE KEY` PEM block (PKCS#8 v1 as openssl writes it, or v2).
     pub fn from_pem(pem: &[u8]) -> Result<SigningKey, KeyError> {
-        let mut private = None;
-        for section in <(SectionKind, Vec<u8>)>::pem_slice_iter(pem) {
-            match section.map_err(|e| KeyError::Private(e.to_string()))? {
-                (SectionKind::PrivateKey, der) if private.is_none() => private = Some(der),
-                (SectionKind::PrivateKey, _) => {
-                    return Err(KeyError::Private("more than one PRIVATE KEY block".into()));
-                }
-                (kind, _) => {
-                    return Err(KeyError::Private(format!(
-                        "a {kind:?} block, where a PRIVATE KEY block belongs"
-                    )));
-                }
-            }
-        }
-        let der = private.ok_or_else(|| KeyError::Private("no PRIVATE KEY block".into()))?;
-        SigningKey::from_pkcs8_der(&der)
+        SigningKey::from_pkcs8_der(&pkcs8_from_pem(pem)?)
     }
 
     pub(crate) fn from_pkcs8_der(der: &[u8]) -> Result<SigningKey, KeyError> {
@@ -85,6 +70,26 @@ impl SigningKey {
         let open = body.strip_suffix('}').unwrap_or(body);
         format!("{open}{SIG_MEMBER}{signature}\"}}")
     }
+}
+
+/// The DER of the one `PRIVATE KEY` PEM block in `pem` (not checked to be a key).
+pub(crate) fn pkcs8_from_pem(pem: &[u8]) -> Result<Vec<u8>, KeyError> {
+    let mut private = None;
+    for section in <(SectionKind, Vec<u8>)>::pem_slice_iter(pem) {
+        match section.map_err(|e| KeyError::Private(e.to_string()))? {
+            (SectionKind::PrivateKey, der) if private.is_none() => private = Some(der),
+            (SectionKind::PrivateKey, _) => {
+                return Err(KeyError::Private("more than one PRIVATE KEY block".into()));
+            }
+            (kind, _) => {
+                return Err(KeyError::Private(format!(
+                    "a {kind:?} block, where a PRIVATE KEY block belongs"
+                )));
+            }
+        }
+    }
+    let der = private.ok_or_else(|| KeyError::Private("no PRIVATE KEY block".into()))?;
+    Ok(der)
 }
 
 /// An Ed25519 public key and its kid (RFC 7638 thumbprint).
