@@ -697,6 +697,62 @@ fn conversations_are_checked_where_they_are_written() {
 
 /// An agent known by its metadata document (`client_id`) needs the public origins its
 /// Sessions are signed for, takes its keys from the document only, and `ca_file` must read.
+/// An agent's documents are fetched from global addresses only: a `client_id` on a loopback
+/// or private address is an error at its table unless `allow_private_hosts` names its host;
+/// an entry that is no host is an error at the key.
+#[test]
+fn agents_on_private_addresses_must_be_allowed() {
+    let session = |body: &str| {
+        format!(
+            "{GATEWAY}\n[session]\nverify = \"required\"\norigins = [\"https://api.shop.test\"]\n{body}"
+        )
+    };
+    let agent = |url: &str| format!("\n[[session.agent]]\nclient_id = \"{url}\"\n");
+    for url in [
+        "http://127.0.0.1:8084/agent.json",
+        "https://10.0.0.7/agent.json",
+        "https://[fd00::7]/agent.json",
+        "https://169.254.169.254/agent.json",
+    ] {
+        let errors = Files::new(&session(&agent(url)), POLICY).errors_with(config::load);
+        assert!(
+            errors.iter().any(|e| e.contains("gateway.toml:")
+                && e.contains(&format!("client_id {url:?}"))
+                && e.contains("allow_private_hosts")),
+            "{url}: {errors:#?}"
+        );
+    }
+    for (allowed, url) in [
+        ("\"127.0.0.1\"", "http://127.0.0.1:8084/agent.json"),
+        ("\"fd00::7\"", "https://[fd00::7]/agent.json"),
+        ("\"agent.internal\"", "https://agent.internal/agent.json"),
+    ] {
+        let body = format!("allow_private_hosts = [{allowed}]\n{}", agent(url));
+        Files::new(&session(&body), POLICY)
+            .load_with(config::load)
+            .unwrap_or_else(|e| panic!("{allowed}: {e:?}"));
+    }
+    let body = format!(
+        "allow_private_hosts = [\"http://127.0.0.1:8084\"]\n{}",
+        agent("https://agent.test/agent.json")
+    );
+    let errors = Files::new(&session(&body), POLICY).errors_with(config::load);
+    assert!(
+        errors.iter().any(|e| e.contains("gateway.toml:")
+            && e.contains(
+                "session.allow_private_hosts: \"http://127.0.0.1:8084\" is not a host name"
+            )),
+        "{errors:#?}"
+    );
+    let off =
+        format!("{GATEWAY}\n[session]\nverify = \"off\"\nallow_private_hosts = [\"127.0.0.1\"]\n");
+    let errors = Files::new(&off, POLICY).errors_with(config::load);
+    assert!(
+        errors.iter().any(|e| e.contains("allow_private_hosts")),
+        "{errors:#?}"
+    );
+}
+
 #[test]
 fn delegated_agents_need_origins() {
     let session = |body: &str| format!("{GATEWAY}\n[session]\nverify = \"required\"\n{body}");

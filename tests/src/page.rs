@@ -121,13 +121,24 @@ impl PageProvider {
     /// An approval page on a free port and a provider for it: the provider, and the
     /// gateway's `[approval_page]` table for that page.
     pub fn with_page() -> (PageProvider, PageTable) {
+        PageProvider::with_page_issuing(None)
+    }
+
+    /// [`PageProvider::with_page`], whose ID tokens also carry `claims` (an `aud` list naming
+    /// another client, an `azp`), signed with the provider's key as its own are.
+    pub fn with_page_issuing(claims: Option<serde_json::Value>) -> (PageProvider, PageTable) {
         let port = free_port();
-        let provider = PageProvider::start(&format!("http://127.0.0.1:{port}"));
+        let page = format!("http://127.0.0.1:{port}");
+        let provider = PageProvider::spawn(&page, claims);
         let table = PageTable::new(port, &provider.issuer());
         (provider, table)
     }
 
     pub fn start(page: &str) -> PageProvider {
+        PageProvider::spawn(page, None)
+    }
+
+    fn spawn(page: &str, id_token_claims: Option<serde_json::Value>) -> PageProvider {
         let dir = node_project("oidc");
         let mut command = Command::new("node");
         command
@@ -137,6 +148,9 @@ impl PageProvider {
             .arg(keys_dir().join("rs256-a.pem"))
             .env("POPPY_PAGE_REDIRECT_URI", format!("{page}/callback"))
             .stderr(Stdio::null());
+        if let Some(claims) = id_token_claims {
+            command.env("POPPY_PAGE_ID_TOKEN_CLAIMS", claims.to_string());
+        }
         let (child, port) = announced::spawn(command, "provider.mjs");
         PageProvider { child, port }
     }

@@ -28,6 +28,10 @@ use crate::served::Served;
 use crate::signer::{DEFAULT_LONG_TERM_KEY, PUBLIC_ORIGIN};
 use crate::testtls::TestCa;
 
+/// The `[session]` line that lets the gateway fetch agents' documents from 127.0.0.1, where
+/// every test agent serves.
+pub const ALLOW_LOOPBACK: &str = "allow_private_hosts = [\"127.0.0.1\"]\n";
+
 /// The gateway's limit on a metadata document (docs/sessions.md).
 pub const DOCUMENT_LIMIT: usize = 64 * 1024;
 /// How long a [`Serving::Slow`] answer waits at most when its test forgets to end (the
@@ -197,6 +201,11 @@ impl TestAgent {
         self.shared.jwks_fetches.load(Ordering::SeqCst)
     }
 
+    /// Name `uri` as the document's `jwks_uri` from now on.
+    pub fn set_jwks_uri(&self, uri: &str) {
+        *lock(&self.shared.jwks_uri) = uri.to_owned();
+    }
+
     /// Answer `GET /agent.json` as `serving` says from now on.
     pub fn set_serving(&self, serving: Serving) {
         *lock(&self.shared.serving) = serving;
@@ -219,13 +228,15 @@ impl TestAgent {
 
     /// The `[session]` lines of a gateway verifying this agent's Sessions:
     /// `verify = "required"`, `origins = [PUBLIC_ORIGIN]`, `clock_skew = "60s"`, the CA of an
-    /// https agent, and one `[[session.agent]]` naming this agent.
+    /// https agent, [`ALLOW_LOOPBACK`] (the agent serves on 127.0.0.1, a loopback address
+    /// the gateway fetches agents' documents from only when allowed), and one
+    /// `[[session.agent]]` naming this agent.
     pub fn session_lines(&self) -> String {
         let ca = self.ca_file().map_or_else(String::new, |ca| {
             format!("ca_file = \"{}\"\n", ca.display())
         });
         format!(
-            "verify = \"required\"\norigins = [\"{PUBLIC_ORIGIN}\"]\nclock_skew = \"60s\"\n{ca}\n\
+            "verify = \"required\"\norigins = [\"{PUBLIC_ORIGIN}\"]\nclock_skew = \"60s\"\n{ca}{ALLOW_LOOPBACK}\n\
              [[session.agent]]\nclient_id = \"{}\"\n",
             self.client_id()
         )

@@ -291,6 +291,60 @@ async fn metadata_redirecting_to_http(store: Store) {
     .await;
 }
 
+/// An agent's documents choose where the gateway sends GETs, so they reach global addresses
+/// only, unless `[session] allow_private_hosts` names the host (here `127.0.0.1`, where the
+/// test agents serve): a `jwks_uri` naming `localhost` (a name that resolves to loopback),
+/// and a redirect of the document to it, are refused before anything is fetched there (each
+/// server counts 0 requests); the Session fails verification, the log says why.
+async fn agent_documents_reach_only_allowed_private_hosts(store: Store) {
+    let on_localhost = |url: String| url.replace("127.0.0.1", "localhost");
+
+    let agent = TestAgent::start();
+    agent.set_jwks_uri(&on_localhost(
+        agent.document_url().replace("agent.json", "jwks.json"),
+    ));
+    let stack = stack_for(store, &agent);
+    let what = "a jwks_uri on a loopback host that is not allowed";
+    assert_refused(&stack, &agent.signed_out("ses_jwks_uri"), what).await;
+    assert!(
+        agent.document_fetches() >= 1,
+        "the document itself is allowed"
+    );
+    assert_eq!(agent.jwks_fetches(), 0, "{what}: nothing fetched there");
+    assert_logged(&stack, "localhost resolves to").await;
+    drop(stack);
+
+    let target = TestAgent::start();
+    let agent = TestAgent::start_with(
+        "es256-a",
+        Serving::Redirect(on_localhost(target.document_url())),
+    );
+    let stack = stack_for(store, &agent);
+    let what = "a metadata document redirecting to a loopback host that is not allowed";
+    assert_refused(&stack, &agent.signed_out("ses_redirect_local"), what).await;
+    assert!(agent.document_fetches() >= 1);
+    assert_eq!(
+        target.document_fetches(),
+        0,
+        "{what}: nothing fetched there"
+    );
+    assert_logged(&stack, "localhost resolves to").await;
+}
+
+/// The gateway's log says `needle` (why an agent's keys could not be read), within 10 s.
+async fn assert_logged(stack: &Stack, needle: &str) {
+    let logged = poppy_e2e::wait::until(Duration::from_secs(10), || {
+        let log = stack.gateway.log();
+        log.contains(needle) && log.contains("allow_private_hosts")
+    })
+    .await;
+    assert!(
+        logged,
+        "{needle:?} not in the log:\n{}",
+        stack.gateway.log()
+    );
+}
+
 /// The control of the redirect: the same https document, served without a redirect (the
 /// gateway trusts the test CA through `[session] ca_file`), verifies.
 async fn metadata_over_https_verifies(store: Store) {
@@ -384,4 +438,5 @@ store_tests!(
     metadata_redirecting_to_http,
     metadata_over_https_verifies,
     a_token_of_another_agent_is_refused,
+    agent_documents_reach_only_allowed_private_hosts,
 );

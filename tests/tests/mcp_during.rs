@@ -226,9 +226,15 @@ struct Raw<'a> {
 
 impl<'a> Raw<'a> {
     async fn open(gateway: &'a Gateway, version: &'static str) -> Raw<'a> {
+        let session = Session::signed_out(&format!("ses_raw_{}", version.replace('-', "")));
+        Raw::open_as(gateway, version, session).await
+    }
+
+    /// [`Raw::open`] with this Session.
+    async fn open_as(gateway: &'a Gateway, version: &'static str, session: Session) -> Raw<'a> {
         let mut raw = Raw {
             gateway,
-            session: Session::signed_out(&format!("ses_raw_{}", version.replace('-', ""))),
+            session,
             version,
             mcp_session: None,
         };
@@ -577,6 +583,56 @@ async fn a_follow_up_is_bound_to_its_round(store: Store) {
     );
 }
 
+/// A follow-up carries answers into the approved call, so only the approver may send it (the
+/// rule a replay has): the same follow-up (the server's `requestState`, the same approval and
+/// arguments) from the same Session ID signed with another delegated key, from another
+/// Session and from a signed-in account gets a JSON-RPC error, and the server sees none of
+/// their answers; the round is left for the approver's own follow-up, performed once.
+async fn a_follow_up_from_another_session_reaches_nothing(store: Store) {
+    let world = world(store, true, None);
+    let raw = Raw::open(&world.gateway, "2026-07-28").await;
+    let tool = "confirm_exchange";
+    let (state, yes, op) = asked(&raw, tool, "ord_s1").await;
+    let asked_before = world.server.count("confirm_exchange:asked").await;
+    let follow_up = json!({"requestState": state, "inputResponses": yes});
+    let others = [
+        (
+            "same sid, another key",
+            raw.session.clone().with_new_delegated_key(),
+        ),
+        ("another Session", Session::signed_out("ses_raw_attacker")),
+        (
+            "an account",
+            Session::signed_in("ses_raw_attacker", "acct-attacker"),
+        ),
+    ];
+    for (who, session) in others {
+        let other = Raw::open_as(&world.gateway, "2026-07-28", session).await;
+        let answer = other
+            .send(&other.call("x", tool, "ord_s1", Some(&op), follow_up.clone()))
+            .await;
+        answer.assert_status(200, who);
+        let response = rpc_response(&answer);
+        assert_eq!(response["error"]["code"], -32600, "{who}: {response}");
+        let message = response["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("only the Session that approved the operation"),
+            "{who}: {response}"
+        );
+    }
+    assert_eq!(
+        world.server.count("confirm_exchange:asked").await,
+        asked_before,
+        "none of their answers reached the server"
+    );
+    assert_eq!(world.server.count(tool).await, 0, "nothing performed");
+    let done = raw
+        .response(&raw.call("d", tool, "ord_s1", Some(&op), follow_up))
+        .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(world.server.count(tool).await, 1, "performed once");
+}
+
 /// The server closes the approved call's stream right after its priming event (SEP-1699)
 /// and answers on the resumed stream: the gateway resumes it itself (the answer comes while
 /// the resumed stream is open, and, for a second operation, from the server's event store
@@ -923,4 +979,5 @@ store_tests!(
     a_cancelled_answer_is_an_unknown_outcome,
     input_required_rounds_complete_under_one_approval,
     a_follow_up_is_bound_to_its_round,
+    a_follow_up_from_another_session_reaches_nothing,
 );

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use poppy_e2e::browser::Browser;
 use poppy_e2e::page::{
-    PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageBrowser, PageProvider, approve_in_browser,
-    approve_on_page, sign_in_in_browser,
+    PAGE_CLIENT_ID, PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageBrowser, PageProvider,
+    approve_in_browser, approve_on_page, sign_in_in_browser,
 };
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::{Answer, Request, Session, Stack, Store, store_tests, wait};
@@ -173,6 +173,60 @@ async fn refused_decisions_store_nothing(store: Store) {
     assert!(again.html.contains("Approved by"), "{}", again.html);
     assert_eq!(stack.gateway.send(&request).await.status, 201);
     stack.assert_executions(1, "approved once, performed once");
+}
+
+/// OpenID Connect Core 1.0, 3.1.3.7 items 3 to 5: an ID token that is also for another
+/// client, or was issued to another (`azp`), signs nobody in: the page says why, and nothing
+/// is decided or performed. The provider signs them with its own key, as it signs the others.
+async fn id_tokens_of_other_clients_sign_nobody_in(store: Store) {
+    let cases = [
+        (
+            serde_json::json!({"aud": [PAGE_CLIENT_ID, "other-client"], "azp": PAGE_CLIENT_ID}),
+            "aud also names \"other-client\"",
+        ),
+        (
+            serde_json::json!({"azp": "other-client"}),
+            "azp \"other-client\" is not this client",
+        ),
+        (
+            serde_json::json!({"aud": [PAGE_CLIENT_ID, PAGE_CLIENT_ID]}),
+            "there is no azp",
+        ),
+    ];
+    for (claims, why) in cases {
+        let (_provider, table) = PageProvider::with_page_issuing(Some(claims.clone()));
+        let page = table.url();
+        let stack = Stack::start_with(store, |b| {
+            b.policy(
+                DEFAULT_FILE,
+                &DEFAULT.replacen(
+                    "id_prefix = \"exc\"\n",
+                    "id_prefix = \"exc\"\napproval = \"either\"\n",
+                    1,
+                ),
+            )
+            .env(PAGE_SECRET_ENV, PAGE_CLIENT_SECRET)
+            .extra_config(&table.toml())
+        });
+        wait_for_page(&page).await;
+        let request = exchange_without_extension("i1");
+        let link = link_of(&stack.gateway.send(&request).await, "first");
+        let mut browser = PageBrowser::new();
+        let refused = browser.sign_in(&link, ACCOUNT).await;
+        assert_eq!(refused.status, 400, "{claims}: {}", refused.html);
+        assert!(
+            refused.html.contains("Sign-in failed"),
+            "{claims}: {}",
+            refused.html
+        );
+        let shown = refused.html.replace("&quot;", "\"").replace("&#34;", "\"");
+        assert!(shown.contains(why), "{claims}: {}", refused.html);
+        // Not signed in: the page asks again, and offers no decision.
+        let again = browser.go(&link, None).await;
+        assert!(!again.html.contains("id=\"approve\""), "{}", again.html);
+        link_of(&stack.gateway.send(&request).await, "still held");
+        stack.assert_executions(0, "nobody signed in, nothing approved");
+    }
 }
 
 /// An approval is for its terms only: the same request with other terms is held again with
@@ -432,4 +486,5 @@ store_tests!(
     a_browser_approves_on_the_page,
     a_retry_whose_lookup_the_action_changed_gets_the_recorded_answer,
     a_retry_after_the_revision_expired_gets_the_recorded_answer,
+    id_tokens_of_other_clients_sign_nobody_in,
 );

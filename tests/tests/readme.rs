@@ -231,10 +231,15 @@ async fn shop_exchanges(shop: &Shop) -> u64 {
     stats["exchanges"].as_u64().unwrap()
 }
 
-/// demo.sh's `[session]`: verified, for these public origins (quoted TOML strings).
+/// demo.sh's `[session]`: verified, for these public origins (quoted TOML strings), the
+/// example agent's documents allowed on loopback (examples/shop/gateway.toml).
 fn session_lines(origins: &[String]) -> String {
     let quoted: Vec<String> = origins.iter().map(|o| format!("\"{o}\"")).collect();
-    format!("verify = \"required\"\norigins = [{}]\n", quoted.join(", "))
+    format!(
+        "verify = \"required\"\norigins = [{}]\n{}",
+        quoted.join(", "),
+        poppy_e2e::test_agent::ALLOW_LOOPBACK
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

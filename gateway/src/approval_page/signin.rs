@@ -1,8 +1,9 @@
 //! Sign-in with the Company's OpenID provider: authorization code flow with PKCE (S256),
 //! `state` and `nonce`, the provider found by discovery (`{issuer}/.well-known/openid-configuration`),
 //! the code exchanged with the client secret (HTTP Basic), the ID token verified with the
-//! provider's JWKS (signature, `iss`, `aud`, `exp`, `nonce`). The gateway's own fetches go
-//! through `identity::http` (bounded bodies, same-scheme redirects).
+//! provider's JWKS (signature, `iss`, `exp`, `nonce`; `aud` and `azp` as OpenID Connect Core
+//! 1.0, 3.1.3.7 says: for this client alone). The gateway's own fetches go through
+//! `identity::http` (bounded bodies, same-scheme redirects).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -205,6 +206,9 @@ impl SignIn {
             other => other,
         }
         .map_err(|e| SignInError::Answer(format!("ID token: {e}")))?;
+        // The page trusts no audience but its own client_id.
+        verify::check_id_token_audience(&claims, &self.client_id, &[])
+            .map_err(|e| SignInError::Answer(format!("ID token: {e}")))?;
         if claims.get("nonce").and_then(Value::as_str) != Some(pending.n.as_str()) {
             return Err(SignInError::Answer(
                 "the ID token's nonce is not this sign-in's".into(),

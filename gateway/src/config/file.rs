@@ -145,6 +145,9 @@ pub(crate) struct SessionFile {
     /// Extra certificate authorities (PEM) for the gateway's own fetches, relative to
     /// gateway.toml's folder.
     pub ca_file: Option<Spanned<String>>,
+    /// Hosts (names or IP addresses, as URLs write them) that agents' documents may be
+    /// fetched from although they are on non-global addresses (loopback, private, …).
+    pub allow_private_hosts: Option<Spanned<Vec<String>>>,
     /// Allowance on `exp` and `nbf` for clocks that disagree (default 60s).
     pub clock_skew: Option<Spanned<String>>,
     /// `[[session.agent]]`: the Personal Agents whose Sessions are accepted.

@@ -201,6 +201,12 @@ fn render(decision: Decision, named: &str, call: Call) -> Answer {
         Decision::AlreadyPerformed(id) => {
             Answer::error(409, &ErrorBody::already_performed(id.as_str()))
         }
+        // Only an MCP call has follow-ups.
+        Decision::NotTheApprover(id) => Answer::error(
+            403,
+            &ErrorBody::new("not_the_approver", Decision::NOT_THE_APPROVER)
+                .with("operation_id", id.as_str()),
+        ),
         Decision::InProgress(id) => Answer::retry_later(
             1,
             &ErrorBody::new(

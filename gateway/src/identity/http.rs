@@ -1,13 +1,19 @@
 //! The gateway's own HTTP requests: agents' client metadata documents and JWKS, and token
 //! introspection. One client per configuration (its extra trusted CA certificates). Bodies are
 //! bounded; redirects are followed at most [`MAX_REDIRECTS`] times and never to another
-//! scheme (an https document that redirects to http could be rewritten on the way).
+//! scheme (an https document that redirects to http could be rewritten on the way). The
+//! agents' own documents go through [`HttpClient::for_agents`], which reaches global
+//! addresses only (`address.rs`) on every URL, redirect and resolved name.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::Url;
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::redirect::{Attempt, Policy};
+
+use super::address::PrivateHosts;
 
 /// Redirects followed at most, per fetch.
 pub(crate) const MAX_REDIRECTS: usize = 3;
@@ -15,6 +21,9 @@ pub(crate) const MAX_REDIRECTS: usize = 3;
 /// The gateway's HTTP client.
 pub(crate) struct HttpClient {
     client: reqwest::Client,
+    /// For agents' documents: the hosts allowed on non-global addresses (every other host
+    /// must be global). `None`: the operator's own URLs, trusted as configured.
+    agents: Option<Arc<PrivateHosts>>,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -36,11 +45,48 @@ impl HttpClient {
         HttpClient::with_redirects(Policy::none(), extra_roots_pem)
     }
 
+    /// The client of agents' metadata documents and their `jwks_uri`: URLs the agent chose.
+    /// Each URL and redirect naming an IP address, and each address a name resolves to, must
+    /// be global unless `allowed` names the host; the connection goes to the addresses so
+    /// checked (no second lookup to rebind), never through a proxy (which would resolve
+    /// the name itself).
+    pub(crate) fn for_agents(
+        extra_roots_pem: Option<&[u8]>,
+        allowed: PrivateHosts,
+    ) -> Result<HttpClient, String> {
+        let allowed = Arc::new(allowed);
+        let hops = Arc::clone(&allowed);
+        let redirects = Policy::custom(move |attempt| {
+            let refused = refuse_redirect(attempt.url(), attempt.previous())
+                .or_else(|| hops.check_url(attempt.url()).err());
+            match refused {
+                None => attempt.follow(),
+                Some(reason) => attempt.error(reason),
+            }
+        });
+        let builder = reqwest::Client::builder()
+            .redirect(redirects)
+            .no_proxy()
+            .dns_resolver(Arc::new(GlobalOnly(Arc::clone(&allowed))));
+        let mut client = HttpClient::build(builder, extra_roots_pem)?;
+        client.agents = Some(allowed);
+        Ok(client)
+    }
+
     fn with_redirects(
         redirects: Policy,
         extra_roots_pem: Option<&[u8]>,
     ) -> Result<HttpClient, String> {
-        let mut builder = reqwest::Client::builder().redirect(redirects);
+        HttpClient::build(
+            reqwest::Client::builder().redirect(redirects),
+            extra_roots_pem,
+        )
+    }
+
+    fn build(
+        mut builder: reqwest::ClientBuilder,
+        extra_roots_pem: Option<&[u8]>,
+    ) -> Result<HttpClient, String> {
         if let Some(pem) = extra_roots_pem {
             for root in roots(pem)? {
                 builder = builder.add_root_certificate(root);
@@ -49,7 +95,10 @@ impl HttpClient {
         let client = builder
             .build()
             .map_err(|e| format!("HTTP client: {}", chain(&e)))?;
-        Ok(HttpClient { client })
+        Ok(HttpClient {
+            client,
+            agents: None,
+        })
     }
 
     /// POST `body` (JSON) with `headers`: the answer's status and `Retry-After` (in seconds),
@@ -105,6 +154,10 @@ impl HttpClient {
         timeout: Duration,
         max_bytes: usize,
     ) -> Result<Vec<u8>, String> {
+        if let Some(allowed) = &self.agents {
+            let parsed = Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+            allowed.check_url(&parsed)?;
+        }
         read(self.client.get(url).timeout(timeout), max_bytes).await
     }
 
@@ -190,6 +243,23 @@ fn redirect(attempt: Attempt<'_>) -> reqwest::redirect::Action {
     match refuse_redirect(attempt.url(), attempt.previous()) {
         None => attempt.follow(),
         Some(reason) => attempt.error(reason),
+    }
+}
+
+/// Resolves a name as the system does, then keeps its addresses only if they may be fetched
+/// from ([`PrivateHosts::screen`]): the connector connects to exactly these.
+struct GlobalOnly(Arc<PrivateHosts>);
+
+impl Resolve for GlobalOnly {
+    fn resolve(&self, name: Name) -> Resolving {
+        let allowed = Arc::clone(&self.0);
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let addresses = allowed.screen(&host, found)?;
+            Ok(Box::new(addresses.into_iter()) as Addrs)
+        })
     }
 }
 

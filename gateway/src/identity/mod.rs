@@ -9,6 +9,7 @@
 //! `metadata::fetch_keys` are the I/O (reading and fetching metadata and JWKS documents).
 //! Follows RFC 7519 / RFC 7515: see docs/operations.md, "Verified identities".
 
+pub(crate) mod address;
 mod approver;
 pub(crate) mod cnf;
 pub(crate) mod format;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::SessionVerifier;
+use super::address::PrivateHosts;
 use super::approver::{SessionClaims, VerifyMode};
 use super::http::HttpClient;
 use super::jwks::KeySet;
@@ -49,6 +50,9 @@ pub struct VerifierSettings {
     pub(crate) token: Option<TokenSettings>,
     /// `ca_file`'s PEM bundle, read and parsed at load.
     pub(crate) ca_pem: Option<Vec<u8>>,
+    /// `allow_private_hosts`: where agents' documents may be fetched from besides global
+    /// addresses.
+    pub(crate) private_hosts: PrivateHosts,
 }
 
 /// One trusted issuer of Sessions or access tokens, and where its keys come from.
@@ -112,8 +116,21 @@ impl SessionSettings {
 
 impl VerifierSettings {
     fn build(&self) -> Result<SessionVerifier, String> {
+        // The operator's own URLs (jwks_url, introspection) are trusted as configured; an
+        // agent's metadata document names URLs of the agent's choosing.
         let http = Arc::new(HttpClient::new(self.ca_pem.as_deref())?);
-        let agents = self.agents.iter().map(|agent| agent.build(&http)).collect();
+        let agents_http = Arc::new(HttpClient::for_agents(
+            self.ca_pem.as_deref(),
+            self.private_hosts.clone(),
+        )?);
+        let agents = self
+            .agents
+            .iter()
+            .map(|agent| match agent.source {
+                KeySource::Metadata(_) => agent.build(&agents_http),
+                KeySource::File(_) | KeySource::Url(_) => agent.build(&http),
+            })
+            .collect();
         let token = self.token.as_ref().map(|token| {
             let introspector = token.introspection.as_ref().map(|(endpoint, limits)| {
                 Introspector::new(endpoint.clone(), *limits, &token.expect, Arc::clone(&http))

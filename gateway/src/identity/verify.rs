@@ -53,6 +53,12 @@ pub(crate) enum VerifyError {
     NotYetValid,
     #[error("wrong audience: aud must include one of {0:?}")]
     WrongAudience(Vec<String>),
+    #[error("aud also names {0:?}, an audience this client does not trust")]
+    UntrustedAudience(String),
+    #[error("aud names several audiences but there is no azp (authorized party)")]
+    AuthorizedPartyMissing,
+    #[error("azp {0:?} is not this client")]
+    WrongAuthorizedParty(String),
     #[error("missing claim {0:?}")]
     MissingClaim(String),
     #[error("claims are not valid: {0}")]
@@ -233,6 +239,43 @@ pub(crate) fn verify(
     Ok(claims)
 }
 
+/// An ID token's audience, as OpenID Connect Core 1.0, section 3.1.3.7 ("ID Token
+/// Validation"), items 3 to 5 say (after [`verify`], which found `client_id` in `aud`):
+/// 3. `aud` contains `client_id`, and no audience the client does not trust (`trusted`, the
+///    client's own ID besides): a token also for another client is that client's too;
+/// 4. with several audiences, `azp` is present;
+/// 5. a present `azp` is `client_id`: the token was issued to this client, not to another.
+pub(crate) fn check_id_token_audience(
+    claims: &Map<String, Value>,
+    client_id: &str,
+    trusted: &[String],
+) -> Result<(), VerifyError> {
+    let audiences: Vec<&str> = match claims.get("aud") {
+        Some(Value::String(aud)) => vec![aud.as_str()],
+        Some(Value::Array(list)) => list
+            .iter()
+            .map(|aud| aud.as_str().ok_or(VerifyError::Malformed))
+            .collect::<Result<_, _>>()?,
+        _ => return Err(VerifyError::MissingClaim("aud".into())),
+    };
+    if !audiences.contains(&client_id) {
+        return Err(VerifyError::WrongAudience(vec![client_id.to_owned()]));
+    }
+    if let Some(other) = audiences
+        .iter()
+        .find(|aud| **aud != client_id && !trusted.iter().any(|t| t == *aud))
+    {
+        return Err(VerifyError::UntrustedAudience((*other).to_owned()));
+    }
+    match claims.get("azp") {
+        None if audiences.len() > 1 => Err(VerifyError::AuthorizedPartyMissing),
+        None => Ok(()),
+        Some(Value::String(azp)) if azp == client_id => Ok(()),
+        Some(Value::String(azp)) => Err(VerifyError::WrongAuthorizedParty(azp.clone())),
+        Some(_) => Err(VerifyError::WrongAuthorizedParty("(not a string)".into())),
+    }
+}
+
 /// A NumericDate claim (RFC 7519 2): `None` when absent, the seconds (fractions dropped) of
 /// a non-negative number, an error for anything else.
 pub(crate) fn numeric(claims: &Map<String, Value>, name: &str) -> Result<Option<u64>, VerifyError> {
@@ -257,5 +300,58 @@ pub(crate) fn decode_object(part: &str) -> Result<Map<String, Value>, VerifyErro
     match json::from_slice(&bytes) {
         Ok(Value::Object(map)) => Ok(map),
         _ => Err(VerifyError::Malformed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn claims(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn an_id_token_is_for_this_client_alone() {
+        let ours = |value: Value| check_id_token_audience(&claims(value), "page", &[]);
+        assert_eq!(ours(json!({"aud": "page"})), Ok(()));
+        assert_eq!(ours(json!({"aud": ["page"]})), Ok(()));
+        assert_eq!(ours(json!({"aud": "page", "azp": "page"})), Ok(()));
+        assert_eq!(
+            ours(json!({"aud": ["page", "page"], "azp": "page"})),
+            Ok(())
+        );
+        assert_eq!(
+            ours(json!({"aud": ["page", "other"], "azp": "page"})),
+            Err(VerifyError::UntrustedAudience("other".into()))
+        );
+        assert_eq!(
+            ours(json!({"aud": ["page", "page"]})),
+            Err(VerifyError::AuthorizedPartyMissing)
+        );
+        assert_eq!(
+            ours(json!({"aud": "page", "azp": "other"})),
+            Err(VerifyError::WrongAuthorizedParty("other".into()))
+        );
+        assert!(ours(json!({"aud": "page", "azp": 1})).is_err());
+        assert!(ours(json!({"aud": "other"})).is_err());
+        assert!(ours(json!({"aud": ["page", 1]})).is_err());
+        assert!(ours(json!({})).is_err());
+        let trusted = ["api".to_owned()];
+        let with = |value: Value| check_id_token_audience(&claims(value), "page", &trusted);
+        assert_eq!(with(json!({"aud": ["page", "api"], "azp": "page"})), Ok(()));
+        assert_eq!(
+            with(json!({"aud": ["page", "api"]})),
+            Err(VerifyError::AuthorizedPartyMissing)
+        );
+        assert_eq!(
+            with(json!({"aud": ["page", "api"], "azp": "api"})),
+            Err(VerifyError::WrongAuthorizedParty("api".into()))
+        );
     }
 }

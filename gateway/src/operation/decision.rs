@@ -31,6 +31,10 @@ pub(crate) enum Decision {
     AlreadyPerformed(OperationId),
     /// Being performed.
     InProgress(OperationId),
+    /// The follow-up of an interim answer (an MCP round) from a Session that may not send
+    /// it: only the approver the operation is claimed for, proven as for a replay, may
+    /// carry answers into the call. Nothing was forwarded.
+    NotTheApprover(OperationId),
     /// Claimed, but whether it took effect is unknown: never forwarded again.
     Unknown(OperationId),
     /// The upstream could not be reached; nothing was sent and the claim was released.
@@ -42,12 +46,17 @@ pub(crate) enum Decision {
 }
 
 impl Decision {
+    /// Why [`Decision::NotTheApprover`] refused, as every interface says it.
+    pub(crate) const NOT_THE_APPROVER: &str = "this follow-up answers a call under way, which only the Session that approved the operation may do; nothing was forwarded";
+
     pub(crate) fn outcome(&self) -> Outcome {
         match self {
             Decision::ApprovalRequired {
                 rejected: false, ..
             } => Outcome::Held,
-            Decision::ApprovalRequired { rejected: true, .. } => Outcome::Rejected,
+            Decision::ApprovalRequired { rejected: true, .. } | Decision::NotTheApprover(_) => {
+                Outcome::Rejected
+            }
             Decision::SignInRequired => Outcome::Challenged,
             Decision::Performed(_) => Outcome::Performed,
             Decision::Released(_) => Outcome::Released,
@@ -65,9 +74,10 @@ impl Decision {
     pub(crate) fn operation_id(&self, approval: Option<&ApprovalHeader>) -> String {
         match self {
             Decision::ApprovalRequired { operation, .. } => operation.operation_id.clone(),
-            Decision::InProgress(id) | Decision::Unknown(id) | Decision::AlreadyPerformed(id) => {
-                id.to_string()
-            }
+            Decision::InProgress(id)
+            | Decision::Unknown(id)
+            | Decision::AlreadyPerformed(id)
+            | Decision::NotTheApprover(id) => id.to_string(),
             _ => approval.map_or_else(String::new, |a| a.operation_id.clone()),
         }
     }

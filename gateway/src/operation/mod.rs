@@ -45,7 +45,7 @@ pub(crate) use receipt::{Receipt, draft_receipt, rfc3339_ms};
 pub(crate) use remember::{ForwardRules, Remember, lease_until_ms, releases};
 pub(crate) use verdict::{
     Answer, Approved, Minted, Start, Verdict, action_tag, check, claim, existing, from_record,
-    mint, mint_for, record_before_lookup, start,
+    may_follow_up, mint, mint_for, record_before_lookup, start,
 };
 
 /// A request for an operation, prepared by its interface (HTTP API or MCP).

@@ -184,6 +184,15 @@ pub(crate) fn from_record(
     }
 }
 
+/// Whether `prepared` may send the follow-up of an interim answer of the operation `record`
+/// is the claim of: a follow-up carries the approver's answers into the approved call, so it
+/// takes what a replay takes (check 1 proven: the approver's scope and, unverified, the very
+/// credentials that approved), never less.
+pub(crate) fn may_follow_up(keys: &Keys, prepared: &Prepared, record: &OperationRecord) -> bool {
+    record.policy == prepared.request.policy.name
+        && approved_by(keys, record, &prepared.request.approver) == Approval::Proven
+}
+
 /// Whether an approval must be answered from its record before the policy's lookup runs:
 /// check 2 comes first, so a performed operation is replayed even while the upstream's
 /// records can't be read.

@@ -576,6 +576,15 @@ impl Executor {
         let policy = &prepared.policy().name;
         loop {
             return match verdict {
+                // A follow-up carries answers into a call under way: one from a Session that
+                // may not approve the operation is refused, not answered with an operation.
+                Verdict::Mint(Some(Rejection::NotThisApprover)) if reading.follow_up.is_some() => {
+                    *rejection = Some(Rejection::NotThisApprover);
+                    match named_operation(prepared) {
+                        Some(id) => Ok(self.not_the_approver(id, policy)),
+                        None => self.mint(prepared, true).await,
+                    }
+                }
                 Verdict::Mint(refused) => {
                     *rejection = refused;
                     let span = Span::phase("poppy.mint");
@@ -653,6 +662,12 @@ impl Executor {
                 }
             };
         }
+    }
+
+    /// A follow-up from a Session that may not approve operation `id`: refused, nothing sent.
+    fn not_the_approver(&self, id: OperationId, policy: &str) -> Decision {
+        tracing::warn!(policy, operation_id = %id, outcome = "rejected", "a follow-up of an interim answer from a Session that may not approve the operation; not forwarded");
+        Decision::NotTheApprover(id)
     }
 
     fn answer(&self, answer: Answer, policy: &str) -> Decision {
@@ -856,6 +871,17 @@ impl Executor {
             return self.answer(answer, name);
         };
         let id = id.clone();
+        // The round's claim is the approver's: checked before the round is taken, so that a
+        // refused follow-up leaves it for its own.
+        match self.parts.store.lookup(&id).await {
+            Ok(Some(record)) if operation::may_follow_up(&self.parts.keys, prepared, &record) => {}
+            Ok(Some(_)) => return self.not_the_approver(id, name),
+            Ok(None) => return self.answer(answer, name),
+            Err(e) => {
+                tracing::warn!(policy = name, operation_id = %id, error = %e, "store unavailable; the follow-up is not forwarded");
+                return Decision::StoreUnavailable;
+            }
+        }
         let revision = prepared
             .request
             .approval
@@ -1139,6 +1165,11 @@ fn replay_span(answer: &Answer, linked: Option<&str>, policy: &str, id: &str) ->
     span.set_with("poppy.operation_id", || id.to_owned());
     span.set("poppy.outcome", Outcome::Replayed.as_str());
     Some(span)
+}
+
+/// The operation a request's approval names, when it is of this gateway's shape.
+fn named_operation(prepared: &Prepared) -> Option<OperationId> {
+    OperationId::parse(&prepared.request.approval.as_ref()?.operation_id)
 }
 
 fn forward_lease(round: &Round) -> i64 {

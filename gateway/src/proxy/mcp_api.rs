@@ -438,6 +438,15 @@ fn render(decision: Decision, to: &ReplyTo) -> Reply {
         | Decision::Released(response) => Reply::from(readdressed(response, to, false)),
         Decision::Replayed(response) => Reply::from(readdressed(response, to, true)),
         Decision::AlreadyPerformed(id) => tool_result(to, already_performed_result(id.as_str())),
+        // Not the model's to act on: the client sent answers it may not send.
+        Decision::NotTheApprover(id) => rpc_error(&RpcError {
+            id: to.id.clone(),
+            code: codes::INVALID_REQUEST,
+            message: format!(
+                "Invalid request: operation {id}: {}",
+                Decision::NOT_THE_APPROVER
+            ),
+        }),
         Decision::InProgress(id) => tool_result(
             to,
             retry_result(

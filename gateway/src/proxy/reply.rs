@@ -99,6 +99,8 @@ impl Reply {
             Decision::AlreadyPerformed(id) => {
                 Reply::error(409, &ErrorBody::already_performed(id.as_str()))
             }
+            // Only an MCP call has follow-ups; rendered as the API would refuse one.
+            Decision::NotTheApprover(id) => Reply::error(403, &ErrorBody::new("not_the_approver", Decision::NOT_THE_APPROVER).with("operation_id", id.as_str())),
             Decision::InProgress(id) => Reply::retry_later(
                 1,
                 &ErrorBody::new("operation_in_progress", "this operation is being performed; send the same approval again to get its answer").with("operation_id", id.as_str()),

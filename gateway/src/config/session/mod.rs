@@ -11,6 +11,7 @@ use super::duration::parse_duration;
 use super::error::{At, ConfigError};
 use super::file::{AgentFile, SessionFile};
 use super::named_file::read_ca_file;
+use crate::identity::address::PrivateHosts;
 use crate::identity::{
     Expectations, IssuerSettings, KeySource, SessionSettings, VerifierSettings, VerifySettings,
 };
@@ -48,10 +49,11 @@ pub(super) fn compile(
                     || session.token.is_some()
                     || session.origins.is_some()
                     || session.ca_file.is_some()
+                    || session.allow_private_hosts.is_some()
                 {
                     errors.push(at(
                         v.span(),
-                        "session.verify: \"off\" verifies nothing, yet [[session.agent]], audience, origins, ca_file or [session.token] is set: use \"required\", or remove them".into(),
+                        "session.verify: \"off\" verifies nothing, yet [[session.agent]], audience, origins, ca_file, allow_private_hosts or [session.token] is set: use \"required\", or remove them".into(),
                     ));
                 }
                 VerifySettings::Off
@@ -110,6 +112,7 @@ fn verifier(
     let origins = origins(session, delegated, &verify_span, at, errors);
     let audience = audience(session, statically_keyed, &verify_span, at, errors);
     let clock_skew = clock_skew(session, at, errors);
+    let private_hosts = private_hosts(session, at, errors);
 
     let mut agents = Vec::new();
     let mut names = std::collections::HashSet::new();
@@ -122,6 +125,14 @@ fn verifier(
         };
         if !names.insert(name.clone()) {
             errors.push(here(format!("{name:?} is listed twice")));
+            continue;
+        }
+        if let KeySource::Metadata(url) = &source
+            && let Err(why) = reqwest::Url::parse(url)
+                .map_err(|e| e.to_string())
+                .and_then(|url| private_hosts.check_url(&url))
+        {
+            errors.push(here(format!("client_id {url:?}: {why}")));
             continue;
         }
         match issuer_settings(name, source, refresh) {
@@ -143,6 +154,22 @@ fn verifier(
         expect,
         token,
         ca_pem,
+        private_hosts,
+    })
+}
+
+/// `allow_private_hosts`: the hosts agents' documents may be fetched from on non-global
+/// addresses (identity/address.rs); none unless listed.
+fn private_hosts(session: &SessionFile, at: At<'_>, errors: &mut Vec<ConfigError>) -> PrivateHosts {
+    let Some(hosts) = &session.allow_private_hosts else {
+        return PrivateHosts::default();
+    };
+    PrivateHosts::parse(hosts.get_ref()).unwrap_or_else(|why| {
+        errors.push(at(
+            hosts.span(),
+            format!("session.allow_private_hosts: {why}"),
+        ));
+        PrivateHosts::default()
     })
 }
 

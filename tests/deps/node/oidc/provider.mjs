@@ -13,8 +13,11 @@
 // With POPPY_PAGE_REDIRECT_URI set, also the approval page's client "poppy-page" /
 // "page-secret" (authorization code + PKCE, redirecting there), and a tiny login form at
 // /interaction/UID: any name signs in as that subject (a test provider: no password), and
-// consent is implied for the page's `openid` scope.
-import { createPrivateKey } from 'node:crypto';
+// consent is implied for the page's `openid` scope. With POPPY_PAGE_ID_TOKEN_CLAIMS (a JSON
+// object) too, the ID tokens it issues get these claims besides (an `aud` list that names
+// another client, an `azp`), signed again with the same key: what a provider shared with
+// other clients may issue, for the page's audience checks.
+import { createPrivateKey, sign } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { basename } from 'node:path';
@@ -32,6 +35,21 @@ const keys = process.argv.slice(2).map((arg) => {
 const firstAlg = keys[0].alg;
 
 const pageRedirect = process.env.POPPY_PAGE_REDIRECT_URI;
+const idTokenClaims = process.env.POPPY_PAGE_ID_TOKEN_CLAIMS
+  ? JSON.parse(process.env.POPPY_PAGE_ID_TOKEN_CLAIMS)
+  : null;
+
+// An ID token with `idTokenClaims` merged into its payload, signed with its own key again.
+function withIdTokenClaims(token) {
+  const [head, body] = token.split('.');
+  const header = JSON.parse(Buffer.from(head, 'base64url'));
+  const payload = { ...JSON.parse(Buffer.from(body, 'base64url')), ...idTokenClaims };
+  const { kid, alg, use, ...jwk } = keys.find((k) => k.kid === header.kid);
+  const input = `${Buffer.from(JSON.stringify(header)).toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
+  const key = createPrivateKey({ key: jwk, format: 'jwk' });
+  const signature = sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' });
+  return `${input}.${signature.toString('base64url')}`;
+}
 
 // The tiny login form (the tests fill #login and click #submit).
 function loginPage(uid, problem) {
@@ -82,6 +100,14 @@ server.listen(0, '127.0.0.1', () => {
       },
     },
   });
+  if (idTokenClaims) {
+    provider.use(async (ctx, next) => {
+      await next();
+      if (ctx.path === '/token' && typeof ctx.body?.id_token === 'string') {
+        ctx.body = { ...ctx.body, id_token: withIdTokenClaims(ctx.body.id_token) };
+      }
+    });
+  }
   server.on('request', withSignIn(provider, loginPage));
   process.stdout.write(`${JSON.stringify({ port })}\n`);
 });
