@@ -2,8 +2,8 @@
 //! JSON bodies the gateway answers with. No I/O, no pingora, no Redis.
 
 pub mod approval;
-pub(crate) mod authorization;
 pub(crate) mod approved;
+pub(crate) mod authorization;
 mod body;
 mod extensions;
 pub(crate) mod json;
