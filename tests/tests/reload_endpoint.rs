@@ -6,34 +6,11 @@
 
 use std::process::{Command, Output};
 
-use poppy_e2e::{Request, Session, Stack, Store, binaries, store_tests};
+use poppy_e2e::policies::{assert_return_held, return_request, returns_policy};
+use poppy_e2e::{Session, Stack, Store, binaries, store_tests};
 use serde_json::Value;
 
 const TOKEN: &str = "reload-admin-token";
-
-/// `returns`: a route the default policies do not name. `summary` is the whole line.
-fn returns_policy(summary: &str) -> String {
-    format!(
-        r#"[[operation]]
-name = "returns"
-method = "POST"
-path = "/orders/{{order_id}}/returns"
-id_prefix = "ret"
-expires_in = "15m"
-same_action = ["order_id"]
-{summary}
-
-[operation.terms]
-order_id = {{ path = "order_id" }}
-reason = {{ body = "$.reason" }}
-"#
-    )
-}
-
-fn return_request(session: &Session) -> Request {
-    Request::agent("POST", "/orders/o9/returns", session)
-        .json(&serde_json::json!({"reason": "too small"}))
-}
 
 /// `POST /reload` with `authorization` (if any): the status and the JSON body.
 async fn post_reload(stack: &Stack, authorization: Option<&str>) -> (u16, Value) {
@@ -118,13 +95,7 @@ async fn the_reload_endpoint_applies_new_policies_and_keeps_them_on_a_bad_edit(s
             .any(|p| p == "returns"),
         "{answer}"
     );
-    let held = stack
-        .gateway
-        .send(&return_request(&session))
-        .await
-        .operation();
-    assert!(held.operation_id.starts_with("ret_"), "{held:?}");
-    assert_eq!(held.summary, "Return order o9 (too small).");
+    assert_return_held(&stack.gateway, &session).await;
 
     // A bad edit (the summary leaves out a term): 422 with the problem, policies kept.
     std::fs::write(
