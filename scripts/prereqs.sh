@@ -10,7 +10,9 @@
 #                                 redis-cli, prometheus (the dashboard test), python3-venv, node
 #                                 and npm, docker-compose (validates docker/compose.yaml; no
 #                                 engine needed), chromium and chromium-driver (the approval
-#                                 page test); then the tests' Python and npm packages
+#                                 page test), kubectl (Debian's kubernetes-client where none is
+#                                 installed: `kubectl kustomize` renders deploy/kubernetes/);
+#                                 then the tests' Python and npm packages
 #                                 (tests/deps/install.sh: one pinned environment per folder of
 #                                 tests/deps/python/, the MCP SDKs and FastMCP among them)
 #
@@ -55,6 +57,9 @@ if [[ $what == test ]]; then
     # Chromium; its WebDriver for the sign-in flow to come).
     need chromium chromium
     need chromedriver chromium-driver
+    # tests/tests/deploy.rs renders the kustomize base with kubectl's built-in kustomize (no
+    # cluster); any kubectl already installed will do (Debian's 1.20 renders the base too).
+    need kubectl kubernetes-client
     python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
     docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 ||
         missing+=(docker-compose)

@@ -1,6 +1,7 @@
 //! `poppy-gateway health`: one `GET /healthz` to the admin listener the config names, for a
 //! container's health check (the image has no curl, and the port must be the configured one,
-//! not a number written into the Dockerfile).
+//! not a number written into the Dockerfile); `poppy-gateway reload`: one `POST /reload`
+//! there (the image has no `kill` either).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -44,28 +45,93 @@ pub(crate) fn probe_address(listen: &str) -> Result<SocketAddr, HealthError> {
 /// Ask the admin listener at `admin_listen` (gateway.toml's `[admin] listen`, read alone by
 /// [`crate::config::admin_listen`]) whether the gateway is up.
 pub fn check(admin_listen: Option<&str>, timeout: Duration) -> Result<(), HealthError> {
-    let listen = admin_listen.ok_or(HealthError::NoAdminListener)?;
-    let address = probe_address(listen)?;
+    let address = probe_address(admin_listen.ok_or(HealthError::NoAdminListener)?)?;
     let io = |error| HealthError::Io { address, error };
-    let mut stream = TcpStream::connect_timeout(&address, timeout).map_err(io)?;
-    stream.set_read_timeout(Some(timeout)).map_err(io)?;
-    stream.set_write_timeout(Some(timeout)).map_err(io)?;
-    stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .map_err(io)?;
-    // The status line is all that is needed; the answer is a few bytes.
-    let mut head = [0u8; 64];
-    let read = stream.read(&mut head).map_err(io)?;
-    let text = String::from_utf8_lossy(&head[..read]);
-    let status_line = text.lines().next().unwrap_or_default().to_owned();
-    if status_line.starts_with("HTTP/1.1 200 ") || status_line.starts_with("HTTP/1.0 200 ") {
+    let answer = call(
+        address,
+        "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        timeout,
+    )
+    .map_err(io)?;
+    if answer.is_ok() {
         Ok(())
     } else {
         Err(HealthError::Unhealthy {
             address,
-            status_line,
+            status_line: answer.status_line,
         })
     }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error(transparent)]
+    Address(#[from] HealthError),
+    #[error("POST http://{address}/reload: {error}")]
+    Io {
+        address: SocketAddr,
+        error: std::io::Error,
+    },
+    #[error("POST http://{address}/reload answered {status_line:?}: {body}")]
+    Refused {
+        address: SocketAddr,
+        status_line: String,
+        body: String,
+    },
+}
+
+/// `poppy-gateway reload`: `POST /reload` to the admin listener with the admin token, for an
+/// image without `kill`. Returns the answer's JSON body.
+pub fn reload(
+    admin_listen: Option<&str>,
+    token: &str,
+    timeout: Duration,
+) -> Result<String, ReloadError> {
+    let address = probe_address(admin_listen.ok_or(HealthError::NoAdminListener)?)?;
+    let request = format!(
+        "POST /reload HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let answer =
+        call(address, &request, timeout).map_err(|error| ReloadError::Io { address, error })?;
+    if answer.is_ok() {
+        Ok(answer.body)
+    } else {
+        Err(ReloadError::Refused {
+            address,
+            status_line: answer.status_line,
+            body: answer.body.trim_end().to_owned(),
+        })
+    }
+}
+
+struct Answer {
+    status_line: String,
+    body: String,
+}
+
+impl Answer {
+    fn is_ok(&self) -> bool {
+        self.status_line.starts_with("HTTP/1.1 200 ")
+            || self.status_line.starts_with("HTTP/1.0 200 ")
+    }
+}
+
+/// One request on its own connection (`Connection: close`: the answer ends with the stream;
+/// the admin listener sends a Content-Length, never chunks).
+fn call(address: SocketAddr, request: &str, timeout: Duration) -> std::io::Result<Answer> {
+    let mut stream = TcpStream::connect_timeout(&address, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    stream.write_all(request.as_bytes())?;
+    // The admin answers here are small; a bound keeps a wrong listener from filling memory.
+    let mut raw = Vec::new();
+    stream.take(1024 * 1024).read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    Ok(Answer {
+        status_line: head.lines().next().unwrap_or_default().to_owned(),
+        body: body.to_owned(),
+    })
 }
 
 #[cfg(test)]

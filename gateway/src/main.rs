@@ -64,6 +64,10 @@ enum Command {
     /// container health check). Reads only `[admin] listen`: a bad edit elsewhere, which the
     /// running gateway ignores until a reload succeeds, does not fail it.
     Health,
+    /// Reload the policies of the running gateway: `POST /reload` to the admin listener the
+    /// config names, with `POPPY_GATEWAY_ADMIN_TOKEN` from the environment (what SIGHUP does,
+    /// for an image without `kill`). Exits non-zero, printing the problems, when it failed.
+    Reload,
     /// Approval receipts: `audit verify FILE --public-key PEM` checks a receipts chain offline;
     /// `audit public-key KEY` prints the public key of a signing key (needs no config).
     Audit {
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
         }) => return receipts::audit::public_key(key),
         Some(Command::Init(args)) => return init::cli::run(args),
         Some(Command::Health) => return health(&cli.config),
+        Some(Command::Reload) => return reload(&cli.config),
         _ => {}
     }
     // A mistyped variable would otherwise be ignored without a word.
@@ -119,7 +124,9 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Check) => check(loaded),
         Some(Command::Explain(args)) => explain::cli::run(loaded, &args),
-        Some(Command::Audit { .. } | Command::Init(_) | Command::Health) => ExitCode::FAILURE,
+        Some(Command::Audit { .. } | Command::Init(_) | Command::Health | Command::Reload) => {
+            ExitCode::FAILURE
+        }
         None => {
             let config = match loaded {
                 Ok(config) => config,
@@ -305,18 +312,49 @@ fn print_policies(policies: &poppy_gateway::policy::PolicySet) {
     }
 }
 
+/// `[admin] listen` alone, for `health` and `reload`; its problems printed.
+fn admin_listen(config_path: &std::path::Path) -> Result<Option<String>, ExitCode> {
+    config::admin_listen(config_path).map_err(|errors| {
+        eprintln!("{errors}");
+        ExitCode::FAILURE
+    })
+}
+
 fn health(config_path: &std::path::Path) -> ExitCode {
-    let listen = match config::admin_listen(config_path) {
+    let listen = match admin_listen(config_path) {
         Ok(listen) => listen,
-        Err(errors) => {
-            eprintln!("{errors}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match poppy_gateway::health::check(listen.as_deref(), std::time::Duration::from_secs(2)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("unhealthy: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn reload(config_path: &std::path::Path) -> ExitCode {
+    let listen = match admin_listen(config_path) {
+        Ok(listen) => listen,
+        Err(code) => return code,
+    };
+    let token = std::env::var("POPPY_GATEWAY_ADMIN_TOKEN").unwrap_or_default();
+    if token.is_empty() {
+        eprintln!("reload: set POPPY_GATEWAY_ADMIN_TOKEN (the admin token of the running gateway)");
+        return ExitCode::FAILURE;
+    }
+    match poppy_gateway::health::reload(
+        listen.as_deref(),
+        &token,
+        std::time::Duration::from_secs(30),
+    ) {
+        Ok(body) => {
+            print!("{body}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("reload failed: {e}");
             ExitCode::FAILURE
         }
     }

@@ -1,4 +1,4 @@
-//! Policy reload on SIGHUP: re-read gateway.toml and its policy files, and put the new
+//! Policy reload on SIGHUP or `POST /reload` on the admin listener: re-read gateway.toml and its policy files, and put the new
 //! policies in force if, and only if, everything validates. A reload that fails keeps the
 //! running policies and logs every problem with its file, line and column.
 //!
@@ -29,6 +29,9 @@ pub(crate) struct PolicyReloader {
     /// Each route's own policies, by route name: what its requests are matched against.
     routes: Vec<(String, LivePolicies)>,
     metrics: Arc<Metrics>,
+    /// One reload at a time (SIGHUP and `POST /reload` may race): each applies what it read,
+    /// so an older read never replaces a newer one.
+    serial: std::sync::Mutex<()>,
 }
 
 /// What a reload that applied did.
@@ -53,6 +56,7 @@ impl PolicyReloader {
             policies,
             routes: Vec::new(),
             metrics,
+            serial: std::sync::Mutex::new(()),
         }
     }
 
@@ -65,6 +69,8 @@ impl PolicyReloader {
     /// Load the files again and apply their policies if they validate. Counts the result.
     /// Blocking (file reads): call it off the async threads.
     pub(crate) fn reload(&self) -> Result<Reloaded, ConfigErrors> {
+        // A panic in another reload left nothing half-applied (replace is one swap).
+        let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
         let config = match config::load(&self.path) {
             Ok(config) => config,
             Err(errors) => {
@@ -90,18 +96,24 @@ impl PolicyReloader {
         })
     }
 
-    async fn reload_and_log(self: &Arc<Self>) {
-        tracing::info!(config = %self.path.display(), "SIGHUP: reloading policies");
+    /// Reload off the async threads and log the outcome: what SIGHUP and `POST /reload`
+    /// (`cause`) both run. On failure, every problem as text; the running policies are kept.
+    pub(crate) async fn reload_and_log(
+        self: &Arc<Self>,
+        cause: &'static str,
+    ) -> Result<Reloaded, Vec<String>> {
+        tracing::info!(config = %self.path.display(), cause, "reloading policies");
         let this = Arc::clone(self);
         let outcome = match tokio::task::spawn_blocking(move || this.reload()).await {
-            Ok(outcome) => outcome,
+            Ok(outcome) => outcome
+                .map_err(|errors| errors.0.iter().map(ToString::to_string).collect::<Vec<_>>()),
             Err(e) => {
                 self.metrics.reload(ReloadResult::Failure);
                 tracing::error!(error = %e, "policy reload did not finish: the running policies are kept");
-                return;
+                return Err(vec![format!("the reload did not finish: {e}")]);
             }
         };
-        match outcome {
+        match &outcome {
             Ok(reloaded) => {
                 tracing::info!(
                     count = reloaded.policies.len(),
@@ -115,16 +127,17 @@ impl PolicyReloader {
                     );
                 }
             }
-            Err(errors) => {
-                for problem in &errors.0 {
+            Err(problems) => {
+                for problem in problems {
                     tracing::error!(problem = %problem, "policy reload: invalid");
                 }
                 tracing::error!(
-                    problems = errors.0.len(),
+                    problems = problems.len(),
                     "policy reload failed: the running policies are kept"
                 );
             }
         }
+        outcome
     }
 }
 
@@ -132,9 +145,10 @@ impl PolicyReloader {
 pub(crate) struct ReloadService(Arc<PolicyReloader>);
 
 impl PolicyReloader {
-    /// The pingora background service that reloads on SIGHUP.
-    pub(crate) fn service(self) -> ReloadService {
-        ReloadService(Arc::new(self))
+    /// The pingora background service that reloads on SIGHUP (the admin listener's
+    /// `POST /reload` holds the same reloader).
+    pub(crate) fn service(self: &Arc<Self>) -> ReloadService {
+        ReloadService(Arc::clone(self))
     }
 }
 
@@ -152,7 +166,8 @@ impl BackgroundService for ReloadService {
             return;
         };
         while crate::hangup::next(&mut hangups, &mut shutdown).await {
-            self.0.reload_and_log().await;
+            // The outcome is logged; there is no one else to tell.
+            let _ = self.0.reload_and_log("SIGHUP").await;
         }
     }
 }

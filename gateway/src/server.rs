@@ -64,7 +64,7 @@ pub enum StartError {
     Tracing(#[from] crate::telemetry::TracingError),
 }
 
-/// Secrets this repository ships in its examples (deploy/kubernetes/secret.yaml): published,
+/// Secrets this repository ships in its examples (deploy/kubernetes/examples/secret.yaml): published,
 /// so never accepted as the real thing.
 const SHIPPED_PLACEHOLDERS: [&str; 1] = ["replace-me-with-openssl-rand-hex-32"];
 /// docker/compose.yaml's development signing key: fine for the demo's `memory://`, where keys
@@ -417,13 +417,15 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     );
     server.add_service(proxy);
 
-    // SIGHUP reloads the policies. The admin listener waits for the reloader, so once
-    // `/healthz` answers, a SIGHUP reloads instead of ending the process.
+    // SIGHUP (and the admin listener's `POST /reload`) reloads the policies. The admin
+    // listener waits for the reloader, so once `/healthz` answers, a SIGHUP reloads instead of
+    // ending the process.
+    let policy_reloader = Arc::new(
+        PolicyReloader::new(&config, policies, Arc::clone(&metrics)).with_routes(reloaded_routes),
+    );
     let reloader = server.add_service(background_service(
         "policy reload",
-        PolicyReloader::new(&config, policies, Arc::clone(&metrics))
-            .with_routes(reloaded_routes)
-            .service(),
+        policy_reloader.service(),
     ));
     if let Some(listen) = &config.admin_listen {
         let mut admin = Service::new(
@@ -439,6 +441,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
                 durability,
                 receipts,
                 drain: Arc::clone(&drain),
+                reloader: policy_reloader,
             },
         );
         admin.add_tcp(listen);

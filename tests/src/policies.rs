@@ -74,3 +74,36 @@ customer = { form = "customer", optional = true }
 metadata = { form = "metadata", optional = true }
 expand = { form = "expand", optional = true }
 "#;
+
+/// `returns`: a route the default policies do not name, for policies added while the gateway
+/// runs (a reload). `summary` is the whole line, so a test can write one that fails `check`.
+pub fn returns_policy(summary: &str) -> String {
+    format!(
+        r#"[[operation]]
+name = "returns"
+method = "POST"
+path = "/orders/{{order_id}}/returns"
+id_prefix = "ret"
+expires_in = "15m"
+same_action = ["order_id"]
+{summary}
+
+[operation.terms]
+order_id = {{ path = "order_id" }}
+reason = {{ body = "$.reason" }}
+"#
+    )
+}
+
+/// A request to the `returns` route, `reason` "too small".
+pub fn return_request(session: &crate::Session) -> crate::Request {
+    crate::Request::agent("POST", "/orders/o9/returns", session)
+        .json(&serde_json::json!({"reason": "too small"}))
+}
+
+/// Sends [`return_request`] and asserts the `returns` policy holds it (it is in force).
+pub async fn assert_return_held(gateway: &crate::Gateway, session: &crate::Session) {
+    let held = gateway.send(&return_request(session)).await.operation();
+    assert!(held.operation_id.starts_with("ret_"), "{held:?}");
+    assert_eq!(held.summary, "Return order o9 (too small).");
+}

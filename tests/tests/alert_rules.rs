@@ -80,3 +80,112 @@ async fn the_rules_read_exported_metrics() {
         "alerts read unexported metrics: {missing:?}"
     );
 }
+
+/// Each rule's `expr:` and `runbook_url:` lines, by alert name, in file order.
+fn rules() -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string(docker_dir().join("alerts.yml")).unwrap();
+    let mut rules: Vec<(String, String, String)> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("- alert: ") {
+            rules.push((name.to_owned(), String::new(), String::new()));
+        } else if let (Some(expr), Some(rule)) = (line.strip_prefix("expr: "), rules.last_mut()) {
+            rule.1 = expr.to_owned();
+        } else if let (Some(url), Some(rule)) =
+            (line.strip_prefix("runbook_url: "), rules.last_mut())
+        {
+            rule.2 = url.to_owned();
+        }
+    }
+    rules
+}
+
+/// Prometheus can page when a gateway is gone (no scrape, or no target at all) and when a
+/// reload failed, for the job docker/prometheus.yml scrapes.
+#[test]
+fn a_gateway_gone_and_a_failed_reload_alert() {
+    let prometheus = std::fs::read_to_string(docker_dir().join("prometheus.yml")).unwrap();
+    assert!(
+        prometheus.contains("job_name: poppy-gateway"),
+        "{prometheus}"
+    );
+    let exprs: Vec<String> = rules().into_iter().map(|r| r.1).collect();
+    for wanted in [
+        r#"up{job="poppy-gateway"} == 0"#,
+        r#"absent(up{job="poppy-gateway"})"#,
+        "poppy_config_last_reload_successful == 0",
+    ] {
+        assert!(
+            exprs.iter().any(|e| e == wanted),
+            "no rule {wanted}: {exprs:?}"
+        );
+    }
+}
+
+/// Aggregations keep `job` (and `instance`, but for the store-wide gauge every replica
+/// reports alike), so an alert says which gateway it is about.
+#[test]
+fn aggregations_keep_job_and_instance() {
+    for (name, expr, _) in rules() {
+        for op in ["sum", "max", "min", "avg", "count"] {
+            for (at, _) in expr.match_indices(&format!("{op} ")) {
+                let rest = &expr[at + op.len() + 1..];
+                let by = rest.strip_prefix("by (").unwrap_or_default();
+                let labels = by.split(')').next().unwrap_or_default();
+                assert!(
+                    labels.contains("job")
+                        && (labels.contains("instance") || name == "PoppyUnknownOperations"),
+                    "{name}: `{expr}` drops job/instance"
+                );
+            }
+            assert!(
+                !expr.contains(&format!("{op}(")),
+                "{name}: `{expr}` aggregates all"
+            );
+        }
+    }
+}
+
+/// Every rule has a runbook_url that points at a section of docs/operations.md, and a
+/// promtool unit test in alerts.test.yml.
+#[test]
+fn every_rule_has_a_runbook_and_a_unit_test() {
+    let operations = std::fs::read_to_string(docker_dir().join("../docs/operations.md")).unwrap();
+    // GitHub's anchors: the heading lowercased, spaces to '-', other punctuation dropped.
+    let anchors: Vec<String> = operations
+        .lines()
+        .filter_map(|l| {
+            l.trim_start_matches('#')
+                .strip_prefix(' ')
+                .filter(|_| l.starts_with('#'))
+        })
+        .map(|heading| {
+            heading
+                .to_lowercase()
+                .chars()
+                .filter_map(|c| match c {
+                    ' ' => Some('-'),
+                    c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    let tests = std::fs::read_to_string(docker_dir().join("alerts.test.yml")).unwrap();
+    let rules = rules();
+    assert!(rules.len() >= 8, "{rules:?}");
+    for (name, _, url) in rules {
+        let anchor = url.strip_prefix("docs/operations.md#").unwrap_or_else(|| {
+            panic!("{name}: runbook_url {url:?} is not a docs/operations.md section")
+        });
+        assert!(
+            anchors.iter().any(|a| a == anchor),
+            "{name}: docs/operations.md has no section #{anchor}"
+        );
+        assert!(
+            tests.contains(&format!(
+                "alertname: {name}\n        exp_alerts:\n          - exp_labels"
+            )),
+            "{name}: no promtool test where it fires"
+        );
+    }
+}

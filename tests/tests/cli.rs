@@ -428,13 +428,13 @@ fn redis_store_without_keys_refuses_to_start() {
     );
 }
 
-/// The placeholder secrets deploy/kubernetes/secret.yaml ships (anyone can read them) are
+/// The placeholder secrets deploy/kubernetes/examples/secret.yaml ships (anyone can read them) are
 /// refused at startup, as signing keys (also beside a real key) and as the admin token.
 #[test]
 fn shipped_placeholder_secrets_refuse_to_start() {
     const PLACEHOLDER: &str = "replace-me-with-openssl-rand-hex-32";
     let secret = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/secret.yaml"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/kubernetes/examples/secret.yaml"),
     )
     .unwrap();
     assert!(

@@ -1,8 +1,11 @@
 //! `docker/` and `deploy/kubernetes/` without a Docker engine or a cluster: the Dockerfile
-//! passes hadolint, the manifests pass kubernetes-validate (both from PyPI, installed by
-//! tests/deps/install.sh), the image is the production one (numeric user, stripped binary,
-//! neutral config, health check on the configured admin port), the ConfigMap's config passes
-//! `check`, and every stop grace period covers the gateway's drain.
+//! passes hadolint, the kustomize base rendered by `kubectl kustomize` passes
+//! kubernetes-validate (both linters from PyPI, installed by tests/deps/install.sh; kubectl by
+//! scripts/prereqs.sh), the image is the production one (numeric user, stripped binary,
+//! neutral config, health check on the configured admin port), the files a pod sees pass
+//! `check` (a policy added to the ConfigMap among them), the base applies no Secret, pins its
+//! image, spreads its replicas and fences the admin port, and every stop grace period covers
+//! the gateway's drain.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -33,15 +36,48 @@ fn text(output: &Output) -> String {
     )
 }
 
-fn manifests() -> Vec<PathBuf> {
-    let dir = repo().join("deploy/kubernetes");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    found.sort();
-    found
+/// The kustomize base as `kubectl apply -k deploy/kubernetes/` applies it, in a file.
+fn rendered_base(dir: &Path) -> PathBuf {
+    let output = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(repo().join("deploy/kubernetes"))
+        .output()
+        .expect("run kubectl: scripts/prereqs.sh test installs it");
+    assert!(
+        output.status.success(),
+        "kubectl kustomize:\n{}",
+        text(&output)
+    );
+    let path = dir.join("base.yaml");
+    std::fs::write(&path, &output.stdout).unwrap();
+    path
+}
+
+/// Every object of a YAML file, as JSON (PyYAML of the deploy-lint environment reads it).
+fn objects(path: &Path) -> Vec<serde_json::Value> {
+    let output = Command::new(python("deploy-lint"))
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d]))",
+        ])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn kubernetes_validate(files: &[PathBuf]) -> Output {
+    Command::new(lint_tool("kubernetes-validate"))
+        // Strict: a misspelt or misplaced field fails instead of being ignored.
+        .args(["--strict", "--no-warn"])
+        .args(files)
+        .output()
+        .expect("run kubernetes-validate")
+}
+
+fn of_kind<'a>(objects: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
+    objects.iter().filter(|o| o["kind"] == kind).collect()
 }
 
 #[test]
@@ -66,27 +102,31 @@ fn dockerfile_passes_hadolint() {
 }
 
 #[test]
-fn kubernetes_manifests_pass_schema_validation() {
-    let manifests = manifests();
-    let kinds: String = manifests
-        .iter()
-        .map(|p| std::fs::read_to_string(p).unwrap())
-        .collect();
+fn the_kustomize_base_passes_schema_validation() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = rendered_base(dir.path());
+    let objects = objects(&base);
+    let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
     for kind in [
-        "kind: Deployment",
-        "kind: Service",
-        "kind: ConfigMap",
-        "kind: Secret",
-        "kind: PodDisruptionBudget",
+        "Deployment",
+        "Service",
+        "ConfigMap",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
     ] {
-        assert!(kinds.contains(kind), "deploy/kubernetes has no {kind}");
+        assert!(
+            kinds.contains(&kind),
+            "the base renders no {kind}: {kinds:?}"
+        );
     }
-    let output = Command::new(lint_tool("kubernetes-validate"))
-        // Strict: a misspelt or misplaced field fails instead of being ignored.
-        .args(["--strict", "--no-warn"])
-        .args(&manifests)
-        .output()
-        .expect("run kubernetes-validate");
+    let output = kubernetes_validate(std::slice::from_ref(&base));
+    assert!(
+        output.status.success(),
+        "kubernetes-validate:\n{}",
+        text(&output)
+    );
+    let example = repo().join("deploy/kubernetes/examples/secret.yaml");
+    let output = kubernetes_validate(std::slice::from_ref(&example));
     assert!(
         output.status.success(),
         "kubernetes-validate:\n{}",
@@ -94,42 +134,190 @@ fn kubernetes_manifests_pass_schema_validation() {
     );
 
     // A misplaced field fails validation.
-    let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
     let deployment = read("deploy/kubernetes/deployment.yaml").replace(
         "terminationGracePeriodSeconds: 45",
         "terminationGracePeriod: 45",
     );
     std::fs::write(&bad, deployment).unwrap();
-    let output = Command::new(lint_tool("kubernetes-validate"))
-        .args(["--strict", "--no-warn"])
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let output = kubernetes_validate(&[bad]);
     assert!(!output.status.success(), "{}", text(&output));
 }
 
+/// `kubectl apply -k` (or `-f` of the folder) never overwrites the real Secret with the
+/// example's placeholders.
+#[test]
+fn applying_the_base_leaves_the_secret_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let objects = objects(&rendered_base(dir.path()));
+    assert!(of_kind(&objects, "Secret").is_empty(), "{objects:?}");
+    let folder = repo().join("deploy/kubernetes");
+    for entry in std::fs::read_dir(&folder).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                !text.contains("kind: Secret"),
+                "{} is applied by -f",
+                path.display()
+            );
+        }
+    }
+    let example = read("deploy/kubernetes/examples/secret.yaml");
+    assert!(example.contains("kubectl create secret generic poppy-gateway"));
+}
+
+/// The files a pod sees, laid out as the kubelet mounts them (`..data` and all), pass `check`;
+/// a policy added to the policies ConfigMap is one of them, read once.
 #[test]
 fn the_configmap_config_and_policies_pass_check() {
     let dir = tempfile::tempdir().unwrap();
+    let base = rendered_base(dir.path());
+    let added = dir.path().join("refund.toml");
+    std::fs::write(
+        &added,
+        r#"[[operation]]
+name = "refund"
+method = "POST"
+path = "/orders/{order_id}/refunds"
+id_prefix = "ref"
+expires_in = "15m"
+same_action = ["order_id"]
+summary = "Refund order {order_id}."
+[operation.terms]
+order_id = { path = "order_id" }
+"#,
+    )
+    .unwrap();
+    let pod = dir.path().join("pod");
     let output = Command::new(python("deploy-lint"))
         .arg(deps_dir().join("configmap_files.py"))
-        .arg(repo().join("deploy/kubernetes/configmap.yaml"))
-        .arg(dir.path())
+        .arg(&base)
+        .arg(&pod)
+        .arg("--add")
+        .arg(format!("refund.toml={}", added.display()))
         .output()
-        .expect("extract the ConfigMap");
+        .expect("lay out the pod's files");
     assert!(output.status.success(), "{}", text(&output));
     let output = Command::new(binaries::gateway())
         .arg("check")
         .arg("--config")
-        .arg(dir.path().join("gateway.toml"))
+        .arg(pod.join("gateway.toml"))
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();
     let out = text(&output);
     assert!(output.status.success(), "check:\n{out}");
     assert!(out.contains("redis://redis:6379/0"), "{out}");
-    assert!(out.contains("/orders/{order_id}/exchanges"), "{out}");
+    assert_eq!(
+        out.matches("/orders/{order_id}/exchanges").count(),
+        1,
+        "{out}"
+    );
+    assert!(
+        out.contains("/orders/{order_id}/refunds"),
+        "a policy added to the ConfigMap reaches the pod:\n{out}"
+    );
+}
+
+/// A pinned image (the crate version), replicas spread over nodes and zones, a store that
+/// must be durable, and the admin port open only to monitoring.
+#[test]
+fn the_base_is_pinned_spread_durable_and_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let objects = objects(&rendered_base(dir.path()));
+    let version = read("Cargo.toml")
+        .lines()
+        .find_map(|l| l.strip_prefix("version = "))
+        .map(|v| v.trim_matches('"').to_owned())
+        .unwrap();
+    let deployment = of_kind(&objects, "Deployment")[0];
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["image"],
+        format!("poppy-gateway:{version}")
+    );
+    let spread = pod["topologySpreadConstraints"].as_array().unwrap();
+    let keys: Vec<&str> = spread
+        .iter()
+        .filter_map(|c| c["topologyKey"].as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        ["kubernetes.io/hostname", "topology.kubernetes.io/zone"]
+    );
+    let labels = &deployment["spec"]["selector"]["matchLabels"];
+    assert!(
+        spread
+            .iter()
+            .all(|c| &c["labelSelector"]["matchLabels"] == labels)
+    );
+
+    let config = read("deploy/kubernetes/configmap.yaml");
+    assert_eq!(setting(&config, "require_durable"), Some("true"));
+
+    let policy = of_kind(&objects, "NetworkPolicy")[0];
+    assert_eq!(&policy["spec"]["podSelector"]["matchLabels"], labels);
+    let rules = policy["spec"]["ingress"].as_array().unwrap();
+    for rule in rules {
+        let ports: Vec<&str> = rule["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["port"].as_str())
+            .collect();
+        if ports.contains(&"admin") {
+            assert!(
+                rule["from"].as_array().is_some_and(|f| !f.is_empty()),
+                "{rule}"
+            );
+        } else {
+            assert_eq!(ports, ["http"], "{rule}");
+        }
+    }
+    assert!(rules.iter().any(|r| r.to_string().contains("\"admin\"")));
+}
+
+/// The optional ServiceMonitor (a kustomize Component) scrapes the admin Service's port.
+#[test]
+fn the_service_monitor_selects_the_admin_service() {
+    let component = read("deploy/kubernetes/servicemonitor/kustomization.yaml");
+    assert!(component.contains("kind: Component"), "{component}");
+    assert!(component.contains("- servicemonitor.yaml"), "{component}");
+    let monitors = objects(&repo().join("deploy/kubernetes/servicemonitor/servicemonitor.yaml"));
+    let monitor = of_kind(&monitors, "ServiceMonitor")[0];
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    let dir = tempfile::tempdir().unwrap();
+    let objects = objects(&rendered_base(dir.path()));
+    let selector = monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .unwrap();
+    let selected: Vec<_> = of_kind(&objects, "Service")
+        .into_iter()
+        .filter(|s| {
+            selector
+                .iter()
+                .all(|(k, v)| &s["metadata"]["labels"][k] == v)
+        })
+        .collect();
+    assert_eq!(selected.len(), 1, "{selected:?}");
+    assert_eq!(selected[0]["metadata"]["name"], "poppy-gateway-admin");
+    let port = &monitor["spec"]["endpoints"][0]["port"];
+    assert!(
+        selected[0]["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| &p["name"] == port),
+        "{port}"
+    );
+    assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
+    // The job docker/alerts.yml's `up` rules name.
+    let job_label = monitor["spec"]["jobLabel"].as_str().unwrap();
+    assert_eq!(
+        selected[0]["metadata"]["labels"][job_label],
+        "poppy-gateway"
+    );
 }
 
 /// Seconds of a `30s` / `2s` / `500ms` duration.
@@ -306,4 +494,19 @@ async fn health_asks_the_configured_admin_listener() {
         )),
         "{out}"
     );
+}
+
+/// docker/README.md says what podman does differently: no HEALTHCHECK in its default OCI
+/// format, and podman-compose ignores `stop_grace_period`.
+#[test]
+fn the_docker_readme_covers_podman() {
+    let readme = read("docker/README.md");
+    for needed in [
+        "podman build --format docker",
+        "podman stop -t 40",
+        "--stop-timeout 40",
+        "podman-compose ignores",
+    ] {
+        assert!(readme.contains(needed), "docker/README.md lacks {needed:?}");
+    }
 }

@@ -6,35 +6,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use poppy_e2e::metrics::Metrics;
+use poppy_e2e::policies::{assert_return_held, return_request, returns_policy};
 use poppy_e2e::{GatewayBuilder, Request, Session, Stack, Store, TEST_KEYS, binaries, wait};
 
 const RELOAD_DEADLINE: Duration = Duration::from_secs(10);
 /// The test's `shutdown_grace` (1 s) and plenty.
 const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
-
-/// `returns`: a route the default policies do not name. `summary` is the whole line.
-fn returns_policy(summary: &str) -> String {
-    format!(
-        r#"[[operation]]
-name = "returns"
-method = "POST"
-path = "/orders/{{order_id}}/returns"
-id_prefix = "ret"
-expires_in = "15m"
-same_action = ["order_id"]
-{summary}
-
-[operation.terms]
-order_id = {{ path = "order_id" }}
-reason = {{ body = "$.reason" }}
-"#
-    )
-}
-
-fn return_request(session: &Session) -> Request {
-    Request::agent("POST", "/orders/o9/returns", session)
-        .json(&serde_json::json!({"reason": "too small"}))
-}
 
 /// Send SIGHUP and wait until `/metrics` shows the reload with `result` counted once more.
 async fn hang_up(stack: &Stack, result: &str) -> Metrics {
@@ -128,13 +105,7 @@ async fn sighup_reloads_policies_and_a_broken_reload_keeps_the_running_ones() {
     );
 
     // The new route is held now; nothing more reaches the upstream.
-    let held = stack
-        .gateway
-        .send(&return_request(&session))
-        .await
-        .operation();
-    assert!(held.operation_id.starts_with("ret_"), "{held:?}");
-    assert_eq!(held.summary, "Return order o9 (too small).");
+    assert_return_held(&stack.gateway, &session).await;
     stack.gateway.send(&exchange).await.operation();
     stack.assert_executions(2, "the two passthrough requests before the reload");
     let log = stack.gateway.log();

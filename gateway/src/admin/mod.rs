@@ -1,5 +1,6 @@
-//! The admin listener: `/healthz`, `/readyz`, `/readyz/store`, `/metrics`, and the operations
-//! API. What each probe means, and which to use where: docs/operations.md, "Probes".
+//! The admin listener: `/healthz`, `/readyz`, `/readyz/store`, `/metrics`, the operations
+//! API, and `POST /reload` (the SIGHUP reload, for images without `kill`). What each probe
+//! means, and which to use where: docs/operations.md, "Probes".
 
 mod operations;
 
@@ -16,6 +17,7 @@ use crate::drain::Drain;
 use crate::metrics::{Format, Metrics};
 use crate::policy::LivePolicies;
 use crate::receipts::ReceiptSink;
+use crate::reload::PolicyReloader;
 use crate::store::{DurabilityCheck, OperationStore};
 
 /// The largest request body the admin API reads (a resolve carries a recorded answer).
@@ -36,6 +38,8 @@ pub(crate) struct AdminApp {
     pub(crate) receipts: Option<Arc<ReceiptSink>>,
     /// Says when a stop signal has arrived: `/readyz` is 503 from then on.
     pub(crate) drain: Arc<Drain>,
+    /// What SIGHUP runs; `POST /reload` runs it too.
+    pub(crate) reloader: Arc<PolicyReloader>,
 }
 
 #[async_trait]
@@ -85,6 +89,18 @@ impl ServeHttp for AdminApp {
                 }
                 text(200, format.content_type(), self.metrics.render(format))
             }
+            (_, "/reload") => {
+                let (status, body) =
+                    match operations::authorized(self.token.as_deref(), authorization.as_deref()) {
+                        Err(answer) => answer,
+                        Ok(()) if method == http::Method::POST => self.reload().await,
+                        Ok(()) => (
+                            405,
+                            json!({"error": "method_not_allowed", "detail": "POST /reload"}),
+                        ),
+                    };
+                json_answer(status, &body)
+            }
             (_, "/operations") => {
                 let (status, body) =
                     match operations::authorized(self.token.as_deref(), authorization.as_deref()) {
@@ -97,9 +113,7 @@ impl ServeHttp for AdminApp {
                             json!({"error": "method_not_allowed", "detail": "GET /operations?state=unknown or ?state=in_flight"}),
                         ),
                     };
-                let mut bytes = body.to_string().into_bytes();
-                bytes.push(b'\n');
-                text(status, "application/json", bytes)
+                json_answer(status, &body)
             }
             (_, operation) if operation.starts_with("/operations/") => {
                 let (status, body) =
@@ -110,14 +124,12 @@ impl ServeHttp for AdminApp {
                                 .await
                         }
                     };
-                let mut bytes = body.to_string().into_bytes();
-                bytes.push(b'\n');
-                text(status, "application/json", bytes)
+                json_answer(status, &body)
             }
             _ => text(
                 404,
                 "text/plain; charset=utf-8",
-                b"not found: try /healthz, /readyz, /readyz/store, /metrics, /operations?state=unknown or /operations/{id}\n".to_vec(),
+                b"not found: try /healthz, /readyz, /readyz/store, /metrics, /operations?state=unknown, /operations/{id} or POST /reload\n".to_vec(),
             ),
         }
     }
@@ -136,6 +148,29 @@ impl AdminApp {
             .max()
             .unwrap_or_default();
         (longest + Duration::from_secs(1) + self.remember_grace).max(Duration::from_secs(86_400))
+    }
+
+    /// `POST /reload`: 200 with the policies now in force, or 422 with every problem (the
+    /// running policies are kept).
+    async fn reload(&self) -> operations::Answer {
+        match self.reloader.reload_and_log("POST /reload").await {
+            Ok(reloaded) => (
+                200,
+                json!({
+                    "reloaded": true,
+                    "policies": reloaded.policies,
+                    "restart_needed_for": reloaded.restart_needed_for,
+                }),
+            ),
+            Err(problems) => (
+                422,
+                json!({
+                    "error": "reload_failed",
+                    "detail": format!("{} problem(s); the running policies are kept", problems.len()),
+                    "problems": problems,
+                }),
+            ),
+        }
     }
 
     /// The store answers, and (Redis) is as durable as the configuration requires.
@@ -199,6 +234,13 @@ async fn read_body(session: &mut ServerSession) -> Result<Vec<u8>, operations::A
             }
         }
     }
+}
+
+/// A JSON answer of the operations API or `/reload`, one line.
+fn json_answer(status: u16, body: &serde_json::Value) -> http::Response<Vec<u8>> {
+    let mut bytes = body.to_string().into_bytes();
+    bytes.push(b'\n');
+    text(status, "application/json", bytes)
 }
 
 fn text(status: u16, content_type: &str, body: Vec<u8>) -> http::Response<Vec<u8>> {
