@@ -315,6 +315,13 @@ pub(super) fn query_json(value: &Value, path: &str) -> Option<Value> {
 
 /// Whether a JSONPath expression parses.
 pub(crate) fn is_valid_json_path(path: &str) -> Result<(), JsonPathError> {
+    // The parser's own word for a missing root is its grammar rule ("expected jp_query").
+    if !path.starts_with('$') {
+        return Err(JsonPathError(format!(
+            "a JSONPath starts at the root, `$` (for example `$.{}`)",
+            path.trim_start_matches('.')
+        )));
+    }
     Value::Null
         .query(path)
         .map(|_| ())
@@ -376,6 +383,22 @@ fn write_canonical(value: &Value, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_json_path_without_its_root_says_so() {
+        let e = is_valid_json_path("item_id").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "a JSONPath starts at the root, `$` (for example `$.item_id`)"
+        );
+        assert!(is_valid_json_path("$.item_id").is_ok());
+        assert!(
+            !is_valid_json_path("$[")
+                .unwrap_err()
+                .to_string()
+                .contains("root")
+        );
+    }
     use serde_json::json;
 
     fn parts<'a>(

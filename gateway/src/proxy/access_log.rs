@@ -152,6 +152,12 @@ fn protocol(entry: &Entry<'_>) -> &'static str {
     }
 }
 
+/// Milliseconds since `started`, to the microsecond (`1.234`, not `1.2345678910000001`): the
+/// same number in both formats.
+fn duration_ms(started: std::time::Instant) -> f64 {
+    started.elapsed().as_micros() as f64 / 1000.0
+}
+
 fn json_line(session: &Session, entry: &Entry<'_>) -> serde_json::Value {
     let header = session.req_header();
     let facts = entry.facts;
@@ -166,7 +172,7 @@ fn json_line(session: &Session, entry: &Entry<'_>) -> serde_json::Value {
         "host": facts.and_then(|f| f.host.as_deref()),
         "status": status(session),
         "bytes_sent": session.body_bytes_sent(),
-        "duration_ms": entry.started.elapsed().as_secs_f64() * 1000.0,
+        "duration_ms": duration_ms(entry.started),
         "route": entry.route,
         "passthrough": entry.passthrough,
         "upstream_status": entry.notes.upstream_status,
@@ -208,7 +214,7 @@ fn combined_line(session: &Session, entry: &Entry<'_>) -> String {
         status = status(session),
         bytes = session.body_bytes_sent(),
         rid = entry.request_id,
-        ms = entry.started.elapsed().as_secs_f64() * 1000.0,
+        ms = duration_ms(entry.started),
         route = entry.route,
         up = dash(entry.notes.upstream_status.map(|s| s.to_string())),
         op = dash(entry.notes.operation_id.clone()),
@@ -248,5 +254,20 @@ impl pingora::services::background::BackgroundService for AccessLogReopener {
                 tracing::error!("SIGHUP: access log not reopened (its writer is behind or gone)");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_written_to_the_microsecond() {
+        let started = std::time::Instant::now() - std::time::Duration::from_nanos(1_234_567_891);
+        let ms = duration_ms(started);
+        let text = serde_json::json!(ms).to_string();
+        let decimals = text.split('.').nth(1).map_or(0, str::len);
+        assert!(decimals <= 3, "{text}");
+        assert!((1234.0..1300.0).contains(&ms), "{text}");
     }
 }
