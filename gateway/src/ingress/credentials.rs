@@ -24,7 +24,7 @@
 use http::HeaderMap;
 
 use super::Refusal;
-use super::headers::is_urlencoded_form_content_type;
+use super::headers::{is_uncompressed, is_urlencoded_form_content_type};
 use super::target::decode_strict;
 use crate::protocol::authorization::{TOKEN_SCHEMES, bearer_token, is_token_scheme, is_token68};
 
@@ -262,16 +262,8 @@ fn form_of(headers: &HeaderMap, readable: bool) -> Result<Option<Form>, Refusal>
     if form.is_none() || !readable {
         return Ok(form);
     }
-    let compressed = headers
-        .get_all(http::header::CONTENT_ENCODING)
-        .iter()
-        .any(|v| {
-            !v.as_bytes()
-                .split(|b| *b == b',')
-                .all(|c| c.trim_ascii().eq_ignore_ascii_case(b"identity"))
-        });
-    let unreadable =
-        compressed || (form == Some(Form::Urlencoded) && !is_urlencoded_form_content_type(headers));
+    let unreadable = !is_uncompressed(headers)
+        || (form == Some(Form::Urlencoded) && !is_urlencoded_form_content_type(headers));
     if unreadable {
         return Err(Refusal::new(
             415,

@@ -102,19 +102,13 @@ pub(crate) fn check_operation_request(headers: &HeaderMap) -> Result<(), Refusal
             "a request that needs approval can't switch protocols: send it without `Upgrade`",
         ));
     }
-    for value in headers.get_all(http::header::CONTENT_ENCODING) {
-        let identity = value.to_str().is_ok_and(|v| {
-            v.split(',')
-                .all(|c| c.trim().eq_ignore_ascii_case("identity"))
-        });
-        if !identity {
-            return Err(Refusal::new(
-                415,
-                "unsupported_content_encoding",
-                "a request that needs approval must send its body uncompressed: the gateway checks the terms in the bytes the upstream receives",
-            )
-            .naming("header", "content-encoding"));
-        }
+    if !is_uncompressed(headers) {
+        return Err(Refusal::new(
+            415,
+            "unsupported_content_encoding",
+            "a request that needs approval must send its body uncompressed: the gateway checks the terms in the bytes the upstream receives",
+        )
+        .naming("header", "content-encoding"));
     }
     Ok(())
 }
@@ -153,6 +147,20 @@ pub(crate) fn is_json_content_type(headers: &HeaderMap) -> bool {
                 .strip_prefix("application/")
                 .is_some_and(|sub| sub.ends_with("+json") && !sub.contains('/'))
     })
+}
+
+/// Whether every `Content-Encoding` (none at all included) is `identity`: the body's bytes are
+/// the ones the upstream reads.
+pub(crate) fn is_uncompressed(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .all(|value| {
+            value.to_str().is_ok_and(|v| {
+                v.split(',')
+                    .all(|c| c.trim().eq_ignore_ascii_case("identity"))
+            })
+        })
 }
 
 /// Whether a `Content-Type` is a form in UTF-8: `application/x-www-form-urlencoded`, with no
