@@ -90,6 +90,6 @@ pub(crate) async fn handle(
                 ),
             )))
         }
-        Ran::NotAnAgent => Step::Continue,
+        Ran::NotAnAgent => Step::Unheld(policy, crate::metrics::Unheld::CompanyClient),
     }
 }
