@@ -283,24 +283,17 @@ impl PerPolicy {
                 histogram::write(&mut out, format, name, &labels, buckets, &les);
             }
         }
-        let reason_bits = reasons.map(|r| REJECTIONS_BIT + r as u32);
-        if reason_bits.iter().any(|bit| any(*bit)) {
-            family(&mut out, REJECTED, Kind::Counter);
-            for (_, policy, series) in &policies {
-                for reason in reasons {
-                    if series.has(REJECTIONS_BIT + reason as u32) {
-                        let value = series.rejections[reason as usize].load(Ordering::Relaxed);
-                        let _ = writeln!(
-                            out,
-                            "{}{{operation=\"{policy}\",reason=\"{}\"}} {}",
-                            REJECTED.0,
-                            reason.as_str(),
-                            value as f64
-                        );
-                    }
-                }
-            }
-        }
+        // Each worded family: its words in label order, as (present bit, index, word).
+        let rejected = reasons.map(|r| (REJECTIONS_BIT + r as u32, r as usize, r.as_str()));
+        counters(
+            &mut out,
+            format,
+            &policies,
+            REJECTED,
+            "reason",
+            &rejected,
+            |s, i| &s.rejections[i],
+        );
         if any(ASKED_BIT) {
             family(&mut out, ASKED, Kind::Counter);
             for (_, policy, series) in policies.iter().filter(|p| p.2.has(ASKED_BIT)) {
@@ -308,40 +301,26 @@ impl PerPolicy {
                 let _ = writeln!(out, "{}{{operation=\"{policy}\"}} {value}", ASKED.0);
             }
         }
-        if outcomes.iter().any(|o| any(*o as u32)) {
-            family(&mut out, OPERATIONS, Kind::Counter);
-            for (_, policy, series) in &policies {
-                for outcome in outcomes {
-                    if series.has(outcome as u32) {
-                        let value = series.outcomes[outcome as usize].load(Ordering::Relaxed);
-                        let _ = writeln!(
-                            out,
-                            "{}{{operation=\"{policy}\",outcome=\"{}\"}} {}",
-                            OPERATIONS.0,
-                            outcome.as_str(),
-                            value as f64
-                        );
-                    }
-                }
-            }
-        }
-        if unheld.iter().any(|u| any(UNHELD_BIT + *u as u32)) {
-            family(&mut out, UNHELD, Kind::Counter);
-            for (_, policy, series) in &policies {
-                for why in unheld {
-                    if series.has(UNHELD_BIT + why as u32) {
-                        let value = series.unheld[why as usize].load(Ordering::Relaxed);
-                        let _ = writeln!(
-                            out,
-                            "{}{{operation=\"{policy}\",reason=\"{}\"}} {}",
-                            UNHELD.0,
-                            why.as_str(),
-                            value as f64
-                        );
-                    }
-                }
-            }
-        }
+        let outcomes = outcomes.map(|o| (o as u32, o as usize, o.as_str()));
+        counters(
+            &mut out,
+            format,
+            &policies,
+            OPERATIONS,
+            "outcome",
+            &outcomes,
+            |s, i| &s.outcomes[i],
+        );
+        let unheld = unheld.map(|u| (UNHELD_BIT + u as u32, u as usize, u.as_str()));
+        counters(
+            &mut out,
+            format,
+            &policies,
+            UNHELD,
+            "reason",
+            &unheld,
+            |s, i| &s.unheld[i],
+        );
         if any(UPSTREAM_DURATION_BIT) {
             family(&mut out, UPSTREAM_DURATION, Kind::Histogram);
             let les = histogram::les(&UPSTREAM_BUCKETS, format);
@@ -353,6 +332,36 @@ impl PerPolicy {
             }
         }
         out
+    }
+}
+
+/// A counter family by policy and one fixed word (`label`): for each policy, each of `words`
+/// (present bit, index, word) whose series exists, its `value` at that index.
+fn counters(
+    out: &mut String,
+    format: Format,
+    policies: &[(&str, std::borrow::Cow<'_, str>, &Series)],
+    (name, help): (&str, &str),
+    label: &str,
+    words: &[(u32, usize, &str)],
+    value: impl Fn(&Series, usize) -> &AtomicU64,
+) {
+    let present = |bit: u32| policies.iter().any(|(_, _, s)| s.has(bit));
+    if !words.iter().any(|(bit, _, _)| present(*bit)) {
+        return;
+    }
+    head(out, format, name, help, Kind::Counter);
+    for (_, policy, series) in policies {
+        for (bit, index, word) in words {
+            if series.has(*bit) {
+                let count = value(series, *index).load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "{name}{{operation=\"{policy}\",{label}=\"{word}\"}} {}",
+                    count as f64
+                );
+            }
+        }
     }
 }
 
