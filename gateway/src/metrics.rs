@@ -21,7 +21,7 @@ use requests::Requests;
 use store_duration::StoreDuration;
 
 // The core's words for what became of a request (operation/outcome.rs); metrics count them.
-pub(crate) use crate::operation::outcome::{Outcome, Rejection};
+pub(crate) use crate::operation::outcome::{Outcome, Rejection, Unheld};
 pub(crate) use labels::{Limit, ReloadResult, StoreCall, status_class};
 pub(crate) use openmetrics::Format;
 
@@ -228,6 +228,11 @@ impl Metrics {
     /// An approval failed a check (it is answered with a new revision).
     pub(crate) fn rejected(&self, policy: &str, reason: Rejection) {
         self.per_policy.rejected(policy, reason);
+    }
+
+    /// A request to `policy`'s route passed through without being held.
+    pub(crate) fn unheld(&self, policy: &str, why: Unheld) {
+        self.per_policy.unheld(policy, why);
     }
 
     /// A valid approval was claimed. Revisions are stateless, so the minting time is
@@ -511,6 +516,8 @@ mod tests {
             r#"poppy_operations_total{operation="exchange",outcome="performed"} 0"#,
             r#"poppy_approvals_rejected_total{operation="exchange",reason="stale_generation"} 0"#,
             r#"poppy_operations_asked_total{operation="exchange"} 0"#,
+            r#"poppy_unheld_requests_total{operation="exchange",reason="no_session"} 0"#,
+            r#"poppy_unheld_requests_total{operation="exchange",reason="company_client"} 0"#,
             r#"poppy_operations_total{operation="exchange",outcome="upstream_unavailable"} 0"#,
             r#"poppy_upstream_duration_seconds_bucket{operation="exchange",le="0.001"} 0"#,
             r#"poppy_build_info{version=""#,

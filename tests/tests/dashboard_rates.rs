@@ -99,6 +99,17 @@ async fn rate_panels_read_true_for_a_scripted_sequence() {
         exchanges_asked += 1.0;
     }
 
+    // Two exchanges without a Poppy-Session: they pass through unheld.
+    for order in ["o5", "o6"] {
+        gateway
+            .send(
+                &Request::plain("POST", &format!("/orders/{order}/exchanges"))
+                    .json(&serde_json::json!({"item_id": "i5", "replacement_sku": "s5"})),
+            )
+            .await
+            .assert_status(201, "an exchange without a Session");
+    }
+
     // Wait until Prometheus has scraped the end of the sequence.
     let scraped = |name: &str, operation: &str| {
         format!("{name}{{job=\"{JOB}\",instance=\"{instance}\",operation=\"{operation}\"}}")
@@ -116,6 +127,15 @@ async fn rate_panels_read_true_for_a_scripted_sequence() {
         .wait_for(
             &format!(
                 "poppy_operations_total{{job=\"{JOB}\",instance=\"{instance}\",operation=\"exchange\",outcome=\"replayed\"}}"
+            ),
+            2.0,
+        )
+        .await;
+
+    prometheus
+        .wait_for(
+            &format!(
+                "poppy_unheld_requests_total{{job=\"{JOB}\",instance=\"{instance}\",operation=\"exchange\",reason=\"no_session\"}}"
             ),
             2.0,
         )
@@ -142,6 +162,27 @@ async fn rate_panels_read_true_for_a_scripted_sequence() {
         by_operation("cancel"),
         0.0,
         "cancel: asked once, never performed"
+    );
+
+    // Unheld requests to policy routes: the exchanges sent without a Session, by policy and
+    // reason; every other policy and reason reads 0.
+    let [unheld] = panel(&dashboard, "Unheld requests to policy routes")
+        .try_into()
+        .unwrap();
+    let result = prometheus.query(&fill(&unheld, &instance)).await.unwrap();
+    for (labels, value) in &result {
+        if labels["operation"] == "exchange" && labels["reason"] == "no_session" {
+            assert!(*value > 0.0, "{result:?}");
+        } else {
+            assert_eq!(*value, 0.0, "{result:?}");
+        }
+    }
+    assert!(
+        result
+            .iter()
+            .any(|(labels, _)| labels["operation"] == "cancel"
+                && labels["reason"] == "company_client"),
+        "every policy and reason is on the panel: {result:?}"
     );
 
     // Unknown operations: one, however often it was retried; and it stays one.

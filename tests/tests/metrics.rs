@@ -80,6 +80,8 @@ const UPSTREAM_COUNT: &str = "poppy_upstream_duration_seconds_count";
 const IN_FLIGHT: &str = "poppy_operations_in_flight";
 const STORE_COUNT: &str = "poppy_store_duration_seconds_count";
 const PASSTHROUGH: &str = "poppy_passthrough_requests_total";
+/// Requests to a policy's route that passed through without being held (issue 39).
+const UNHELD: &str = "poppy_unheld_requests_total";
 /// Every request the proxy answered (issue 39), by route, method and status class.
 const REQUESTS: &str = "poppy_http_request_duration_seconds_count";
 
@@ -324,4 +326,78 @@ async fn scripted_sequence_moves_every_metric(store: Store) {
     stack.assert_executions(3, "two passthrough requests and one approved operation");
 }
 
-store_tests!(scripted_sequence_moves_every_metric);
+/// Approval applies only to requests that carry a `Poppy-Session` (or that
+/// `[approval_page.agents]` makes an agent's): a request to a policy's route without one
+/// passes through, and is counted for that policy, from a series that reads 0 from the start.
+/// Other paths, another method on the route's path and a Personal Agent's request are not.
+async fn requests_to_policy_routes_that_pass_unheld_are_counted(store: Store) {
+    let stack = Stack::start(store);
+    let gateway = &stack.gateway;
+    let start = gateway.metrics().await;
+    for operation in ["exchange", "cancel"] {
+        for reason in ["no_session", "company_client"] {
+            assert_eq!(
+                start.get(UNHELD, &[("operation", operation), ("reason", reason)]),
+                Some(0.0),
+                "{operation} {reason} exists from the start:\n{}",
+                start.text
+            );
+        }
+    }
+
+    let body = serde_json::json!({"item_id": "i1", "replacement_sku": "s1"});
+    for path in ["/orders/o1/exchanges", "/orders/o2/exchanges?note=1"] {
+        gateway
+            .send(&Request::plain("POST", path).json(&body))
+            .await
+            .assert_status(201, "an exchange without a Poppy-Session passes through");
+    }
+    gateway
+        .send(&Request::plain("POST", "/orders/o3/cancel").json(&serde_json::json!({})))
+        .await
+        .assert_status(201, "a cancellation without a Poppy-Session passes through");
+    gateway
+        .send(&Request::plain("GET", "/catalog"))
+        .await
+        .assert_status(200, "no policy's route");
+    gateway
+        .send(&Request::plain("GET", "/orders/o1/exchanges"))
+        .await
+        .assert_status(200, "another method on the route's path");
+    let session = Session::signed_out("ses_unheld");
+    gateway
+        .send(&Request::exchange(&session, "o1", "i1", "s1"))
+        .await
+        .operation();
+    settled(
+        &stack,
+        &start,
+        &[
+            (
+                UNHELD,
+                &[("operation", "exchange"), ("reason", "no_session")],
+                2.0,
+            ),
+            (
+                UNHELD,
+                &[("operation", "cancel"), ("reason", "no_session")],
+                1.0,
+            ),
+            (
+                UNHELD,
+                &[("operation", "exchange"), ("reason", "company_client")],
+                0.0,
+            ),
+            (OPS, outcome("held"), 1.0),
+            (PASSTHROUGH, &[("class", "2xx")], 5.0),
+        ],
+        "unheld",
+    )
+    .await;
+    stack.assert_executions(5, "every request without a Session was forwarded");
+}
+
+store_tests!(
+    scripted_sequence_moves_every_metric,
+    requests_to_policy_routes_that_pass_unheld_are_counted
+);

@@ -209,6 +209,16 @@ async fn the_companys_own_client_passes_unchanged(store: Store) {
         "an agent's method override",
     );
     stack.assert_executions(3, "the agent's request was not forwarded");
+    // Counted before they go upstream: the three that passed, as the Company's own client's.
+    let metrics = stack.gateway.metrics().await;
+    let unheld = |reason: &str| {
+        metrics.value(
+            "poppy_unheld_requests_total",
+            &[("operation", "exchange"), ("reason", reason)],
+        )
+    };
+    assert_eq!(unheld("company_client"), 3.0, "{}", metrics.text);
+    assert_eq!(unheld("no_session"), 0.0, "{}", metrics.text);
 }
 
 /// Never forwarded unverified: a token that fails verification is `401 invalid_token`; an

@@ -116,6 +116,19 @@ pub fn match_route(
     Ok(RouteMatch::None)
 }
 
+/// The HTTP policy whose route a request passing through unheld (no `Poppy-Session`, not an
+/// agent's) is for: its own method and path, as sent (`raw_target` up to `?`). What
+/// `poppy_unheld_requests_total` counts; nothing is refused for it.
+pub(crate) fn unheld_policy(
+    policies: &PolicySet,
+    method: &str,
+    raw_target: &[u8],
+) -> Option<Arc<Policy>> {
+    let path = raw_target.split(|b| *b == b'?').next()?;
+    let (policy, _) = policies.find_route(method, std::str::from_utf8(path).ok()?)?;
+    Some(policy)
+}
+
 /// The path without a `.ext` suffix on its last segment (letters and digits, 1 to 10).
 fn without_format_suffix(path: &str) -> Option<&str> {
     let trimmed = path.trim_end_matches('/');
@@ -182,6 +195,28 @@ code = { path = "code" }
             route("PUT", "/orders/o1/exchanges", false),
             Ok(RouteMatch::None)
         ));
+    }
+
+    /// A request passing through unheld is counted for the policy whose own method and path
+    /// it is, whatever its query; other paths and methods for none.
+    #[test]
+    fn unheld_requests_are_named_by_their_route() {
+        let policies = policies();
+        let name = |method: &str, target: &[u8]| {
+            unheld_policy(&policies, method, target).map(|p| p.name.clone())
+        };
+        assert_eq!(
+            name("POST", b"/orders/o1/exchanges").as_deref(),
+            Some("exchange")
+        );
+        assert_eq!(
+            name("POST", b"/orders/o1/exchanges?x=1").as_deref(),
+            Some("exchange")
+        );
+        assert_eq!(name("GET", b"/confirm/c1").as_deref(), Some("confirm"));
+        assert_eq!(name("GET", b"/orders/o1/exchanges"), None);
+        assert_eq!(name("POST", b"/orders/o1"), None);
+        assert_eq!(name("POST", b"/orders/\xff/exchanges"), None);
     }
 
     /// `/Calls/{Sid}.json`: the declared suffix is the route's own; the path without it, or

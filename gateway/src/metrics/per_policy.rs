@@ -16,7 +16,7 @@ use arc_swap::ArcSwap;
 
 use super::histogram::{self, Buckets};
 use super::openmetrics::{Format, Kind, head};
-use super::{Outcome, Rejection};
+use super::{Outcome, Rejection, Unheld};
 use crate::telemetry::SampledIds;
 
 /// Time from minting to approval, in seconds: people take seconds to hours.
@@ -31,7 +31,7 @@ const UPSTREAM_BUCKETS: [f64; 16] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0,
 ];
 
-/// The five families: name and help.
+/// The six families: name and help.
 const OPERATIONS: (&str, &str) = (
     "poppy_operations_total",
     "Requests for operations, by policy and outcome",
@@ -48,6 +48,10 @@ const APPROVAL_DELAY: (&str, &str) = (
     "poppy_approval_delay_seconds",
     "Time from minting an operation's revision to the first request carrying its valid approval",
 );
+const UNHELD: (&str, &str) = (
+    "poppy_unheld_requests_total",
+    "Requests to a policy's route that passed through to the upstream without being held, by policy and why: no_session (no Poppy-Session, and no [approval_page.agents]), company_client ([approval_page.agents] makes it the Company's own client's)",
+);
 const UPSTREAM_DURATION: (&str, &str) = (
     "poppy_upstream_duration_seconds",
     "Time the upstream took to answer an approved execution (or to fail)",
@@ -61,6 +65,7 @@ struct Series {
     present: AtomicU64,
     outcomes: [AtomicU64; Outcome::ALL.len()],
     rejections: [AtomicU64; Rejection::ALL.len()],
+    unheld: [AtomicU64; Unheld::ALL.len()],
     asked: AtomicU64,
     approval_delay: Buckets<{ APPROVAL_DELAY_BUCKETS.len() }>,
     upstream_duration: Buckets<{ UPSTREAM_BUCKETS.len() }>,
@@ -71,7 +76,10 @@ const REJECTIONS_BIT: u32 = Outcome::ALL.len() as u32;
 const ASKED_BIT: u32 = REJECTIONS_BIT + Rejection::ALL.len() as u32;
 const APPROVAL_DELAY_BIT: u32 = ASKED_BIT + 1;
 const UPSTREAM_DURATION_BIT: u32 = ASKED_BIT + 2;
-const ALL_PRESENT: u64 = (1 << (UPSTREAM_DURATION_BIT + 1)) - 1;
+const UNHELD_BIT: u32 = UPSTREAM_DURATION_BIT + 1;
+const ALL_PRESENT: u64 = (1 << (UNHELD_BIT + Unheld::ALL.len() as u32)) - 1;
+// Every series' bit fits in `present`.
+const _: () = assert!(UNHELD_BIT + (Unheld::ALL.len() as u32) < 64);
 
 impl Series {
     fn new(present: u64) -> Series {
@@ -79,6 +87,7 @@ impl Series {
             present: AtomicU64::new(present),
             outcomes: std::array::from_fn(|_| AtomicU64::new(0)),
             rejections: std::array::from_fn(|_| AtomicU64::new(0)),
+            unheld: std::array::from_fn(|_| AtomicU64::new(0)),
             asked: AtomicU64::new(0),
             approval_delay: Buckets::new(),
             upstream_duration: Buckets::new(),
@@ -203,6 +212,12 @@ impl PerPolicy {
         });
     }
 
+    pub(crate) fn unheld(&self, policy: &str, why: Unheld) {
+        self.with(policy, UNHELD_BIT + why as u32, |s| {
+            s.unheld[why as usize].fetch_add(1, Ordering::Relaxed);
+        });
+    }
+
     pub(crate) fn approval_delay(&self, policy: &str, seconds: f64, ids: Option<SampledIds>) {
         self.with(policy, APPROVAL_DELAY_BIT, |s| {
             s.approval_delay
@@ -234,7 +249,7 @@ pub(super) fn escaped(value: &str) -> std::borrow::Cow<'_, str> {
 }
 
 impl PerPolicy {
-    /// The five families, each series as `prometheus`'s registry and `TextEncoder` wrote it
+    /// The six families, each series as `prometheus`'s registry and `TextEncoder` wrote it
     /// (families by name, series by label values; a family with no series is left out), or
     /// in OpenMetrics with the histograms' exemplars, straight from the atomics: no protobuf
     /// structures per series (a scrape of 10000 policies built 230 k of them).
@@ -249,6 +264,8 @@ impl PerPolicy {
         outcomes.sort_unstable_by_key(|o| o.as_str());
         let mut reasons = Rejection::ALL;
         reasons.sort_unstable_by_key(|r| r.as_str());
+        let mut unheld = Unheld::ALL;
+        unheld.sort_unstable_by_key(|u| u.as_str());
         let any = |bit: u32| policies.iter().any(|(_, _, s)| s.has(bit));
         // About 120 bytes a line, 72 lines a policy.
         let mut out = String::with_capacity(policies.len() * 72 * 120);
@@ -266,24 +283,17 @@ impl PerPolicy {
                 histogram::write(&mut out, format, name, &labels, buckets, &les);
             }
         }
-        let reason_bits = reasons.map(|r| REJECTIONS_BIT + r as u32);
-        if reason_bits.iter().any(|bit| any(*bit)) {
-            family(&mut out, REJECTED, Kind::Counter);
-            for (_, policy, series) in &policies {
-                for reason in reasons {
-                    if series.has(REJECTIONS_BIT + reason as u32) {
-                        let value = series.rejections[reason as usize].load(Ordering::Relaxed);
-                        let _ = writeln!(
-                            out,
-                            "{}{{operation=\"{policy}\",reason=\"{}\"}} {}",
-                            REJECTED.0,
-                            reason.as_str(),
-                            value as f64
-                        );
-                    }
-                }
-            }
-        }
+        // Each worded family: its words in label order, as (present bit, index, word).
+        let rejected = reasons.map(|r| (REJECTIONS_BIT + r as u32, r as usize, r.as_str()));
+        counters(
+            &mut out,
+            format,
+            &policies,
+            REJECTED,
+            "reason",
+            &rejected,
+            |s, i| &s.rejections[i],
+        );
         if any(ASKED_BIT) {
             family(&mut out, ASKED, Kind::Counter);
             for (_, policy, series) in policies.iter().filter(|p| p.2.has(ASKED_BIT)) {
@@ -291,23 +301,26 @@ impl PerPolicy {
                 let _ = writeln!(out, "{}{{operation=\"{policy}\"}} {value}", ASKED.0);
             }
         }
-        if outcomes.iter().any(|o| any(*o as u32)) {
-            family(&mut out, OPERATIONS, Kind::Counter);
-            for (_, policy, series) in &policies {
-                for outcome in outcomes {
-                    if series.has(outcome as u32) {
-                        let value = series.outcomes[outcome as usize].load(Ordering::Relaxed);
-                        let _ = writeln!(
-                            out,
-                            "{}{{operation=\"{policy}\",outcome=\"{}\"}} {}",
-                            OPERATIONS.0,
-                            outcome.as_str(),
-                            value as f64
-                        );
-                    }
-                }
-            }
-        }
+        let outcomes = outcomes.map(|o| (o as u32, o as usize, o.as_str()));
+        counters(
+            &mut out,
+            format,
+            &policies,
+            OPERATIONS,
+            "outcome",
+            &outcomes,
+            |s, i| &s.outcomes[i],
+        );
+        let unheld = unheld.map(|u| (UNHELD_BIT + u as u32, u as usize, u.as_str()));
+        counters(
+            &mut out,
+            format,
+            &policies,
+            UNHELD,
+            "reason",
+            &unheld,
+            |s, i| &s.unheld[i],
+        );
         if any(UPSTREAM_DURATION_BIT) {
             family(&mut out, UPSTREAM_DURATION, Kind::Histogram);
             let les = histogram::les(&UPSTREAM_BUCKETS, format);
@@ -319,6 +332,36 @@ impl PerPolicy {
             }
         }
         out
+    }
+}
+
+/// A counter family by policy and one fixed word (`label`): for each policy, each of `words`
+/// (present bit, index, word) whose series exists, its `value` at that index.
+fn counters(
+    out: &mut String,
+    format: Format,
+    policies: &[(&str, std::borrow::Cow<'_, str>, &Series)],
+    (name, help): (&str, &str),
+    label: &str,
+    words: &[(u32, usize, &str)],
+    value: impl Fn(&Series, usize) -> &AtomicU64,
+) {
+    let present = |bit: u32| policies.iter().any(|(_, _, s)| s.has(bit));
+    if !words.iter().any(|(bit, _, _)| present(*bit)) {
+        return;
+    }
+    head(out, format, name, help, Kind::Counter);
+    for (_, policy, series) in policies {
+        for (bit, index, word) in words {
+            if series.has(*bit) {
+                let count = value(series, *index).load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "{name}{{operation=\"{policy}\",{label}=\"{word}\"}} {}",
+                    count as f64
+                );
+            }
+        }
     }
 }
 
@@ -344,6 +387,7 @@ mod tests {
         operations: IntCounterVec,
         asked: IntCounterVec,
         rejected: IntCounterVec,
+        unheld: IntCounterVec,
         approval_delay: HistogramVec,
         upstream_duration: HistogramVec,
     }
@@ -368,6 +412,7 @@ mod tests {
                 operations: counter(OPERATIONS, &["operation", "outcome"]),
                 asked: counter(ASKED, &["operation"]),
                 rejected: counter(REJECTED, &["operation", "reason"]),
+                unheld: counter(UNHELD, &["operation", "reason"]),
                 approval_delay: histogram(APPROVAL_DELAY, &APPROVAL_DELAY_BUCKETS),
                 upstream_duration: histogram(UPSTREAM_DURATION, &UPSTREAM_BUCKETS),
             }
@@ -379,6 +424,9 @@ mod tests {
             }
             for reason in Rejection::ALL {
                 self.rejected.with_label_values(&[name, reason.as_str()]);
+            }
+            for why in Unheld::ALL {
+                self.unheld.with_label_values(&[name, why.as_str()]);
             }
             self.asked.with_label_values(&[name]);
             self.approval_delay.with_label_values(&[name]);
@@ -429,6 +477,9 @@ mod tests {
             new.rejected(name, reason);
             old.asked.with_label_values(&[name]).inc();
             new.asked(name);
+            let why = Unheld::ALL[i % Unheld::ALL.len()];
+            old.unheld.with_label_values(&[name, why.as_str()]).inc();
+            new.unheld(name, why);
             for seconds in [0.0004, 0.003, 2.0, 40.0, 31.5, 1e9, 0.1 * i as f64] {
                 old.approval_delay
                     .with_label_values(&[name])
@@ -514,6 +565,9 @@ mod tests {
         }
         for (i, reason) in Rejection::ALL.iter().enumerate() {
             assert_eq!(*reason as usize, i, "{}", reason.as_str());
+        }
+        for (i, why) in Unheld::ALL.iter().enumerate() {
+            assert_eq!(*why as usize, i, "{}", why.as_str());
         }
     }
 

@@ -99,3 +99,27 @@ impl Rejection {
         }
     }
 }
+
+/// Why a request to a policy's route passed through without being held: approval applies
+/// only to a Personal Agent's requests (a `Poppy-Session`) and to those `[approval_page.agents]`
+/// makes an agent's. Counted so that an operator sees the traffic a policy names that went
+/// through unheld.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unheld {
+    /// No `Poppy-Session`, and no `[approval_page.agents]`: no request without one is held.
+    NoSession,
+    /// No `Poppy-Session`, and `[approval_page.agents]` makes it the Company's own client's
+    /// (no token, or a token of a client it does not list).
+    CompanyClient,
+}
+
+impl Unheld {
+    pub(crate) const ALL: [Unheld; 2] = [Unheld::NoSession, Unheld::CompanyClient];
+
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Unheld::NoSession => "no_session",
+            Unheld::CompanyClient => "company_client",
+        }
+    }
+}

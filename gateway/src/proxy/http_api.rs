@@ -16,6 +16,7 @@ use super::step::Step;
 use crate::identity::RequestTarget;
 use crate::ingress::admit::{Action, ApprovalSource};
 use crate::ingress::{Refusal, Target};
+use crate::metrics::Unheld;
 use crate::policy::{Captures, Policy};
 
 /// What pingora's retry buffer keeps of a body read before the proxy path sends it
@@ -90,6 +91,6 @@ pub(crate) async fn handle(
                 ),
             )))
         }
-        Ran::NotAnAgent => Step::Continue,
+        Ran::NotAnAgent => Step::Unheld(policy, Unheld::CompanyClient),
     }
 }

@@ -21,7 +21,7 @@ use super::step::Step;
 use super::well_known;
 use crate::ingress::admit::{self, Sender};
 use crate::ingress::{self, Refusal, RouteMatch};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Unheld};
 use crate::protocol::ErrorBody;
 use crate::telemetry;
 
@@ -174,6 +174,12 @@ impl ProxyHttp for GatewayProxy {
         };
         match step {
             Step::Continue => {
+                ctx.passthrough = true;
+                Ok(false)
+            }
+            Step::Unheld(policy, why) => {
+                // Counted here with the operations' outcomes, before it goes upstream.
+                self.metrics.unheld(&policy.name, why);
                 ctx.passthrough = true;
                 Ok(false)
             }
@@ -399,13 +405,23 @@ impl GatewayProxy {
         let sender = if header.headers.contains_key("poppy-session") {
             Sender::PersonalAgent
         } else {
-            match operations.executor.agents() {
-                Some(agents) if agents.may_be_agents(&header.headers, header.uri.query()) => {
-                    Sender::WithoutSession
-                }
-                _ => {
+            let why = match operations.executor.agents() {
+                Some(agents) if agents.may_be_agents(&header.headers, header.uri.query()) => None,
+                Some(_) => Some(Unheld::CompanyClient),
+                None => Some(Unheld::NoSession),
+            };
+            match why {
+                None => Sender::WithoutSession,
+                Some(why) => {
                     return match ingress::headers::check_all(&header.headers) {
-                        Ok(()) => Step::Continue,
+                        Ok(()) => Step::unheld(
+                            ingress::route::unheld_policy(
+                                &operations.policies.snapshot(),
+                                header.method.as_str(),
+                                header.raw_path(),
+                            ),
+                            why,
+                        ),
                         Err(refusal) => Step::Respond(Reply::refusal(&refusal)),
                     };
                 }

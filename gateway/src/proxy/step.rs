@@ -1,12 +1,19 @@
 //! What handling a request came to, for pingora's `request_filter`.
 
+use std::sync::Arc;
+
 use super::outcome::RequestOutcome;
 use super::reply::Reply;
+use crate::metrics::Unheld;
+use crate::policy::Policy;
 
 /// What a request step decided.
 pub(crate) enum Step {
     /// Let pingora proxy the request as it is.
     Continue,
+    /// Let pingora proxy as it is a request to this policy's route that is not held: counted
+    /// with the operations' outcomes, as it goes on.
+    Unheld(Arc<Policy>, Unheld),
     /// Answer with this, without proxying.
     Respond(Reply),
     /// Answer a request for an operation with this; its outcome is counted and logged once,
@@ -20,6 +27,15 @@ pub(crate) enum Step {
 }
 
 impl Step {
+    /// A request not held for approval (`why`): proxied as it is, counted if `policy` names
+    /// its route.
+    pub(crate) fn unheld(policy: Option<Arc<Policy>>, why: Unheld) -> Step {
+        match policy {
+            Some(policy) => Step::Unheld(policy, why),
+            None => Step::Continue,
+        }
+    }
+
     /// A request for an operation refused before the flow: nothing decided, nothing
     /// forwarded.
     pub(crate) fn refused(policy: &str, outcome: crate::metrics::Outcome, reply: Reply) -> Step {
