@@ -111,3 +111,14 @@ pub fn page(text: &str) -> Page {
     }
     Page { anchors, links }
 }
+
+/// The fenced code block of `lang` (```sh, ```toml) in `doc` that contains `marker`: the docs'
+/// examples, which tests run as written.
+pub fn code_block(doc: &str, lang: &str, marker: &str) -> String {
+    doc.split(&format!("```{lang}\n"))
+        .skip(1)
+        .filter_map(|rest| rest.split("\n```").next())
+        .find(|code| code.contains(marker))
+        .unwrap_or_else(|| panic!("no {lang} block with {marker:?}"))
+        .to_owned()
+}

@@ -118,26 +118,20 @@ fn the_docs_index_names_every_page_in_docs() {
     );
 }
 
-/// The ```toml block of `doc` that contains `marker`.
-fn toml_block(doc: &str, marker: &str) -> String {
-    doc.split("```toml\n")
-        .skip(1)
-        .filter_map(|rest| rest.split("\n```").next())
-        .find(|code| code.contains(marker))
-        .unwrap_or_else(|| panic!("no toml block with {marker:?}"))
-        .to_owned()
-}
-
 #[test]
 fn the_readme_configuration_passes_check() {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("policies")).unwrap();
     let config = dir.path().join("gateway.toml");
-    std::fs::write(&config, toml_block(&readme, "[[session.agent]]")).unwrap();
+    std::fs::write(
+        &config,
+        markdown::code_block(&readme, "toml", "[[session.agent]]"),
+    )
+    .unwrap();
     std::fs::write(
         dir.path().join("policies/orders.toml"),
-        toml_block(&readme, "[[operation]]"),
+        markdown::code_block(&readme, "toml", "[[operation]]"),
     )
     .unwrap();
     let run = run_binary(

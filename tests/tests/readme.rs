@@ -28,12 +28,7 @@ fn read(path: &str) -> String {
 
 /// The ```sh block of `doc` that contains `marker`.
 fn block(doc: &str, marker: &str) -> String {
-    doc.split("```sh\n")
-        .skip(1)
-        .filter_map(|rest| rest.split("\n```").next())
-        .find(|code| code.contains(marker))
-        .unwrap_or_else(|| panic!("no sh block with {marker:?}"))
-        .to_owned()
+    poppy_e2e::markdown::code_block(doc, "sh", marker)
 }
 
 /// `agent identity` on a free port: the example agent's metadata document and keys, as the
