@@ -4,8 +4,8 @@
 # Personal Agent's identity (its client metadata document and public key, which the gateway
 # verifies every Poppy-Session against: [session] verify = "required"), and the shop's approval
 # page with a DEMO OpenID provider (examples/idp: any user name signs in, no password) for
-# agents without the extension. Ctrl-C stops them all. The README walks the flow against it
-# (the agent, curl, MCP, a conversation, the approval page).
+# agents without the extension. Ctrl-C stops them all. The README and docs/demo.md walk the
+# flow against it (the agent, curl, MCP, a conversation, the approval page).
 #
 #     ./examples/demo.sh
 #

@@ -4,7 +4,7 @@
 #
 #     scripts/prereqs.sh build    cmake and a C compiler: pingora's compression crates
 #                                 (libz-ng-sys) build C code with cmake
-#     scripts/prereqs.sh demo     build, plus curl and jq for the README's walkthroughs, and node
+#     scripts/prereqs.sh demo     build, plus curl and jq for docs/demo.md's walkthroughs, and node
 #                                 and npm for the demo's OpenID provider (examples/idp)
 #     scripts/prereqs.sh test     build, plus what the end-to-end tests run: redis-server and
 #                                 redis-cli, prometheus (the dashboard test), python3-venv, node

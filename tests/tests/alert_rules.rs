@@ -150,26 +150,7 @@ fn aggregations_keep_job_and_instance() {
 #[test]
 fn every_rule_has_a_runbook_and_a_unit_test() {
     let operations = std::fs::read_to_string(docker_dir().join("../docs/operations.md")).unwrap();
-    // GitHub's anchors: the heading lowercased, spaces to '-', other punctuation dropped.
-    let anchors: Vec<String> = operations
-        .lines()
-        .filter_map(|l| {
-            l.trim_start_matches('#')
-                .strip_prefix(' ')
-                .filter(|_| l.starts_with('#'))
-        })
-        .map(|heading| {
-            heading
-                .to_lowercase()
-                .chars()
-                .filter_map(|c| match c {
-                    ' ' => Some('-'),
-                    c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
-                    _ => None,
-                })
-                .collect()
-        })
-        .collect();
+    let anchors = poppy_e2e::markdown::page(&operations).anchors;
     let tests = std::fs::read_to_string(docker_dir().join("alerts.test.yml")).unwrap();
     let rules = rules();
     assert!(rules.len() >= 8, "{rules:?}");

@@ -344,7 +344,7 @@ fn setting<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     })
 }
 
-/// What a SIGTERM may take with the defaults (README: upstream and server sections): the
+/// What a SIGTERM may take with the defaults (docs/configuration.md: [upstream] and [server]): the
 /// approved forwards in flight, at most connect_timeout + timeout + 1 s, then shutdown_grace.
 fn drain_seconds(config: &str) -> f64 {
     let get = |key: &str, default: &str| seconds(setting(config, key).unwrap_or(default));

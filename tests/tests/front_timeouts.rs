@@ -91,7 +91,7 @@ async fn an_upstream_that_stops_reading_a_large_body_trips_the_write_timeout_wit
     let gateway = GatewayBuilder::new(&format!("http://{addr}"))
         // After a failed write pingora still reads for an early answer (an upstream may
         // refuse a body with 413 before reading it): the answer comes within write_timeout +
-        // read_timeout, as the README says.
+        // read_timeout, as docs/configuration.md says.
         .upstream_line("write_timeout = \"300ms\"\nread_timeout = \"1s\"")
         .start();
     // More than the socket buffers on the way can take, so the gateway's writes stall.

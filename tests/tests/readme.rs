@@ -1,6 +1,7 @@
-//! The README's walkthroughs, run in README order against one shop, gateway, Company Agent and
-//! example agent identity (as the demo starts them, on free ports, with the gateway verifying
-//! every Session: `verify = "required"`): the agent, then `curl`, then MCP (docs/mcp.md), then
+//! The demo's walkthroughs (the agent's in README.md, then docs/demo.md's), run in their order
+//! against one shop, gateway, Company Agent and example agent identity (as the demo starts them,
+//! on free ports, with the gateway verifying every Session: `verify = "required"`): the agent,
+//! then `curl`, then MCP (docs/mcp.md), then
 //! a conversation, then the approval page (an agent without the extension; the User's sign-in
 //! and Approve are driven without a browser by `poppy_e2e::page::approve_on_page`, against the
 //! demo's own OpenID provider, examples/idp). Each acts on an order item of its own, so each
@@ -27,12 +28,7 @@ fn read(path: &str) -> String {
 
 /// The ```sh block of `doc` that contains `marker`.
 fn block(doc: &str, marker: &str) -> String {
-    doc.split("```sh\n")
-        .skip(1)
-        .filter_map(|rest| rest.split("\n```").next())
-        .find(|code| code.contains(marker))
-        .unwrap_or_else(|| panic!("no sh block with {marker:?}"))
-        .to_owned()
+    poppy_e2e::markdown::code_block(doc, "sh", marker)
 }
 
 /// `agent identity` on a free port: the example agent's metadata document and keys, as the
@@ -277,7 +273,7 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
     assert_eq!(gateway.listen_addr().port(), port, "restarted on its ports");
     let scratch = tempfile::tempdir().unwrap();
     let held = scratch.path().join("held.json");
-    // The demo's addresses, as the README writes them, become this test's.
+    // The demo's addresses, as the docs write them, become this test's.
     let localise = |code: String| {
         code.replace("http://127.0.0.1:8080", &gateway.base_url())
             .replace("http://127.0.0.1:8081", &gateway.admin_url())
@@ -291,16 +287,17 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
             .replace("/tmp/held.json", held.to_str().unwrap())
     };
     let readme = read("README.md");
+    let demo = read("docs/demo.md");
     let walkthroughs = [
         (
             "the agent",
             localise(block(&readme, "target/debug/agent --gateway $G POST")),
         ),
-        ("curl", localise(block(&readme, "BODY='"))),
+        ("curl", localise(block(&demo, "BODY='"))),
         ("MCP", localise(block(&read("docs/mcp.md"), "mcp() {"))),
         (
             "conversation",
-            localise(block(&readme, "--conversation http://127.0.0.1:8083")),
+            localise(block(&demo, "--conversation http://127.0.0.1:8083")),
         ),
     ];
     let mut outputs = Vec::new();
@@ -336,7 +333,7 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
     let mut waiting = Waiting::start(
         &format!(
             "set -euo pipefail\n{}\n",
-            localise(block(&readme, "--no-extension"))
+            localise(block(&demo, "--no-extension"))
         ),
         &[("POPPY_AGENT_URL", &agent_url)],
     );
@@ -362,7 +359,7 @@ async fn walkthroughs_print_what_the_readme_says_in_readme_order() {
     let (code, output) = waiting.finish(Duration::from_secs(60));
     assert_eq!(code, Some(0), "the page walkthrough's agent:\n{output}");
     let retry = localise(block(
-        &readme,
+        &demo,
         "Authorization: Bearer $(target/debug/agent demo-token",
     ));
     let run = tokio::task::spawn_blocking(move || {

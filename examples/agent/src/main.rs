@@ -16,7 +16,7 @@
 //! Every request carries a new `Poppy-Session` JWT, signed for its URL with a delegated key
 //! (docs/sessions.md). The agent is `--agent-url`, its client metadata document, which
 //! `agent identity` serves with its public key; `agent sign METHOD URL` prints one Session JWT
-//! for scripts (the README's curl walkthrough):
+//! for scripts (docs/demo.md's curl walkthrough):
 //!
 //! ```text
 //! agent identity --listen 127.0.0.1:8084

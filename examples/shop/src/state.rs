@@ -122,10 +122,10 @@ impl Shop {
             &[("itm_4Qa", "stormline-m"), ("itm_8Rc", "socks-trail")],
         );
         shop.seed_order("ord_3Lm9", "Ada", &[("itm_2Xy", "hat-rain")]);
-        // Its own order for the MCP walkthrough (docs/mcp.md), so that the README's
-        // walkthroughs, run in order, each act on an order and item of their own.
+        // Its own order for the MCP walkthrough (docs/mcp.md), so that the
+        // walkthroughs (README.md, docs/demo.md), run in order, each act on an order and item of their own.
         shop.seed_order("ord_5Nc8", "Ada", &[("itm_6Wd", "stormline-l")]);
-        // And one for the conversation walkthrough (examples/company, the README).
+        // And one for the conversation walkthrough (examples/company, docs/demo.md).
         shop.seed_order("ord_2Cv6", "Ada", &[("itm_5Tz", "stormline-m")]);
         // And one for the approval page walkthrough (an agent without the extension).
         shop.seed_order("ord_9Pg4", "Ada", &[("itm_3Hb", "stormline-m")]);
