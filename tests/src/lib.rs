@@ -28,6 +28,7 @@ pub mod openssl;
 pub mod otlp;
 pub mod page;
 pub mod policies;
+pub mod prism;
 pub mod ports;
 pub mod prometheus;
 pub mod python_mcp;
