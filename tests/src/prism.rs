@@ -86,8 +86,13 @@ impl PrismMock {
             exchanges: Arc::clone(&exchanges),
         };
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the relay");
-        listener.set_nonblocking(true).expect("a non-blocking relay");
-        let url = format!("http://{}", listener.local_addr().expect("the relay's address"));
+        listener
+            .set_nonblocking(true)
+            .expect("a non-blocking relay");
+        let url = format!(
+            "http://{}",
+            listener.local_addr().expect("the relay's address")
+        );
         let app = Router::new().fallback(relay_one).with_state(relay);
         PrismMock {
             child,
@@ -127,7 +132,14 @@ type Started = (Child, u16, Arc<Mutex<Vec<String>>>);
 fn spawn(dir: &Path, description: &Path) -> Result<Started, String> {
     let port = free_port();
     let mut child = Command::new(dir.join("node_modules/.bin/prism"))
-        .args(["mock", "--errors", "-h", "127.0.0.1", "-p", &port.to_string()])
+        .args([
+            "mock",
+            "--errors",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
         .arg(description)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -175,10 +187,9 @@ async fn relay_one(State(relay): State<Relay>, request: Request) -> Response {
         .map(|p| p.as_str().to_owned())
         .unwrap_or_default();
     let inner = path.strip_prefix(&relay.mount).unwrap_or(&path);
-    let mut forward = relay.client.request(
-        parts.method.clone(),
-        format!("{}{}", relay.prism, inner),
-    );
+    let mut forward = relay
+        .client
+        .request(parts.method.clone(), format!("{}{}", relay.prism, inner));
     for (name, value) in &parts.headers {
         if !matches!(name.as_str(), "host" | "content-length" | "connection") {
             forward = forward.header(name, value);

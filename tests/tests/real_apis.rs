@@ -264,7 +264,10 @@ async fn stripe_sdk_requests(store: Store) {
         json!([{"type": "eu_vat", "value": "DE123456789"}])
     );
     assert!(
-        world.prism.log().contains("Cannot deserialize JSON object array"),
+        world
+            .prism
+            .log()
+            .contains("Cannot deserialize JSON object array"),
         "Prism's 415 is its form reader's limit, not the request:\n{}",
         world.prism.log()
     );
@@ -282,7 +285,12 @@ async fn stripe_sdk_requests(store: Store) {
             "/v1/customers/cus_1/tax_ids/txi_1",
             "",
         ),
-        form("refund, required only", "POST", "/v1/refunds", "charge=ch_1"),
+        form(
+            "refund, required only",
+            "POST",
+            "/v1/refunds",
+            "charge=ch_1",
+        ),
         form(
             "refund, every field an SDK sets",
             "POST",

@@ -109,8 +109,9 @@ fn form_bodies_become_form_terms_optional_unless_required() {
     );
     for outcome in &outcomes {
         assert!(
-            outcome.refuses.iter().any(|r| r
-                .starts_with("a request with several values of form field `Events` (term `events`)")),
+            outcome.refuses.iter().any(|r| r.starts_with(
+                "a request with several values of form field `Events` (term `events`)"
+            )),
             "{text}"
         );
     }
