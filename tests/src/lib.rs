@@ -29,6 +29,7 @@ pub mod otlp;
 pub mod page;
 pub mod policies;
 pub mod ports;
+pub mod prism;
 pub mod prometheus;
 pub mod python_mcp;
 pub mod rawhttp;

@@ -43,7 +43,7 @@ impl Source {
 pub(crate) struct Term {
     pub(crate) name: String,
     pub(crate) source: Source,
-    /// Optional in the description: a term all the same (see [`OPTIONAL_NOTE`]).
+    /// Optional in the description: an `optional = true` term (see [`OPTIONAL_NOTE`]).
     pub(crate) optional: bool,
 }
 
@@ -130,13 +130,29 @@ impl Draft {
     }
 }
 
-/// The explanation of optional fields, once at the top of every draft file.
+/// The explanation of optional fields, once at the top of every draft file of operations.
 pub(crate) const OPTIONAL_NOTE: &str = "\
-# Every field a request may send is a term, optional ones too (marked `# optional`):
-# anything that can change the action must be in what the User approves. A request that
-# leaves an optional term out is refused (400 missing_term). If agents must be able to leave
-# one out, delete its term: a request that sends it is then refused (400 unexpected_field).
+# Every field a request may send is a term: anything that can change the action must be in
+# what the User approves. Fields the description does not require are `optional = true`: a
+# request may leave them out, and is then approved without them (adding one later is new
+# terms). Grouped form fields (`metadata[key]`, `items[0][price]`, `expand[]`) are one term
+# each. The summary shows an optional term only when the request sets it (`{?term}…{/term}`,
+# or `{...}`, which lists the terms the request sets that the sentence does not name).
 # Move a field to `ignore` only if it cannot change what the action does (a free-text note).";
+
+/// The same for tool drafts, whose optional arguments are still required terms.
+const TOOL_OPTIONAL_NOTE: &str = "\
+# Every argument a call may send is a term, optional ones too (marked `# optional`):
+# anything that can change the action must be in what the User approves. A call that
+# leaves an optional term out is refused (400 missing_term). If agents must be able to leave
+# one out, delete its term: a call that sends it is then refused (400 unexpected_field).
+# Move an argument to `ignore` only if it cannot change what the tool does (a free-text note).";
+
+/// Whether the draft's optional terms are `optional = true` (absent from a request, absent
+/// from the terms). OpenAPI operations; tool drafts (init/mcp.rs) still mark them `# optional`.
+fn may_be_absent(draft: &Draft) -> bool {
+    matches!(draft.target, Target::Operation { .. })
+}
 
 /// How one action came out, for the report on stderr.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,7 +206,12 @@ pub(crate) fn render(header: &str, mut drafts: Vec<Draft>) -> (String, Vec<Outco
     for line in header.lines() {
         let _ = writeln!(text, "# {}", one_line(line));
     }
-    let _ = writeln!(text, "#\n{OPTIONAL_NOTE}");
+    let note = if !drafts.is_empty() && !drafts.iter().any(may_be_absent) {
+        TOOL_OPTIONAL_NOTE
+    } else {
+        OPTIONAL_NOTE
+    };
+    let _ = writeln!(text, "#\n{note}");
     text.push_str(&unheld_block(&outcomes));
     if outcomes.is_empty() {
         let _ = writeln!(
@@ -357,11 +378,11 @@ fn live_block(draft: &Draft, name: &str, prefix: &str) -> String {
         );
     }
     let _ = writeln!(out, "# TODO: rewrite in plain language");
-    if draft.terms.len() > LONG_SUMMARY {
+    let optional = draft.terms.iter().filter(|t| t.optional).count();
+    if may_be_absent(draft) && optional > MAX_SECTIONS {
         let _ = writeln!(
             out,
-            "# TODO: {} terms, each in the summary: delete those that can't change what the User decides (a request that sends one is then refused)",
-            draft.terms.len()
+            "# TODO: {optional} optional terms, listed by {{...}} when the request sets them: write those the User must read into the sentence"
         );
     }
     let _ = writeln!(out, "summary = {}", quoted(&summary(draft)));
@@ -378,10 +399,14 @@ fn live_block(draft: &Draft, name: &str, prefix: &str) -> String {
     let _ = writeln!(out, "\n[{table}.terms]");
     for term in &draft.terms {
         let (key, value) = term.source.key();
-        let optional = if term.optional { "  # optional" } else { "" };
+        let (flag, comment) = match (term.optional, may_be_absent(draft)) {
+            (true, true) => (", optional = true", ""),
+            (true, false) => ("", "  # optional"),
+            (false, _) => ("", ""),
+        };
         let _ = writeln!(
             out,
-            "{} = {{ {key} = {} }}{optional}",
+            "{} = {{ {key} = {}{flag} }}{comment}",
             term.name,
             quoted(value)
         );
@@ -424,7 +449,7 @@ fn same_action(draft: &Draft) -> (Vec<String>, &'static str) {
 }
 
 /// "Title: label {term}, label {term}." naming every term (the loader wants each in the
-/// summary): the required ones first, then the optional ones after "also".
+/// summary): the required ones first, then the optional ones, after "also" or in sections.
 fn summary(draft: &Draft) -> String {
     let title = plain(&draft.title);
     let title = if title.is_empty() {
@@ -441,10 +466,39 @@ fn summary(draft: &Draft) -> String {
             .collect()
     };
     let (required, optional) = (labelled(false), labelled(true));
-    let mut text = format!("{}: {}", title.trim_end_matches('.'), required.join(", "));
+    let title = title.trim_end_matches('.');
+    if may_be_absent(draft) {
+        return sectioned(title, &required, draft);
+    }
+    let mut text = format!("{title}: {}", required.join(", "));
     if !optional.is_empty() {
         let joint = if required.is_empty() { "" } else { "; also " };
         let _ = write!(text, "{joint}{}", optional.join(", "));
+    }
+    text.push('.');
+    text
+}
+
+/// "Title: label {term}{?opt}, label {opt}{/opt}.": an optional term only in its own section,
+/// shown when the request has it (the loader refuses one outside). Past [`MAX_SECTIONS`]
+/// optional terms, `{...}` on a line of its own lists those the request sets instead, so a
+/// User reads one sentence and the values set, not a template with two hundred blanks.
+fn sectioned(title: &str, required: &[String], draft: &Draft) -> String {
+    let mut text = if required.is_empty() {
+        title.to_owned()
+    } else {
+        format!("{title}: {}", required.join(", "))
+    };
+    let optional: Vec<&Term> = draft.terms.iter().filter(|t| t.optional).collect();
+    if optional.len() > MAX_SECTIONS {
+        text.push_str(".\n\n{...}");
+        return text;
+    }
+    let joint = if required.is_empty() { "; " } else { ", " };
+    for term in optional {
+        let label = term.name.replace('_', " ");
+        let name = &term.name;
+        let _ = write!(text, "{{?{name}}}{joint}{label} {{{name}}}{{/{name}}}");
     }
     text.push('.');
     text
@@ -476,8 +530,8 @@ fn plain(text: &str) -> String {
     title.replace('{', "{{").replace('}', "}}")
 }
 
-/// More terms than a User reads at a glance: the draft says so.
-const LONG_SUMMARY: usize = 12;
+/// The most optional terms a summary writes in sections; more are listed by `{...}`.
+const MAX_SECTIONS: usize = 6;
 
 /// The longest title a summary starts with.
 const MAX_TITLE: usize = 100;
@@ -739,11 +793,11 @@ mod tests {
         let text = summary(&draft);
         assert_eq!(
             text,
-            "Update a call {{now}}: sid {sid}; also status {status}."
+            "Update a call {{now}}: sid {sid}{?status}, status {status}{/status}."
         );
         let (file, outcomes) = render("test", vec![draft]);
         assert_eq!(outcomes[0].commented, None, "{file}");
-        assert!(file.contains("status = { form = \"Status\" }  # optional"));
+        assert!(file.contains("status = { form = \"Status\", optional = true }\n"));
         assert!(file.contains("# TODO: rewrite in plain language\nsummary = "));
     }
 

@@ -1,6 +1,7 @@
 //! Drafts from an OpenAPI description (3.0 or 3.1, already parsed from JSON or YAML): one per
-//! write operation the selection keeps, with terms from its path, required query and header
-//! parameters and its request body (JSON or form), `$ref`s resolved within the document.
+//! write operation the selection keeps, with terms from its path, query and required header
+//! parameters and its request body (JSON members, form fields and `deepObject` groups),
+//! `optional = true` unless the description requires them; `$ref`s resolved in the document.
 //!
 //! Walked as a `serde_json::Value`: no maintained crate reads both 3.0 and 3.1 (`openapiv3`
 //! is 3.0 only, `oas3` 3.1 only), and the few keys read here are the same in both but for
@@ -252,12 +253,9 @@ fn draft(doc: &Value, base: &str, path: &str, method: &str, item: &Value, op: &V
         let unbound = UNBOUND_HEADERS.contains(&name.to_ascii_lowercase().as_str());
         match (at.as_str(), required) {
             ("path", _) => {}
-            ("query", true) => {
-                draft.add_term(name, Source::Query(name.clone()), false);
+            ("query", required) => {
+                draft.add_term(name, Source::Query(name.clone()), !required);
             }
-            ("query", false) => draft.notes.push(format!(
-                "query parameter `{name}` (optional) is not a term: a request that sends it is refused (400 unexpected_parameter); add it as a term if agents send it"
-            )),
             ("header", _) if unbound => draft.notes.push(format!(
                 "header `{name}` is not a term: the gateway never binds it (credentials, content negotiation, idempotency keys)"
             )),
@@ -375,17 +373,21 @@ fn request_body(doc: &Value, body: &Value, draft: &mut Draft) {
             also.join(", ")
         ));
     }
-    if body.get("required").and_then(Value::as_bool) != Some(true) {
-        draft
-            .notes
-            .push("the description makes the body optional; a request without one is refused (400 missing_term)".to_owned());
-    }
     let schema = media_value.get("schema").cloned().unwrap_or(Value::Null);
     let encoding = media_value.get("encoding").cloned().unwrap_or(Value::Null);
+    let before = draft.terms.len();
+    let body_required = body.get("required").and_then(Value::as_bool) == Some(true);
     if is_json {
-        json_terms(doc, &schema, draft);
+        json_terms(doc, &schema, body_required, draft);
     } else {
         form_terms(doc, &schema, &encoding, draft);
+    }
+    // A body with no required term may be left out; with one, it can't.
+    let needs_body = draft.terms[before..].iter().any(|t| !t.optional);
+    if !body_required && needs_body {
+        draft
+            .notes
+            .push("the description makes the body optional, but not its required fields: a request without one is refused (400 missing_term)".to_owned());
     }
 }
 
@@ -473,8 +475,9 @@ pub(crate) fn member_path(name: &str) -> String {
     }
 }
 
-/// Each top-level member a term (a nested object or array is one term: its whole value).
-fn json_terms(doc: &Value, schema: &Value, draft: &mut Draft) {
+/// Each top-level member a term, optional unless the schema requires it (a nested object or
+/// array is one term: its whole value, whatever optional members it holds).
+fn json_terms(doc: &Value, schema: &Value, body_required: bool, draft: &mut Draft) {
     match object_fields(doc, schema, 0, &mut MAX_SCHEMAS.clone()) {
         Err(reason) => draft.hold_refusing(format!(
             "a JSON body with any member: the body's schema can't be read ({reason})"
@@ -491,7 +494,7 @@ fn json_terms(doc: &Value, schema: &Value, draft: &mut Draft) {
             }
         }
         Ok(_) => {
-            draft.add_term("body", Source::Body("$".to_owned()), false);
+            draft.add_term("body", Source::Body("$".to_owned()), !body_required);
             draft.notes.push(
                 "the body has no declared members: it is one term, the whole body".to_owned(),
             );
@@ -528,10 +531,35 @@ fn kind(doc: &Value, schema: &Value) -> Kind {
     }
 }
 
-/// Form fields as terms: scalars by name, `deepObject` objects by `name[key]`. A list sent as
-/// a repeated field (the OpenAPI default) is refused by the gateway (form readers read a
-/// field twice differently), and so is an object spread into fields, so such a field is left
-/// out (optional) or the draft commented out (required).
+/// How a form field is sent, as its encoding object says (OpenAPI's defaults: `style: form`,
+/// `explode: true`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FormStyle {
+    /// `deepObject`: `name[key]=…`, `name[0][key]=…`, `name[]=…`.
+    Deep,
+    /// `form` exploded: an array as the same field repeated, an object's members as fields.
+    Exploded,
+    /// One field (`form` unexploded, `spaceDelimited`, `pipeDelimited`): `name=a,b`.
+    Single,
+}
+
+fn form_style(encoding: &Value, name: &str) -> FormStyle {
+    let at = encoding.get(name);
+    let style = at.and_then(|e| e.get("style")).and_then(Value::as_str);
+    let explode = at.and_then(|e| e.get("explode")).and_then(Value::as_bool);
+    match style {
+        Some("deepObject") => FormStyle::Deep,
+        None | Some("form") if explode != Some(false) => FormStyle::Exploded,
+        _ => FormStyle::Single,
+    }
+}
+
+/// Form fields as terms, optional unless the description requires them. A field sent as a
+/// group (`style: deepObject`: `metadata[k]`, `items[0][price]`, `expand[]`) is one term, the
+/// group's fields as one value; so is one sent as a single field. A list sent as the same field
+/// repeated (OpenAPI's default) is a term that holds one value: several are refused by the
+/// gateway (form readers read a repeated field differently). An object spread into fields, or
+/// a name no form reader reads alike, can't be a term: left out (optional) or refused (required).
 fn form_terms(doc: &Value, schema: &Value, encoding: &Value, draft: &mut Draft) {
     let fields = match object_fields(doc, schema, 0, &mut MAX_SCHEMAS.clone()) {
         Err(reason) => {
@@ -548,27 +576,28 @@ fn form_terms(doc: &Value, schema: &Value, encoding: &Value, draft: &mut Draft) 
         }
     };
     for (name, schema, required) in fields {
-        let style = encoding
-            .pointer(&format!(
-                "/{}/style",
-                name.replace('~', "~0").replace('/', "~1")
-            ))
-            .and_then(Value::as_str);
-        let mut leaves = Vec::new();
-        let problem = form_leaves(
-            doc,
-            &name,
-            &schema,
-            style == Some("deepObject"),
-            0,
-            &mut leaves,
-        );
-        match problem {
-            None => {
-                for leaf in leaves {
-                    draft.add_term(&leaf, Source::Form(leaf.clone()), !required);
+        let style = form_style(encoding, &name);
+        let problem = match (FormName::parse(&name), kind(doc, &schema), style) {
+            (Err(e), _, _) => Some(format!("the name {e}")),
+            (Ok(_), Kind::Object, FormStyle::Exploded) => Some(
+                "an object sent as its members' fields (not `style: deepObject`), which a policy can't name"
+                    .to_owned(),
+            ),
+            (Ok(_), kind, style) => {
+                let term = draft.add_term(&name, Source::Form(name.clone()), !required);
+                let repeated = matches!(kind, Kind::Array)
+                    && style == FormStyle::Exploded
+                    && !name.ends_with("[]");
+                if repeated {
+                    draft.hold_refusing(format!(
+                        "a request with several values of form field `{name}` (term `{term}`): a list sent as the same field repeated, which form readers read differently; one value is held as any term"
+                    ));
                 }
+                None
             }
+        };
+        match problem {
+            None => {}
             Some(reason) if required => draft.hold_refusing(format!(
                 "a request with form field `{name}`, which the description requires: {reason}; until the upstream takes it another way, this action can't be performed through the gateway"
             )),
@@ -576,58 +605,6 @@ fn form_terms(doc: &Value, schema: &Value, encoding: &Value, draft: &mut Draft) 
                 "form field `{name}` (optional) is not a term: {reason}; a request that sends it is refused (400)"
             )),
         }
-    }
-}
-
-/// The form names a field is sent as, or why it can't be a term.
-fn form_leaves(
-    doc: &Value,
-    name: &str,
-    schema: &Value,
-    deep: bool,
-    depth: usize,
-    out: &mut Vec<String>,
-) -> Option<String> {
-    if depth > crate::policy::MAX_GROUPS {
-        return Some("nested deeper than form names may be".to_owned());
-    }
-    match kind(doc, schema) {
-        Kind::Scalar => match FormName::parse(name) {
-            Ok(_) => {
-                out.push(name.to_owned());
-                None
-            }
-            Err(e) => Some(format!("the name {e}")),
-        },
-        Kind::Array if name.ends_with("[]") => {
-            let items = schema.get("items").unwrap_or(&Value::Null);
-            match kind(doc, items) {
-                Kind::Scalar => form_leaves(doc, name, &Value::Null, deep, depth, out),
-                _ => Some("a list of lists or objects".to_owned()),
-            }
-        }
-        Kind::Array => Some(
-            "a list, sent as the same field repeated, which the gateway refuses (form readers read it differently)"
-                .to_owned(),
-        ),
-        Kind::Object if deep => match object_fields(doc, schema, 0, &mut MAX_SCHEMAS.clone()) {
-            Ok(Some((fields, false))) if !fields.is_empty() => {
-                for (key, inner, _) in fields {
-                    if let Some(reason) =
-                        form_leaves(doc, &format!("{name}[{key}]"), &inner, true, depth + 1, out)
-                    {
-                        return Some(reason);
-                    }
-                }
-                None
-            }
-            Ok(_) => Some("an object with undeclared keys".to_owned()),
-            Err(reason) => Some(reason),
-        },
-        Kind::Object => Some(
-            "an object sent without `style: deepObject`, spread into fields a policy can't name"
-                .to_owned(),
-        ),
     }
 }
 

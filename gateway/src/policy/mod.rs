@@ -17,7 +17,7 @@ mod visible;
 
 pub use compute::{EvalError, Expression, SyntaxError as ExpressionError};
 pub(crate) use fingerprint::request_fingerprint;
-pub(crate) use form_name::{FormKey, FormName, MAX_GROUPS, MAX_LIST, METHOD_OVERRIDE_NAMES};
+pub(crate) use form_name::{FormKey, FormName, MAX_LIST, METHOD_OVERRIDE_NAMES};
 pub(crate) use jsonpath::query as query_json_path;
 pub(crate) use live::LivePolicies;
 pub use lookup::LookupTemplateError;
