@@ -138,6 +138,23 @@ pub(crate) const OPTIONAL_NOTE: &str = "\
 # one out, delete its term: a request that sends it is then refused (400 unexpected_field).
 # Move a field to `ignore` only if it cannot change what the action does (a free-text note).";
 
+/// The same for tool drafts, whose optional arguments are `optional = true` terms.
+pub(crate) const OPTIONAL_ARGUMENT_NOTE: &str = "\
+# Every argument a call may send is a term. Those with a default or not required are
+# `optional = true`: a call may leave them out (and the User approves the call without them),
+# and the summary shows them only when sent ({?term}…{/term}). A call with an argument that is
+# not a term is refused. Move an argument to `ignore` only if it cannot change what the tool does.";
+
+/// What a file that drafts nothing says, as `nothing_to_approve` (so that it loads).
+const NOTHING_TO_APPROVE: &str =
+    "poppy-gateway init found no write operation, or no tool but read-only ones";
+
+/// Whether the draft's optional terms are `optional = true` (absent from a request, absent
+/// from the terms). Tool arguments so far; OpenAPI drafts still mark them `# optional`.
+fn may_be_absent(draft: &Draft) -> bool {
+    matches!(draft.target, Target::Tool { .. })
+}
+
 /// How one action came out, for the report on stderr.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Outcome {
@@ -190,12 +207,18 @@ pub(crate) fn render(header: &str, mut drafts: Vec<Draft>) -> (String, Vec<Outco
     for line in header.lines() {
         let _ = writeln!(text, "# {}", one_line(line));
     }
-    let _ = writeln!(text, "#\n{OPTIONAL_NOTE}");
+    let note = if !drafts.is_empty() && drafts.iter().all(may_be_absent) {
+        OPTIONAL_ARGUMENT_NOTE
+    } else {
+        OPTIONAL_NOTE
+    };
+    let _ = writeln!(text, "#\n{note}");
     text.push_str(&unheld_block(&outcomes));
     if outcomes.is_empty() {
         let _ = writeln!(
             text,
-            "#\n# Nothing here needs approval: no write operation, or no tool but read-only ones.\n# This file holds no policy, so `check` would refuse it: don't list it in `policies`."
+            "#\n# Nothing here needs approval: no write operation, or no tool but read-only ones.\n# The file holds no policy and says so: `check` accepts it (with a warning), and the\n# gateway holds none of these requests.\nnothing_to_approve = {}",
+            quoted(NOTHING_TO_APPROVE)
         );
     }
     for (draft, (name, prefix)) in drafts.iter().zip(&names) {
@@ -378,10 +401,14 @@ fn live_block(draft: &Draft, name: &str, prefix: &str) -> String {
     let _ = writeln!(out, "\n[{table}.terms]");
     for term in &draft.terms {
         let (key, value) = term.source.key();
-        let optional = if term.optional { "  # optional" } else { "" };
+        let (flag, comment) = match (term.optional, may_be_absent(draft)) {
+            (true, true) => (", optional = true", ""),
+            (true, false) => ("", "  # optional"),
+            (false, _) => ("", ""),
+        };
         let _ = writeln!(
             out,
-            "{} = {{ {key} = {} }}{optional}",
+            "{} = {{ {key} = {}{flag} }}{comment}",
             term.name,
             quoted(value)
         );
@@ -441,10 +468,32 @@ fn summary(draft: &Draft) -> String {
             .collect()
     };
     let (required, optional) = (labelled(false), labelled(true));
-    let mut text = format!("{}: {}", title.trim_end_matches('.'), required.join(", "));
+    let title = title.trim_end_matches('.');
+    if may_be_absent(draft) {
+        return sectioned(title, &required, draft);
+    }
+    let mut text = format!("{title}: {}", required.join(", "));
     if !optional.is_empty() {
         let joint = if required.is_empty() { "" } else { "; also " };
         let _ = write!(text, "{joint}{}", optional.join(", "));
+    }
+    text.push('.');
+    text
+}
+
+/// "Title: label {term}{?opt}, label {opt}{/opt}.": an optional term only in its own section,
+/// shown when the request has it (the loader refuses one outside).
+fn sectioned(title: &str, required: &[String], draft: &Draft) -> String {
+    let mut text = if required.is_empty() {
+        title.to_owned()
+    } else {
+        format!("{title}: {}", required.join(", "))
+    };
+    let joint = if required.is_empty() { "; " } else { ", " };
+    for term in draft.terms.iter().filter(|t| t.optional) {
+        let label = term.name.replace('_', " ");
+        let name = &term.name;
+        let _ = write!(text, "{{?{name}}}{joint}{label} {{{name}}}{{/{name}}}");
     }
     text.push('.');
     text
