@@ -207,12 +207,14 @@ pub(crate) fn render(header: &str, mut drafts: Vec<Draft>) -> (String, Vec<Outco
     for line in header.lines() {
         let _ = writeln!(text, "# {}", one_line(line));
     }
-    let note = if !drafts.is_empty() && drafts.iter().all(may_be_absent) {
-        OPTIONAL_ARGUMENT_NOTE
+    // How optional fields are drafted, where anything is.
+    if drafts.iter().all(may_be_absent) {
+        if !drafts.is_empty() {
+            let _ = writeln!(text, "#\n{OPTIONAL_ARGUMENT_NOTE}");
+        }
     } else {
-        OPTIONAL_NOTE
-    };
-    let _ = writeln!(text, "#\n{note}");
+        let _ = writeln!(text, "#\n{OPTIONAL_NOTE}");
+    }
     text.push_str(&unheld_block(&outcomes));
     if outcomes.is_empty() {
         let _ = writeln!(
