@@ -257,8 +257,23 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
                     println!("mcp endpoint {}", mcp.path);
                 }
                 print_policies(&route.policies);
+                print_empty_files(route);
             }
             ExitCode::SUCCESS
+        }
+    }
+}
+
+/// The route's policy files that hold no policy (they say `nothing_to_approve`, or they would
+/// not load): named, so an operator sees that they hold nothing.
+fn print_empty_files(route: &config::RouteConfig) {
+    for file in &route.policy_files {
+        let prefix = format!("{}:", file.display());
+        if !route.policies.iter().any(|p| p.source.starts_with(&prefix)) {
+            println!(
+                "  warning: {} holds no policy (nothing_to_approve): it holds no request",
+                file.display()
+            );
         }
     }
 }

@@ -545,7 +545,7 @@ fn init_mcp_drafts_a_repeated_tool_once_and_stops_on_a_repeated_cursor() {
 }
 
 /// A server whose tools are all read-only: nothing to approve, said in the file and on
-/// stderr, and no table.
+/// stderr, and no table; `check` accepts the file.
 #[test]
 fn init_mcp_of_read_only_tools_says_nothing_needs_approval() {
     let server = PythonMcpServer::start_script("mcp2", "init_servers.py", &["--read-only"]);
@@ -562,5 +562,15 @@ fn init_mcp_of_read_only_tools_says_nothing_needs_approval() {
             .contains("nothing drafted: no action here needs approval (2 skipped)"),
         "{}",
         run.stderr
+    );
+    // The file says `nothing_to_approve`, so it loads: `check` passes, with a warning.
+    let checked = check(&run.stdout, "[mcp]\npath = \"/mcp\"\n");
+    checked.assert_code(0, "check of a file with nothing to approve");
+    assert!(
+        checked
+            .stdout
+            .contains("holds no policy (nothing_to_approve)"),
+        "{}",
+        checked.describe()
     );
 }

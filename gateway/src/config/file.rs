@@ -214,6 +214,9 @@ pub(crate) struct WellKnownFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PolicyFile {
+    /// Says the file holds no policy on purpose (an MCP server whose tools are all read-only),
+    /// and why: without it, a file without tables is an error (every block commented out).
+    pub nothing_to_approve: Option<Spanned<String>>,
     #[serde(default)]
     pub operation: Vec<OperationFile>,
     #[serde(default)]

@@ -33,11 +33,26 @@ pub fn parse_policy_file(path: &Path, source: &str) -> Result<Vec<Policy>, Confi
             policies.push(policy);
         }
     }
-    if file.operation.is_empty() && file.tool.is_empty() {
-        errors.push(ConfigError::whole_file(
+    let tables = file.operation.len() + file.tool.len();
+    match &file.nothing_to_approve {
+        None if tables == 0 => errors.push(ConfigError::whole_file(
             path,
-            "no [[operation]] or [[tool]] table: a policy file names at least one action",
-        ));
+            "no [[operation]] or [[tool]] table: a policy file names at least one action, or says `nothing_to_approve = \"why\"`",
+        )),
+        None => {}
+        Some(why) if tables > 0 => errors.push(ConfigError::at(
+            path,
+            &source,
+            Some(why.span()),
+            format!("nothing_to_approve: the file holds {tables} [[operation]] or [[tool]] table(s): remove one or the other"),
+        )),
+        Some(why) if why.get_ref().trim().is_empty() => errors.push(ConfigError::at(
+            path,
+            &source,
+            Some(why.span()),
+            "nothing_to_approve: say why nothing here needs approval (not empty)".to_owned(),
+        )),
+        Some(_) => {}
     }
     if errors.is_empty() {
         Ok(policies)
@@ -168,4 +183,39 @@ fn compile_operation(
         overrides,
         ..action?.into_policy(approval)
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn errors(text: &str) -> String {
+        parse_policy_file(Path::new("p.toml"), text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    /// A file may hold no policy only when it says so, and why: one whose every block was
+    /// commented out is still an error.
+    #[test]
+    fn a_file_without_policy_must_say_nothing_to_approve() {
+        let said = "# read-only tools\nnothing_to_approve = \"every tool is read-only\"\n";
+        assert!(
+            parse_policy_file(Path::new("p.toml"), said)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(errors("# [[tool]]\n").contains("or says `nothing_to_approve"));
+        assert!(
+            errors("nothing_to_approve = \" \"\n")
+                .contains("p.toml:1:22: nothing_to_approve: say why")
+        );
+        let both = "nothing_to_approve = \"x\"\n[[tool]]\nname = \"t\"\ntool = \"t\"\nid_prefix = \"t\"\nexpires_in = \"1m\"\nsame_action = [\"a\"]\nsummary = \"{a}\"\n[tool.terms]\na = { argument = \"$.a\" }\n";
+        assert!(
+            errors(both).contains("the file holds 1 [[operation]] or [[tool]] table(s)"),
+            "{}",
+            errors(both)
+        );
+    }
 }

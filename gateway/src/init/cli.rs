@@ -94,8 +94,13 @@ fn drafts(args: &InitArgs) -> Result<Drafted, String> {
         eprintln!("note       {note}");
     }
     let (drafts, skipped) = super::mcp::drafts(&listing.tools);
+    let server = listing
+        .server
+        .as_deref()
+        .map(|s| format!(" ({s})"))
+        .unwrap_or_default();
     let header = format!(
-        "Draft [[tool]] policies for the MCP server at {url}, by `poppy-gateway init`.\nThey need [mcp] in gateway.toml (docs/mcp.md)."
+        "Draft [[tool]] policies for the MCP server at {url}{server}, by `poppy-gateway init`.\nThey need [mcp] in gateway.toml (docs/mcp.md)."
     );
     let (text, outcomes) = render(&header, drafts);
     Ok((text, outcomes, skipped))
@@ -173,9 +178,9 @@ fn report(outcomes: &[Outcome], skipped: &[Skipped]) {
     let unheld = outcomes.iter().filter(|o| o.unheld()).count();
     let commented = outcomes.iter().filter(|o| o.commented.is_some()).count();
     let live = outcomes.len() - commented;
-    if live == 0 {
+    if outcomes.is_empty() {
         eprintln!(
-            "nothing drafted: no action here needs approval ({} skipped); the file holds no policy, so don't list it in `policies`",
+            "nothing drafted: no action here needs approval ({} skipped); the file says `nothing_to_approve`, which `check` accepts",
             skipped.len()
         );
     }

@@ -140,19 +140,16 @@ pub(crate) const OPTIONAL_NOTE: &str = "\
 # or `{...}`, which lists the terms the request sets that the sentence does not name).
 # Move a field to `ignore` only if it cannot change what the action does (a free-text note).";
 
-/// The same for tool drafts, whose optional arguments are still required terms.
-const TOOL_OPTIONAL_NOTE: &str = "\
-# Every argument a call may send is a term, optional ones too (marked `# optional`):
-# anything that can change the action must be in what the User approves. A call that
-# leaves an optional term out is refused (400 missing_term). If agents must be able to leave
-# one out, delete its term: a call that sends it is then refused (400 unexpected_field).
-# Move an argument to `ignore` only if it cannot change what the tool does (a free-text note).";
+/// The same for tool drafts, whose optional arguments are `optional = true` terms.
+pub(crate) const OPTIONAL_ARGUMENT_NOTE: &str = "\
+# Every argument a call may send is a term. Those with a default or not required are
+# `optional = true`: a call may leave them out (and the User approves the call without them),
+# and the summary shows them only when sent ({?term}…{/term}). A call with an argument that is
+# not a term is refused. Move an argument to `ignore` only if it cannot change what the tool does.";
 
-/// Whether the draft's optional terms are `optional = true` (absent from a request, absent
-/// from the terms). OpenAPI operations; tool drafts (init/mcp.rs) still mark them `# optional`.
-fn may_be_absent(draft: &Draft) -> bool {
-    matches!(draft.target, Target::Operation { .. })
-}
+/// What a file that drafts nothing says, as `nothing_to_approve` (so that it loads).
+const NOTHING_TO_APPROVE: &str =
+    "poppy-gateway init found no write operation, or no tool but read-only ones";
 
 /// How one action came out, for the report on stderr.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,17 +203,23 @@ pub(crate) fn render(header: &str, mut drafts: Vec<Draft>) -> (String, Vec<Outco
     for line in header.lines() {
         let _ = writeln!(text, "# {}", one_line(line));
     }
-    let note = if !drafts.is_empty() && !drafts.iter().any(may_be_absent) {
-        TOOL_OPTIONAL_NOTE
+    // How optional fields are drafted, where anything is.
+    if drafts
+        .iter()
+        .all(|d| matches!(d.target, Target::Tool { .. }))
+    {
+        if !drafts.is_empty() {
+            let _ = writeln!(text, "#\n{OPTIONAL_ARGUMENT_NOTE}");
+        }
     } else {
-        OPTIONAL_NOTE
-    };
-    let _ = writeln!(text, "#\n{note}");
+        let _ = writeln!(text, "#\n{OPTIONAL_NOTE}");
+    }
     text.push_str(&unheld_block(&outcomes));
     if outcomes.is_empty() {
         let _ = writeln!(
             text,
-            "#\n# Nothing here needs approval: no write operation, or no tool but read-only ones.\n# This file holds no policy, so `check` would refuse it: don't list it in `policies`."
+            "#\n# Nothing here needs approval: no write operation, or no tool but read-only ones.\n# The file holds no policy and says so: `check` accepts it (with a warning), and the\n# gateway holds none of these requests.\nnothing_to_approve = {}",
+            quoted(NOTHING_TO_APPROVE)
         );
     }
     for (draft, (name, prefix)) in drafts.iter().zip(&names) {
@@ -379,7 +382,7 @@ fn live_block(draft: &Draft, name: &str, prefix: &str) -> String {
     }
     let _ = writeln!(out, "# TODO: rewrite in plain language");
     let optional = draft.terms.iter().filter(|t| t.optional).count();
-    if may_be_absent(draft) && optional > MAX_SECTIONS {
+    if optional > MAX_SECTIONS {
         let _ = writeln!(
             out,
             "# TODO: {optional} optional terms, listed by {{...}} when the request sets them: write those the User must read into the sentence"
@@ -399,17 +402,12 @@ fn live_block(draft: &Draft, name: &str, prefix: &str) -> String {
     let _ = writeln!(out, "\n[{table}.terms]");
     for term in &draft.terms {
         let (key, value) = term.source.key();
-        let (flag, comment) = match (term.optional, may_be_absent(draft)) {
-            (true, true) => (", optional = true", ""),
-            (true, false) => ("", "  # optional"),
-            (false, _) => ("", ""),
+        let flag = if term.optional {
+            ", optional = true"
+        } else {
+            ""
         };
-        let _ = writeln!(
-            out,
-            "{} = {{ {key} = {}{flag} }}{comment}",
-            term.name,
-            quoted(value)
-        );
+        let _ = writeln!(out, "{} = {{ {key} = {}{flag} }}", term.name, quoted(value));
     }
     out
 }
@@ -449,7 +447,7 @@ fn same_action(draft: &Draft) -> (Vec<String>, &'static str) {
 }
 
 /// "Title: label {term}, label {term}." naming every term (the loader wants each in the
-/// summary): the required ones first, then the optional ones, after "also" or in sections.
+/// summary): the required ones first, then the optional ones in sections.
 fn summary(draft: &Draft) -> String {
     let title = plain(&draft.title);
     let title = if title.is_empty() {
@@ -457,26 +455,13 @@ fn summary(draft: &Draft) -> String {
     } else {
         title
     };
-    let labelled = |optional: bool| -> Vec<String> {
-        draft
-            .terms
-            .iter()
-            .filter(|t| t.optional == optional)
-            .map(|t| format!("{} {{{}}}", t.name.replace('_', " "), t.name))
-            .collect()
-    };
-    let (required, optional) = (labelled(false), labelled(true));
-    let title = title.trim_end_matches('.');
-    if may_be_absent(draft) {
-        return sectioned(title, &required, draft);
-    }
-    let mut text = format!("{title}: {}", required.join(", "));
-    if !optional.is_empty() {
-        let joint = if required.is_empty() { "" } else { "; also " };
-        let _ = write!(text, "{joint}{}", optional.join(", "));
-    }
-    text.push('.');
-    text
+    let required: Vec<String> = draft
+        .terms
+        .iter()
+        .filter(|t| !t.optional)
+        .map(|t| format!("{} {{{}}}", t.name.replace('_', " "), t.name))
+        .collect();
+    sectioned(title.trim_end_matches('.'), &required, draft)
 }
 
 /// "Title: label {term}{?opt}, label {opt}{/opt}.": an optional term only in its own section,

@@ -53,6 +53,8 @@ pub(crate) enum FetchError {
 pub(crate) struct Listing {
     pub(crate) tools: Vec<Value>,
     pub(crate) notes: Vec<String>,
+    /// The server's `serverInfo` name and version, as it says them (`memory-server 0.6.3`).
+    pub(crate) server: Option<String>,
 }
 
 /// Scheme, host and port, the origin credentials are for.
@@ -121,6 +123,14 @@ pub(crate) async fn list_tools(url: &str, headers: &[String]) -> Result<Listing,
     }
     session.notify("notifications/initialized").await?;
     let mut listing = Listing::default();
+    let info = |key: &str| {
+        init.pointer(&format!("/serverInfo/{key}"))
+            .and_then(Value::as_str)
+    };
+    listing.server = info("name").map(|name| match info("version") {
+        Some(version) => format!("{name} {version}"),
+        None => name.to_owned(),
+    });
     let mut cursor: Option<String> = None;
     let mut cursors: Vec<String> = Vec::new();
     for _ in 0..MAX_PAGES {

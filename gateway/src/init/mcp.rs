@@ -1,5 +1,6 @@
 //! Drafts from an MCP server's `tools/list`: a `[[tool]]` for every tool whose annotations do
-//! not say `readOnlyHint: true`, a term per `inputSchema` property. A tool listed twice is
+//! not say `readOnlyHint: true`, a term per `inputSchema` property, `optional = true` for one
+//! with a `default` or not in `required` (a model leaves those out). A tool listed twice is
 //! drafted once (two `[[tool]]`s of one tool don't load).
 
 use serde_json::Value;
@@ -53,8 +54,9 @@ pub(crate) fn drafts(tools: &[Value]) -> (Vec<Draft>, Vec<Skipped>) {
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         let properties = schema.get("properties").and_then(Value::as_object);
-        for property in properties.into_iter().flat_map(|p| p.keys()) {
-            let optional = !required.contains(&property.as_str());
+        for (property, shape) in properties.into_iter().flatten() {
+            // A required argument with a default is one a model may leave out all the same.
+            let optional = !required.contains(&property.as_str()) || shape.get("default").is_some();
             draft.add_term(property, Source::Argument(member_path(property)), optional);
         }
         if schema
@@ -110,7 +112,11 @@ mod tests {
         let (text, outcomes) = render("test", drafts);
         assert_eq!(outcomes[0].commented, None, "{text}");
         assert!(text.contains("[[tool]]\nname = \"exchange_item\"\ntool = \"exchange_item\""));
-        assert!(text.contains("note = { argument = \"$.note\" }  # optional"));
+        assert!(text.contains("note = { argument = \"$.note\", optional = true }\n"));
+        assert!(
+            text.contains("summary = \"Exchange an item: item id {item_id}, order id {order_id}{?note}, note {note}{/note}.\""),
+            "{text}"
+        );
         assert!(
             text.contains("same_action = [\"item_id\", \"order_id\"]"),
             "{text}"
@@ -118,5 +124,52 @@ mod tests {
         // A tool without arguments is held all the same, on a constant naming it.
         assert_eq!(outcomes[1].commented, None, "{text}");
         assert!(text.contains("action = { value = \"ping\" }\n"), "{text}");
+    }
+
+    /// What a model leaves out is optional: an argument with a default, or not required. A
+    /// tool whose arguments are all optional is held all the same, and the file loads.
+    #[test]
+    fn defaults_and_unrequired_arguments_are_optional_terms() {
+        let tools = vec![
+            json!({"name": "read_graph_and_tag", "description": "Tag entities.",
+                   "inputSchema": {"type": "object", "required": ["names", "tag"],
+                     "properties": {"names": {"type": "array"},
+                                    "tag": {"type": "string", "default": "todo"}}}}),
+            json!({"name": "git_log", "description": "Shows the log",
+                   "inputSchema": {"type": "object",
+                     "properties": {"max_count": {"type": "integer", "default": 10}}}}),
+        ];
+        let (drafts, _) = drafts(&tools);
+        let (text, outcomes) = render("test", drafts);
+        assert!(outcomes.iter().all(|o| o.commented.is_none()), "{text}");
+        assert!(text.contains("tag = { argument = \"$.tag\", optional = true }"));
+        assert!(
+            text.contains("summary = \"Tag entities: names {names}{?tag}, tag {tag}{/tag}.\""),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "summary = \"Shows the log{?max_count}; max count {max_count}{/max_count}.\""
+            ),
+            "{text}"
+        );
+        assert!(text.contains("a call may leave them out"), "{text}");
+        let loaded = crate::config::parse_policy_file(std::path::Path::new("t.toml"), &text);
+        assert_eq!(loaded.map(|p| p.len()).map_err(|e| e.to_string()), Ok(2));
+    }
+
+    /// A server whose tools are all read-only: a file that says so, and loads.
+    #[test]
+    fn only_read_only_tools_give_a_file_that_loads() {
+        let tools = vec![
+            json!({"name": "get_time", "annotations": {"readOnlyHint": true},
+                                "inputSchema": {"type": "object"}}),
+        ];
+        let (drafts, skipped) = drafts(&tools);
+        assert_eq!(skipped.len(), 1);
+        let (text, _) = render("test", drafts);
+        assert!(text.contains("\nnothing_to_approve = \""), "{text}");
+        let loaded = crate::config::parse_policy_file(std::path::Path::new("t.toml"), &text);
+        assert_eq!(loaded.map(|p| p.len()).map_err(|e| e.to_string()), Ok(0));
     }
 }
