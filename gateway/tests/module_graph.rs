@@ -70,6 +70,15 @@ const EVENT_FORMAT: [&[&str]; 3] = [
     &["events", "retry"],
 ];
 
+/// The life of one operation (`operation::flow`): a state machine fed what the store and
+/// the upstream answered, driven by the executor; it names none of them, nor the runtime, so
+/// that its table tests run every path with a simulated clock.
+const FLOW: [&[&str]; 3] = [
+    &["operation", "flow"],
+    &["operation", "flow", "steps"],
+    &["operation", "flow", "claim"],
+];
+
 /// What doing I/O looks like in a source: fetching, files, sockets, the runtime, or the
 /// modules of `identity` that do them.
 const IO: [&str; 8] = [
@@ -152,21 +161,7 @@ fn pure_modules_never_import_io_modules() {
 
 #[test]
 fn the_session_format_does_no_io() {
-    let graph = Graph::read();
-    let mut found = 0;
-    let mut impure = Vec::new();
-    for source in &graph.sources {
-        if !SESSION_FORMAT.iter().any(|m| source.module == path(m)) {
-            continue;
-        }
-        found += 1;
-        impure.extend(
-            IO.iter()
-                .filter(|needle| source.code.contains(*needle))
-                .map(|needle| format!("{} names {needle}", display(&source.module))),
-        );
-    }
-    assert_eq!(found, SESSION_FORMAT.len(), "every format module is read");
+    let impure = io_named(&SESSION_FORMAT, &[]);
     assert!(
         impure.is_empty(),
         "the Session format doing I/O: {impure:?}"
@@ -175,27 +170,48 @@ fn the_session_format_does_no_io() {
 
 #[test]
 fn the_webhook_event_format_does_no_io() {
+    let impure = io_named(
+        &EVENT_FORMAT,
+        &["super::queue", "super::sender", "crate::metrics"],
+    );
+    assert!(impure.is_empty(), "the event format doing I/O: {impure:?}");
+}
+
+#[test]
+fn the_operation_flow_does_no_io() {
+    let extra = [
+        "crate::store",
+        "crate::proxy",
+        "crate::clock",
+        "async fn",
+        ".await",
+    ];
+    let impure = io_named(&FLOW, &extra);
+    assert!(
+        impure.is_empty(),
+        "the operation flow doing I/O: {impure:?}"
+    );
+}
+
+/// What of [`IO`] and `extra` the sources of `modules` name (each module must be read).
+fn io_named(modules: &[&[&str]], extra: &[&str]) -> Vec<String> {
     let graph = Graph::read();
     let mut found = 0;
     let mut impure = Vec::new();
     for source in &graph.sources {
-        if !EVENT_FORMAT.iter().any(|m| source.module == path(m)) {
+        if !modules.iter().any(|m| source.module == path(m)) {
             continue;
         }
         found += 1;
         impure.extend(
             IO.iter()
-                .chain(&["super::queue", "super::sender", "crate::metrics"])
+                .chain(extra)
                 .filter(|needle| source.code.contains(*needle))
                 .map(|needle| format!("{} names {needle}", display(&source.module))),
         );
     }
-    assert_eq!(
-        found,
-        EVENT_FORMAT.len(),
-        "every event format module is read"
-    );
-    assert!(impure.is_empty(), "the event format doing I/O: {impure:?}");
+    assert_eq!(found, modules.len(), "every module of {modules:?} is read");
+    impure
 }
 
 /// The checker sees what it should: a cycle it must report, and re-exports it must follow.

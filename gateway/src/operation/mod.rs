@@ -2,8 +2,8 @@
 //!
 //! Every function here is a pure function of the request (as the ingress read it), its
 //! policy, what the store returned, the signing keys and the time it is given: it returns a
-//! [`Verdict`] and performs nothing. The executor (`proxy::executor`) asks the store what a
-//! step needs, hands the answer back, and carries the verdict out against the store and the
+//! [`Verdict`] and performs nothing. [`flow`] puts them in the spec's order as one state
+//! machine, which the executor (`proxy::executor`) drives against the store and the
 //! upstream. The order, for a request with an approval:
 //!
 //! 1. [`start`]: an ID not of this gateway's shape is refused at once (a new operation is
@@ -18,11 +18,13 @@
 //!    performed, and [`Remember`] how long a recorded answer is kept.
 
 mod decision;
+pub(crate) mod flow;
 pub(crate) mod outcome;
 pub(crate) mod page;
 mod receipt;
 pub(crate) mod record;
 mod remember;
+pub(crate) mod round;
 mod verdict;
 
 #[cfg(test)]
@@ -38,8 +40,8 @@ use crate::protocol::{ApprovalHeader, OperationId, ScopeKind};
 
 pub(crate) use decision::Decision;
 pub(crate) use page::{
-    PageRead, action_before_lookup, approved_operations, held_again, proven_on_page,
-    read_decisions, replay_before_lookup, request_digest,
+    action_before_lookup, approved_operations, held_again, proven_on_page, read_decisions,
+    replay_before_lookup, request_digest,
 };
 pub(crate) use receipt::{Receipt, draft_receipt, rfc3339_ms};
 pub(crate) use remember::{ForwardRules, Remember, lease_until_ms, releases};
@@ -86,10 +88,6 @@ impl Prepared {
             action_material,
             request,
         }
-    }
-
-    pub(crate) fn policy(&self) -> &Policy {
-        &self.request.policy
     }
 
     /// This request carrying `approval`: a page decision checked as a `Poppy-Approval`.

@@ -1,13 +1,13 @@
 //! The pingora glue: the HTTP service, the adapters that turn requests into operations, the
-//! executor that carries out the operation core's verdicts, and the gateway's own upstream
-//! client.
+//! executor that drives the operation flow (`crate::operation::flow`), and the gateway's own
+//! upstream client.
 //!
 //! One request for an operation, in order: `service` (pingora's hooks; routes it through the
 //! front door's first step, `crate::ingress::admit::route`) → `http_api` or `mcp_api` (what
 //! the request is, read off the wire) → `runner` (the front door's other steps, in the
-//! spec's order, then the executor) → `executor` (its record before a lookup, the lookup,
-//! asks the store, hands what it returned to `crate::operation`, carries out its verdict:
-//! claim, forward with `upstream`, record) → `reply` (renders the decision or the refusal) →
+//! spec's order, then the executor) → `executor` (the flow's driver: carries out each need of
+//! `crate::operation::flow` (records, the lookup, the claim, the forward with `upstream`,
+//! the record write) and feeds the answer back) → `reply` (renders the decision or the refusal) →
 //! `service` (`outcome`: counted and logged once, noted for the access log, then the reply
 //! written). The conversations service takes the same runner.
 //!
@@ -34,7 +34,6 @@ mod operations;
 mod outcome;
 mod page_offer;
 mod reply;
-mod rounds;
 mod routes;
 mod runner;
 mod service;

@@ -1,5 +1,5 @@
 //! Operations between rounds: an approved call whose answer was interim (an MCP 2026-07-28
-//! `input_required` result) stays claimed, and only the follow-up that carries back what the
+//! `input_required` result) stays claimed (`flow`), and only the follow-up that carries back what the
 //! server asked for goes on under the same claim.
 //!
 //! A follow-up is bound to its round: the same operation, the same approved revision, the
@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::operation::{Receipt, Remember};
-use crate::store::Claim;
+use super::record::Claim;
+use super::{Receipt, Remember};
 
 /// How long a round waits for its follow-up (a user answering a question included).
 pub(crate) const ROUND_TTL: Duration = Duration::from_secs(15 * 60);
