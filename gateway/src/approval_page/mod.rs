@@ -13,7 +13,8 @@
 //! - `GET /approval.css`: the page's only stylesheet.
 //!
 //! The page never reaches the upstream: a decision is stored, and the agent's retry of the
-//! same request is performed by the executor (`proxy/executor.rs`, `run_page`), once.
+//! same request is performed by the flow and its driver (`operation/flow.rs`,
+//! `proxy/executor/`), once.
 
 mod html;
 mod markdown;
