@@ -35,3 +35,4 @@ mod telemetry;
 #[cfg(test)]
 mod testkit;
 mod tls;
+pub mod trusted_keys;

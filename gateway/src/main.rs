@@ -11,6 +11,7 @@ use poppy_gateway::explain;
 use poppy_gateway::init;
 use poppy_gateway::receipts;
 use poppy_gateway::server;
+use poppy_gateway::trusted_keys;
 
 /// glibc's malloc was 10-24% of the CPU of a proxied request (see BENCHMARKS.md).
 #[global_allocator]
@@ -164,7 +165,46 @@ fn check(loaded: Result<config::Config, config::ConfigErrors>) -> ExitCode {
             ExitCode::FAILURE
         }
         Ok(config) => {
+            // A key source that answers with something other than keys is a wrong URL: a
+            // problem like any in the files. One out of reach may only be so from here.
+            let findings = match trusted_keys::check(&config) {
+                Ok(findings) => findings,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let wrong: Vec<String> = findings
+                .iter()
+                .filter_map(|f| match &f.outcome {
+                    trusted_keys::Outcome::Wrong(why) => Some(format!(
+                        "{} (issuer {:?}): not a usable JWK set: {why}",
+                        f.source, f.issuer
+                    )),
+                    _ => None,
+                })
+                .collect();
+            if !wrong.is_empty() {
+                for problem in &wrong {
+                    eprintln!("{problem}");
+                }
+                eprintln!("check failed: {} problem(s)", wrong.len());
+                return ExitCode::FAILURE;
+            }
             println!("{}: ok", config.path.display());
+            for finding in &findings {
+                match &finding.outcome {
+                    trusted_keys::Outcome::Keys(keys) => println!(
+                        "trusted keys of {:?} from {}: {keys} key(s)",
+                        finding.issuer, finding.source
+                    ),
+                    trusted_keys::Outcome::Unreachable(why) => eprintln!(
+                        "warning: {} (issuer {:?}) cannot be fetched from here: {why}; the gateway would start and refuse this issuer's Sessions and tokens until a fetch succeeds",
+                        finding.source, finding.issuer
+                    ),
+                    trusted_keys::Outcome::Wrong(_) => {}
+                }
+            }
             // What the start would refuse or do silently, though the files are right.
             // (memory:// starts with a random key, and says so at start.)
             if config.store.url != "memory://"

@@ -167,6 +167,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     // `[session]`'s verifier (its HTTP client, key caches, introspection cache), made once
     // and shared by every route and the conversations service.
     let session_claims = config.session.build().map_err(StartError::Session)?;
+    let fetched_keys = session_claims.fetched_issuers();
     let metrics = Arc::new(Metrics::new()?);
     if let Some(settings) = &config.tracing {
         crate::telemetry::start(settings)?;
@@ -225,6 +226,14 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             .map_err(StartError::Webhook)?;
         crate::events::install(queue);
         server.add_service(background_service("webhook", sender));
+    }
+
+    // Fetched trusted keys are read once now, so that a source out of reach is logged at start.
+    if !fetched_keys.is_empty() {
+        server.add_service(background_service(
+            "trusted keys",
+            crate::trusted_keys::FirstFetch(fetched_keys),
+        ));
     }
 
     let held = HeldBodies::new(config.server.max_held_body_bytes);

@@ -102,7 +102,7 @@ impl SignIn {
             .http
             .get(&url, FETCH_TIMEOUT, MAX_DOCUMENT)
             .await
-            .map_err(SignInError::Provider)?;
+            .map_err(|e| SignInError::Provider(e.to_string()))?;
         let discovery: Discovery = crate::protocol::json::from_slice(&doc)
             .map_err(|e| SignInError::Provider(format!("discovery document: {e}")))?;
         if discovery.issuer.trim_end_matches('/') != self.issuer {
@@ -115,7 +115,7 @@ impl SignIn {
             .http
             .get(&discovery.jwks_uri, FETCH_TIMEOUT, MAX_DOCUMENT)
             .await
-            .map_err(SignInError::Provider)?;
+            .map_err(|e| SignInError::Provider(e.to_string()))?;
         let keys = KeySet::parse(&jwks).map_err(|e| SignInError::Provider(e.to_string()))?;
         let provider = Provider {
             issuer: discovery.issuer,

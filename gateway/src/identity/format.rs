@@ -6,7 +6,7 @@
 //! module is the one to change when the published text says otherwise.
 
 use jsonwebtoken::errors::ErrorKind;
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use jsonwebtoken::{Algorithm, DecodingKey};
 use serde_json::{Map, Value};
 
 use super::cnf::{self, DelegatedKey};
@@ -234,23 +234,30 @@ enum Signature {
 }
 
 /// The claims of `token` when its signature verifies with `key` under `alg`. Claims are
-/// checked by the callers, against their clock: jsonwebtoken's own claim checks are off.
+/// checked by the callers, against their clock. The signature is checked with
+/// `jsonwebtoken::crypto::verify`, not `decode`: `decode` refuses every `crit` but `b64`
+/// (jsonwebtoken 12), and a Session marks its delegation critical; `crit` is checked by
+/// `peek_session` first, and the payload read as every token is ([`verify::decode_object`]).
 fn signed_claims(
     token: &str,
     key: &DecodingKey,
     alg: Algorithm,
 ) -> Result<Map<String, Value>, Signature> {
-    let mut validation = Validation::new(alg);
-    validation.required_spec_claims.clear();
-    validation.validate_exp = false;
-    validation.validate_nbf = false;
-    validation.validate_aud = false;
-    jsonwebtoken::decode::<Map<String, Value>>(token, key, &validation)
-        .map(|data| data.claims)
-        .map_err(|e| match e.into_kind() {
-            ErrorKind::InvalidSignature | ErrorKind::InvalidAlgorithm => Signature::Bad,
-            _ => Signature::Malformed,
-        })
+    let mut parts = token.split('.');
+    let (Some(header), Some(payload), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(Signature::Malformed);
+    };
+    let message = &token[..header.len() + 1 + payload.len()];
+    match jsonwebtoken::crypto::verify(signature, message.as_bytes(), key, alg) {
+        Ok(true) => verify::decode_object(payload).map_err(|_| Signature::Malformed),
+        Ok(false) => Err(Signature::Bad),
+        Err(e) => match e.into_kind() {
+            ErrorKind::InvalidSignature | ErrorKind::InvalidAlgorithm => Err(Signature::Bad),
+            _ => Err(Signature::Malformed),
+        },
+    }
 }
 
 /// Check 5: `htu` is a configured origin (scheme and host ASCII-case-insensitively) followed

@@ -153,10 +153,11 @@ impl HttpClient {
         url: &str,
         timeout: Duration,
         max_bytes: usize,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, GetError> {
         if let Some(allowed) = &self.agents {
-            let parsed = Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
-            allowed.check_url(&parsed)?;
+            let parsed = Url::parse(url)
+                .map_err(|e| GetError::Refused(format!("{url:?} is not a URL: {e}")))?;
+            allowed.check_url(&parsed).map_err(GetError::Refused)?;
         }
         read(self.client.get(url).timeout(timeout), max_bytes).await
     }
@@ -178,7 +179,36 @@ impl HttpClient {
         if let Some((user, password)) = basic_auth {
             request = request.basic_auth(user, Some(password));
         }
-        read(request, max_bytes).await
+        read(request, max_bytes).await.map_err(|e| e.to_string())
+    }
+}
+
+/// Why a GET gave no document. `check` tells an operator which of these is worth failing on:
+/// a server that answers with the wrong thing is a wrong URL, one that does not answer may be
+/// out of reach from where `check` runs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum GetError {
+    /// Not sent: the URL or an address is not allowed.
+    #[error("{0}")]
+    Refused(String),
+    /// No answer: refused, reset or timed out connection, TLS failure, refused redirect.
+    #[error("{0}")]
+    NoAnswer(String),
+    /// An answer other than 2xx.
+    #[error("answered {0}")]
+    Status(reqwest::StatusCode),
+    #[error("answer larger than {0} bytes")]
+    TooLarge(usize),
+}
+
+impl GetError {
+    /// The server could not be reached or failed (5xx): it may answer later, or from elsewhere.
+    pub(crate) fn unreachable(&self) -> bool {
+        match self {
+            GetError::NoAnswer(_) => true,
+            GetError::Status(status) => status.is_server_error(),
+            GetError::Refused(_) | GetError::TooLarge(_) => false,
+        }
     }
 }
 
@@ -263,19 +293,16 @@ impl Resolve for GlobalOnly {
     }
 }
 
-async fn read(request: reqwest::RequestBuilder, max_bytes: usize) -> Result<Vec<u8>, String> {
-    let mut response = request.send().await.map_err(|e| chain(&e.without_url()))?;
+async fn read(request: reqwest::RequestBuilder, max_bytes: usize) -> Result<Vec<u8>, GetError> {
+    let no_answer = |e: reqwest::Error| GetError::NoAnswer(chain(&e.without_url()));
+    let mut response = request.send().await.map_err(no_answer)?;
     if !response.status().is_success() {
-        return Err(format!("answered {}", response.status()));
+        return Err(GetError::Status(response.status()));
     }
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| chain(&e.without_url()))?
-    {
+    while let Some(chunk) = response.chunk().await.map_err(no_answer)? {
         if body.len() + chunk.len() > max_bytes {
-            return Err(format!("answer larger than {max_bytes} bytes"));
+            return Err(GetError::TooLarge(max_bytes));
         }
         body.extend_from_slice(&chunk);
     }

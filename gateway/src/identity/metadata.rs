@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::http::{HttpClient, check_document_url};
+use super::http::{GetError, HttpClient, check_document_url};
 use super::jwks::{JwksError, KeySet};
 use crate::protocol::json;
 
@@ -38,7 +38,7 @@ pub(crate) enum MetadataError {
     #[error("client metadata URL: {0}")]
     Url(String),
     #[error("cannot fetch the client metadata: {0}")]
-    Fetch(String),
+    Fetch(GetError),
     #[error("the client metadata is not a JSON object (with each member once)")]
     NotAnObject,
     #[error("the client metadata's client_id is not its URL {0:?}")]
@@ -50,9 +50,19 @@ pub(crate) enum MetadataError {
     #[error("the client metadata's jwks_uri: {0}")]
     JwksUri(String),
     #[error("cannot fetch the client's jwks_uri: {0}")]
-    FetchJwks(String),
+    FetchJwks(GetError),
     #[error("the client's keys: {0}")]
     Jwks(JwksError),
+}
+
+impl MetadataError {
+    /// A document or key set that could not be fetched now ([`GetError::unreachable`]).
+    pub(crate) fn unreachable(&self) -> bool {
+        match self {
+            MetadataError::Fetch(e) | MetadataError::FetchJwks(e) => e.unreachable(),
+            _ => false,
+        }
+    }
 }
 
 /// Read the metadata document fetched from `url`: a JSON object whose `client_id` is `url`

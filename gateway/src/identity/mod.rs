@@ -146,6 +146,59 @@ impl SessionVerifier {
     }
 }
 
+impl SessionVerifier {
+    /// Every trusted issuer whose keys are fetched (a `jwks_url` or an agent's metadata
+    /// document), the Sessions' agents and the access tokens' issuer alike.
+    fn fetched_issuers(&self) -> Vec<Arc<TrustedIssuer>> {
+        let token = self.token.as_ref().and_then(|t| t.issuer.as_ref());
+        let mut issuers: Vec<Arc<TrustedIssuer>> =
+            self.agents.values().chain(token).cloned().collect();
+        issuers.retain(|issuer| issuer.fetched());
+        // One order for `check`'s output and the start's log.
+        issuers.sort_by(|a, b| a.issuer.cmp(&b.issuer));
+        issuers
+    }
+}
+
+impl SessionClaims {
+    /// The issuers whose keys are fetched: none unless the gateway verifies.
+    pub(crate) fn fetched_issuers(&self) -> Vec<Arc<TrustedIssuer>> {
+        match &self.verify {
+            VerifyMode::Required(verifier) => verifier.fetched_issuers(),
+            VerifyMode::Off => Vec::new(),
+        }
+    }
+}
+
+/// Fetch the keys of every fetched issuer once, together (each within its fetch timeout):
+/// at start, so that a source that cannot be read is logged then (an error, since its
+/// Sessions are refused) and not first met by a User's Session.
+pub(crate) async fn first_fetch(issuers: &[Arc<TrustedIssuer>]) {
+    let mut fetches = tokio::task::JoinSet::new();
+    for issuer in issuers {
+        let issuer = Arc::clone(issuer);
+        fetches.spawn(async move { issuer.reload().await });
+    }
+    fetches.join_all().await;
+}
+
+/// What `check` found at each fetched source: the number of usable keys, or why none.
+pub(crate) async fn probe(
+    issuers: &[Arc<TrustedIssuer>],
+) -> Vec<(Arc<TrustedIssuer>, Result<usize, KeysReadError>)> {
+    let mut reads = tokio::task::JoinSet::new();
+    for issuer in issuers {
+        let issuer = Arc::clone(issuer);
+        reads.spawn(async move {
+            let read = issuer.read().await.map(|keys| keys.len());
+            (issuer, read)
+        });
+    }
+    let mut found = reads.join_all().await;
+    found.sort_by(|a, b| a.0.issuer.cmp(&b.0.issuer));
+    found
+}
+
 pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

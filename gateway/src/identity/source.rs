@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 
-use super::http::HttpClient;
+use super::http::{GetError, HttpClient};
 use super::jwks::{JwksError, KeySet};
 use super::metadata::{self, MetadataError};
 
@@ -114,25 +114,39 @@ impl TrustedIssuer {
             return false;
         }
         *last = Some(Instant::now());
-        let read = match &self.source {
-            KeySource::File(path) => read_file(path),
-            KeySource::Url(url) => fetch(&self.http, url).await,
-            KeySource::Metadata(url) => metadata::fetch_keys(&self.http, url)
-                .await
-                .map_err(KeysReadError::Metadata),
-        };
-        match read {
+        match self.read().await {
             Ok(keys) => {
                 tracing::info!(issuer = %self.issuer, source = %self.source, keys = keys.len(), "trusted keys read");
                 self.keys.store(Some(Arc::new(keys)));
                 self.loaded_at.store(Some(Arc::new(Instant::now())));
                 true
             }
+            Err(e) if self.keys().is_none() => {
+                // No keys at all: every Session (or token) of this issuer is refused.
+                tracing::error!(issuer = %self.issuer, source = %self.source, error = %e, "cannot read trusted keys; this issuer's Sessions and tokens are refused until a read succeeds");
+                false
+            }
             Err(e) => {
                 tracing::warn!(issuer = %self.issuer, source = %self.source, error = %e, "cannot read trusted keys; keeping the previous ones");
                 false
             }
         }
+    }
+
+    /// Read the keys from their source, storing nothing (`check`, and [`Self::reload`]).
+    pub(crate) async fn read(&self) -> Result<KeySet, KeysReadError> {
+        match &self.source {
+            KeySource::File(path) => read_file(path),
+            KeySource::Url(url) => fetch(&self.http, url).await,
+            KeySource::Metadata(url) => metadata::fetch_keys(&self.http, url)
+                .await
+                .map_err(KeysReadError::Metadata),
+        }
+    }
+
+    /// Whether the keys are fetched (a URL or a metadata document) rather than read from a file.
+    pub(crate) fn fetched(&self) -> bool {
+        !matches!(self.source, KeySource::File(_))
     }
 }
 
@@ -147,11 +161,25 @@ pub(crate) enum KeysReadError {
     #[error("{}: {error}", path.display())]
     Parse { path: PathBuf, error: JwksError },
     #[error("{0}")]
-    Fetch(String),
+    Fetch(GetError),
     #[error("{0}")]
     FetchedParse(JwksError),
     #[error("{0}")]
     Metadata(MetadataError),
+}
+
+impl KeysReadError {
+    /// The source did not answer (or failed with a 5xx): it may later, or from elsewhere. Any
+    /// other error is an answer that can never give keys (a wrong URL, not a JWK set).
+    pub(crate) fn unreachable(&self) -> bool {
+        match self {
+            KeysReadError::Fetch(e) => e.unreachable(),
+            KeysReadError::Metadata(e) => e.unreachable(),
+            KeysReadError::Read { .. }
+            | KeysReadError::Parse { .. }
+            | KeysReadError::FetchedParse(_) => false,
+        }
+    }
 }
 
 /// A `jwks_file`'s keys: read at load, and again on an unknown `kid`.

@@ -213,6 +213,15 @@ pub(crate) fn verify(
             ErrorKind::InvalidAudience => VerifyError::WrongAudience(expect.audience.clone()),
             ErrorKind::InvalidIssuer => VerifyError::UntrustedIssuer(issuer.clone()),
             ErrorKind::MissingRequiredClaim(claim) => VerifyError::MissingClaim(claim),
+            // jsonwebtoken (12) checks the registered claims' types itself: said as before.
+            ErrorKind::InvalidClaimFormat(claim) => match claim.as_str() {
+                "exp" | "nbf" | "iat" => {
+                    VerifyError::Invalid(format!("{claim} is not a NumericDate"))
+                }
+                "aud" => VerifyError::WrongAudience(expect.audience.clone()),
+                "iss" => VerifyError::UntrustedIssuer(issuer.clone()),
+                _ => VerifyError::Invalid(format!("{claim} is not of its registered type")),
+            },
             ErrorKind::InvalidAlgorithm => VerifyError::WrongAlgorithm {
                 issuer: issuer.clone(),
                 kid: kid.clone(),

@@ -1,10 +1,10 @@
 //! An OpenAPI description's text as a `serde_json::Value`: JSON, or else YAML.
 //!
-//! YAML is read by `serde_yaml` straight into JSON values through [`Json`]: its own `Value`
+//! YAML is read by `serde_norway` (the maintained fork of the deprecated `serde_yaml`) straight
+//! into JSON values through [`Json`]: its own `Value`
 //! refuses an integer beyond 64 bits (a published description's `maximum` or `example`), and
 //! keys that YAML reads as numbers (response codes, `200:`) are kept as their text. A number
 //! beyond 64 bits becomes the nearest float: `init` never reads such a number's digits.
-//! (`serde_norway` and `serde_yaml_ng`, the maintained forks, share this reader and its `Value`.)
 
 use std::fmt;
 
@@ -16,7 +16,7 @@ pub(crate) fn parse(text: &str) -> Result<Value, String> {
     if let Ok(value) = serde_json::from_str::<Value>(text) {
         return Ok(value);
     }
-    serde_yaml::from_str::<Json>(text)
+    serde_norway::from_str::<Json>(text)
         .map(|json| json.0)
         .map_err(|e| format!("neither JSON nor YAML: {e}"))
 }
