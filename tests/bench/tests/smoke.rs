@@ -4,27 +4,33 @@
 
 use std::process::Command;
 
-#[test]
-fn one_second_of_row_one_prints_a_table() {
+/// Run poppy-bench with `args`; its report, once it has succeeded.
+fn bench(args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_poppy-bench"))
-        .args([
-            "--rows",
-            "1",
-            "--duration",
-            "1s",
-            "--warmup",
-            "0s",
-            "--connections",
-            "4",
-        ])
+        .args(args)
         .output()
         .expect("run poppy-bench");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
         "poppy-bench failed:\n{stderr}\n{stdout}"
     );
+    stdout
+}
+
+#[test]
+fn one_second_of_row_one_prints_a_table() {
+    let stdout = bench(&[
+        "--rows",
+        "1",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--connections",
+        "4",
+    ]);
     let row = stdout
         .lines()
         .find(|line| line.starts_with("| 1 | upstream direct (POST) |"))
@@ -45,27 +51,18 @@ fn one_second_of_row_one_prints_a_table() {
 /// its CPU per request is measured (pingora's share of the gateway's passthrough cost).
 #[test]
 fn the_bare_pingora_row_proxies_the_upstream() {
-    let output = Command::new(env!("CARGO_BIN_EXE_poppy-bench"))
-        .args([
-            "--rows",
-            "2p",
-            "--duration",
-            "1s",
-            "--warmup",
-            "0s",
-            "--connections",
-            "4",
-            "--pingora-bin",
-            env!("CARGO_BIN_EXE_poppy-bench-pingora"),
-        ])
-        .output()
-        .expect("run poppy-bench");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "poppy-bench failed:\n{stderr}\n{stdout}"
-    );
+    let stdout = bench(&[
+        "--rows",
+        "2p",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--connections",
+        "4",
+        "--pingora-bin",
+        env!("CARGO_BIN_EXE_poppy-bench-pingora"),
+    ]);
     let row = stdout
         .lines()
         .find(|line| line.starts_with("| 2p | bare pingora → upstream (POST) |"))
@@ -82,25 +79,16 @@ fn the_bare_pingora_row_proxies_the_upstream() {
 /// schedule, its latency percentiles in the fixed-rate table, no errors.
 #[test]
 fn one_second_of_the_open_loop_row_prints_its_latency() {
-    let output = Command::new(env!("CARGO_BIN_EXE_poppy-bench"))
-        .args([
-            "--rows",
-            "L1",
-            "--duration",
-            "1s",
-            "--warmup",
-            "0s",
-            "--rate",
-            "500",
-        ])
-        .output()
-        .expect("run poppy-bench");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "poppy-bench failed:\n{stderr}\n{stdout}"
-    );
+    let stdout = bench(&[
+        "--rows",
+        "L1",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--rate",
+        "500",
+    ]);
     let row = stdout
         .lines()
         .find(|line| line.starts_with("| L1 | upstream direct (POST) |"))
