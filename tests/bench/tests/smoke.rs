@@ -9,7 +9,7 @@ fn bench(args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_poppy-bench"))
         .args(args)
         .output()
-        .expect("run poppy-bench");
+        .unwrap_or_else(|e| panic!("run poppy-bench: {e}"));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
