@@ -113,6 +113,13 @@ pub struct RunArgs {
     /// Keep the folder of configs and logs of every process (its path is printed at the end).
     #[arg(long)]
     pub keep_dir: bool,
+    /// Open-loop latency rows (`L…`): requests per second, sent on a fixed schedule (a pair
+    /// row sends half as many pairs). Pick a rate every row sustains.
+    #[arg(long, default_value_t = 2000)]
+    pub rate: u64,
+    /// Open-loop latency rows: connections that take the scheduled requests.
+    #[arg(long, default_value_t = 64)]
+    pub open_connections: usize,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -168,6 +175,8 @@ impl RunArgs {
             max_iterations: self.max_iterations,
             replay_ops: self.replay_ops,
             keep_dir: self.keep_dir,
+            rate: self.rate,
+            open_connections: self.open_connections.max(1),
         })
     }
 }

@@ -49,6 +49,9 @@ pub struct Options {
     pub replay_ops: usize,
     /// Keep the folder of configs and logs (its path is printed) instead of deleting it.
     pub keep_dir: bool,
+    /// Open-loop rows (`L…`): requests per second, and the connections that send them.
+    pub rate: u64,
+    pub open_connections: usize,
 }
 
 /// Which store a gateway row uses.
@@ -65,6 +68,17 @@ impl Store {
             Store::Redis => "redis",
         }
     }
+}
+
+/// What a row adds to a gateway's configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    /// `[tracing]` sampling `.0` traces per 10 000 and exporting to `.1`.
+    pub tracing: Option<(u32, SocketAddr)>,
+    /// The `[session]` table (default: `verify = "off"`).
+    pub session: Option<String>,
+    /// Also the payment policy with 71 terms ([`gateway::large_policy`]).
+    pub large_policy: bool,
 }
 
 pub struct Env {
@@ -165,18 +179,17 @@ impl Env {
         max_body_bytes: usize,
         policies: usize,
     ) -> anyhow::Result<(Proc, SocketAddr)> {
-        self.gateway_traced(store, upstream, max_body_bytes, policies, None)
+        self.gateway_with(store, upstream, max_body_bytes, policies, Extras::default())
     }
 
-    /// [`Self::gateway`], with `[tracing]` sampling `tracing.0` traces per 10 000 and
-    /// exporting to `tracing.1`.
-    pub fn gateway_traced(
+    /// [`Self::gateway`], with what a row adds ([`Extras`]).
+    pub fn gateway_with(
         &mut self,
         store: Store,
         upstream: SocketAddr,
         max_body_bytes: usize,
         policies: usize,
-        tracing: Option<(u32, SocketAddr)>,
+        extras: Extras,
     ) -> anyhow::Result<(Proc, SocketAddr)> {
         let store_url = match store {
             Store::Memory => "memory://".to_owned(),
@@ -189,7 +202,11 @@ impl Env {
             max_body_bytes,
             policies,
             log_level: self.opts.gateway_log.clone(),
-            tracing,
+            tracing: extras.tracing,
+            session: extras
+                .session
+                .unwrap_or_else(|| crate::signer::session_table(false, "")),
+            large_policy: extras.large_policy,
         };
         let dir = self.folder("gateway")?;
         gateway::start(
@@ -209,6 +226,8 @@ impl Env {
             warmup_ms: self.opts.warmup.as_millis() as u64,
             duration_ms: self.opts.duration.as_millis() as u64,
             max_iterations: self.opts.max_iterations,
+            agent: None,
+            rate: None,
             timeout_ms: self.opts.timeout.as_millis() as u64,
         }
     }

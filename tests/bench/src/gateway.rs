@@ -32,6 +32,37 @@ item_id = { body = "$.item_id" }
 replacement_sku = { body = "$.replacement_sku" }
 "#;
 
+/// Issue 38's size of policy: a payment with 71 terms, 68 of them optional (`opt01`–`opt66`
+/// flat, `shipping` a nested object, `items` an array of objects), its summary one sentence
+/// and the generic list of the values a request sets (`{...}`).
+pub fn large_policy() -> String {
+    let mut out = String::from(
+        r#"
+[[operation]]
+name = "payment"
+method = "POST"
+path = "/orders/{order_id}/payments"
+id_prefix = "pay"
+expires_in = "15m"
+same_action = ["order_id"]
+summary = "Pay {amount} {currency} for order {order_id}.\n\n{...}"
+
+[operation.terms]
+order_id = { path = "order_id" }
+amount = { body = "$.amount" }
+currency = { body = "$.currency" }
+shipping = { body = "$.shipping", optional = true }
+items = { body = "$.items", optional = true }
+"#,
+    );
+    for i in 1..=66 {
+        out.push_str(&format!(
+            "opt{i:02} = {{ body = \"$.opt{i:02}\", optional = true }}\n"
+        ));
+    }
+    out
+}
+
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
     pub threads: usize,
@@ -45,6 +76,10 @@ pub struct GatewayConfig {
     pub log_level: String,
     /// `[tracing]`: traces sampled per 10 000, and the OTLP collector (none: off).
     pub tracing: Option<(u32, SocketAddr)>,
+    /// The `[session]` table ([`crate::signer::session_table`]).
+    pub session: String,
+    /// Also the payment policy of [`large_policy`].
+    pub large_policy: bool,
 }
 
 /// The policy file of `count` policies: `count - 1` others first, then [`POLICY`], so a
@@ -94,13 +129,12 @@ listen = "127.0.0.1:{admin}"
 [store]
 url = "{store}"
 
-[session]
-verify = "off"
-"#,
+{session}"#,
         threads = config.threads,
         max_body = config.max_body_bytes,
         upstream = config.upstream,
         store = config.store_url,
+        session = config.session,
     ) + &config
         .tracing
         .map(|(sampled, sink)| {
@@ -140,10 +174,11 @@ pub fn start(
         );
     }
     std::fs::create_dir_all(dir.join("policies"))?;
-    std::fs::write(
-        dir.join("policies/bench.toml"),
-        policy_file(config.policies.max(1)),
-    )?;
+    let mut policies = policy_file(config.policies.max(1));
+    if config.large_policy {
+        policies.push_str(&large_policy());
+    }
+    std::fs::write(dir.join("policies/bench.toml"), policies)?;
     let listen = free_port()?;
     let admin = loop {
         let port = free_port()?;
@@ -203,5 +238,13 @@ mod tests {
         assert!(file.find("name = \"act2\"").unwrap() < exchange);
         assert!(file.contains("path = \"/orders/{order_id}/act1\""));
         assert_eq!(policy_file(1), POLICY);
+    }
+
+    #[test]
+    fn the_large_policy_has_71_terms_68_optional() {
+        let policy = large_policy();
+        let terms = policy.split("[operation.terms]").nth(1).unwrap();
+        assert_eq!(terms.lines().filter(|l| l.contains(" = {")).count(), 71);
+        assert_eq!(policy.matches("optional = true").count(), 68);
     }
 }

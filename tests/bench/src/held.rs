@@ -104,6 +104,8 @@ fn point(env: &mut Env, held: usize, limit: usize, pad: usize) -> anyhow::Result
         warmup_ms: 0,
         duration_ms: 120_000,
         max_iterations: iterations,
+        agent: None,
+        rate: None,
         timeout_ms: 90_000,
     };
     env.load(&spec(Scenario::approve(), 1, 3), |_| Ok(()))

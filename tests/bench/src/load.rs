@@ -4,7 +4,10 @@
 //!
 //! Closed loop means a slow server is sent less, so latency under overload is understated
 //! (coordinated omission); the rows compare servers at the same concurrency, which is what
-//! this is for.
+//! this is for. With a `rate` the load is open loop instead: iteration `k` is due at
+//! `start + k / rate` whatever came back before, the connection that takes it waits for that
+//! time, and its latency is measured from the time it was due (a late answer delays no
+//! later send, and a send the connections could not make in time counts its wait).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,6 +38,12 @@ pub struct LoadSpec {
     /// Iterations (requests, or pairs) at most, over all connections and the warm-up.
     pub max_iterations: u64,
     pub timeout_ms: u64,
+    /// Sign Personal Agent Sessions as the agent of this `client_id` (none: unsigned).
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Open loop: iterations per second, on a fixed schedule (none: closed loop).
+    #[serde(default)]
+    pub rate: Option<u64>,
 }
 
 /// What a run measured (in the window only, except `errors` and `first_error`).
@@ -52,6 +61,10 @@ pub struct LoadResult {
     pub p999_us: f64,
     pub max_us: f64,
     pub mean_us: f64,
+    /// Open loop: how late the load generator itself woke for a due iteration (p99, µs;
+    /// its timer has 1 ms resolution), which every latency of the row includes.
+    #[serde(default)]
+    pub lateness_p99_us: Option<f64>,
 }
 
 impl LoadResult {
@@ -93,15 +106,37 @@ impl Hooks for NoHooks {
 
 struct Tally {
     histogram: Histogram<u64>,
+    lateness: Histogram<u64>,
     requests: u64,
     iterations: u64,
     errors: u64,
     first_error: Option<String>,
 }
 
+impl Tally {
+    fn new() -> anyhow::Result<Tally> {
+        let histogram = || {
+            Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).map_err(|e| anyhow!("histogram: {e}"))
+        };
+        Ok(Tally {
+            histogram: histogram()?,
+            lateness: histogram()?,
+            requests: 0,
+            iterations: 0,
+            errors: 0,
+            first_error: None,
+        })
+    }
+}
+
 pub async fn run(spec: &LoadSpec, hooks: &mut dyn Hooks) -> anyhow::Result<LoadResult> {
     let timeout = Duration::from_millis(spec.timeout_ms);
-    let prepared = Arc::new(Prepared::new(&spec.scenario, spec.addr, timeout).await?);
+    let prepared =
+        Arc::new(Prepared::new(&spec.scenario, spec.addr, timeout, spec.agent.as_deref()).await?);
+    let interval = spec
+        .rate
+        .filter(|rate| *rate > 0)
+        .map(|rate| Duration::from_secs_f64(1.0 / rate as f64));
     hooks.ready()?;
 
     let start = Instant::now();
@@ -119,31 +154,52 @@ pub async fn run(spec: &LoadSpec, hooks: &mut dyn Hooks) -> anyhow::Result<LoadR
         );
         let max_iterations = spec.max_iterations;
         tasks.spawn(async move {
-            let mut tally = Tally {
-                histogram: Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
-                    .map_err(|e| anyhow!("histogram: {e}"))?,
-                requests: 0,
-                iterations: 0,
-                errors: 0,
-                first_error: None,
-            };
-            while Instant::now() < window_end
-                && claimed.fetch_add(1, Ordering::Relaxed) < max_iterations
-            {
+            let mut tally = Tally::new()?;
+            while Instant::now() < window_end {
+                let k = claimed.fetch_add(1, Ordering::Relaxed);
+                if k >= max_iterations {
+                    break;
+                }
+                // Open loop: wait for this iteration's time; its latency counts from then.
+                let due = match interval {
+                    Some(interval) => {
+                        let due = start + interval.mul_f64(k as f64);
+                        if due > window_end {
+                            break;
+                        }
+                        sleep_until(due.into()).await;
+                        let late = Instant::now().saturating_duration_since(due);
+                        if due >= window_start {
+                            tally.lateness.saturating_record(late.as_micros() as u64);
+                        }
+                        Some(due)
+                    }
+                    None => None,
+                };
                 let in_window = |t: Instant| t >= window_start && t <= window_end;
                 let histogram = &mut tally.histogram;
                 let requests = &mut tally.requests;
                 let mut record = |sent: Instant, answered: Instant| {
                     if in_window(answered) {
-                        let us = answered.duration_since(sent).as_micros() as u64;
-                        histogram.saturating_record(us.clamp(1, MAX_LATENCY_US));
+                        // Open loop: the iteration's latency is recorded whole, below.
+                        if due.is_none() {
+                            let us = answered.duration_since(sent).as_micros() as u64;
+                            histogram.saturating_record(us.clamp(1, MAX_LATENCY_US));
+                        }
                         *requests += 1;
                     }
                 };
                 match worker.iterate(&scenario, &prepared, &mut record).await {
                     Ok(()) => {
-                        if in_window(Instant::now()) {
+                        let done = Instant::now();
+                        if in_window(done) {
                             tally.iterations += 1;
+                            if let Some(due) = due {
+                                let us = done.duration_since(due).as_micros() as u64;
+                                tally
+                                    .histogram
+                                    .saturating_record(us.clamp(1, MAX_LATENCY_US));
+                            }
                         }
                     }
                     Err(error) => {
@@ -159,14 +215,7 @@ pub async fn run(spec: &LoadSpec, hooks: &mut dyn Hooks) -> anyhow::Result<LoadR
         });
     }
 
-    let mut total = Tally {
-        histogram: Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
-            .map_err(|e| anyhow!("histogram: {e}"))?,
-        requests: 0,
-        iterations: 0,
-        errors: 0,
-        first_error: None,
-    };
+    let mut total = Tally::new()?;
     let (mut started, mut ended) = (false, false);
     loop {
         let next = if started { window_end } else { window_start };
@@ -175,6 +224,7 @@ pub async fn run(spec: &LoadSpec, hooks: &mut dyn Hooks) -> anyhow::Result<LoadR
                 Some(joined) => {
                     let tally = joined.map_err(|e| anyhow!("load task: {e}"))??;
                     total.histogram.add(&tally.histogram).map_err(|e| anyhow!("histogram: {e}"))?;
+                    total.lateness.add(&tally.lateness).map_err(|e| anyhow!("histogram: {e}"))?;
                     total.requests += tally.requests;
                     total.iterations += tally.iterations;
                     total.errors += tally.errors;
@@ -225,5 +275,7 @@ pub async fn run(spec: &LoadSpec, hooks: &mut dyn Hooks) -> anyhow::Result<LoadR
         p999_us: quantile(0.999),
         max_us: if h.is_empty() { 0.0 } else { h.max() as f64 },
         mean_us: if h.is_empty() { 0.0 } else { h.mean() },
+        lateness_p99_us: (interval.is_some() && !total.lateness.is_empty())
+            .then(|| total.lateness.value_at_quantile(0.99) as f64),
     })
 }

@@ -38,10 +38,18 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(out, "{line}");
     }
     out.push('\n');
-    out.push_str(&table(&report.rows));
+    // The open-loop rows have a table of their own (`real.rs`).
+    let closed: Vec<RowResult> = report
+        .rows
+        .iter()
+        .filter(|row| row.rate.is_none())
+        .cloned()
+        .collect();
+    out.push_str(&table(&closed));
     out.push_str(&notes(&report.rows));
     out.push_str(&pingora_lines(&report.rows));
     out.push_str(&answer_lines(&report.rows));
+    out.push_str(&crate::real::render(&report.rows));
     if let Some(roundtrips) = &report.roundtrips {
         out.push('\n');
         out.push_str(&roundtrip_lines(roundtrips));
@@ -473,6 +481,7 @@ mod tests {
                 ..LoadResult::default()
             },
             pairs: false,
+            rate: None,
             cpu_us_per_request: Some(12.5),
             redis_cpu_us_per_request: None,
             peak_rss_kib: Some(20 * 1024),

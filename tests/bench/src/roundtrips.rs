@@ -42,6 +42,8 @@ pub fn measure(env: &mut Env, ops: u64) -> anyhow::Result<RoundTrips> {
         warmup_ms: 0,
         duration_ms: 120_000,
         max_iterations: iterations,
+        agent: None,
+        rate: None,
         timeout_ms: env.opts.timeout.as_millis() as u64,
     };
     // First calls load the scripts (NOSCRIPT, SCRIPT LOAD) and connect: not what is counted.

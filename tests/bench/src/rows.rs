@@ -6,12 +6,13 @@ use anyhow::{Context, bail};
 use serde::Serialize;
 
 use crate::children::Event;
-use crate::env::{Env, Store};
+use crate::env::{Env, Extras, Store};
 use crate::http1::call_blocking;
 use crate::load::LoadResult;
 use crate::nginx;
 use crate::procs::{TICKS_PER_SECOND, tree_kib, tree_ticks};
 use crate::scenario::Scenario;
+use crate::signer::session_table;
 
 /// What sits between the load generator and the upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +50,20 @@ pub enum Generator {
     Poppy,
     /// wrk (`wrk.rs`): its rows' ids end in `w`.
     Wrk,
+    /// The bench's own client, open loop at `--rate` requests/s (`load.rs`): the latency
+    /// rows, ids starting with `L`.
+    OpenLoop,
+}
+
+/// How the row's Personal Agent requests carry their Session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signing {
+    /// One unsigned Session JWT (claims only); the gateway with `verify = "off"`.
+    Unsigned,
+    /// Signed per request by a delegated key ([`crate::signer`]); `verify = "required"`.
+    Required,
+    /// Signed the same way; `verify = "off"` (proof of possession on approvals and replays).
+    Off,
 }
 
 #[derive(Debug, Clone)]
@@ -61,6 +76,7 @@ pub struct Row {
     /// Policies the gateway is given (the exchange last in file order); 1 but in the
     /// policy-scaling rows.
     pub policies: usize,
+    pub signing: Signing,
 }
 
 /// Every row, in table order. Ids ending in `g` are the GET variants of rows 1–3; `2p` and
@@ -76,6 +92,15 @@ pub fn all(replay_ops: usize) -> Vec<Row> {
         scenario,
         generator: Generator::Poppy,
         policies: 1,
+        signing: Signing::Unsigned,
+    };
+    let signed = |id, label, scenario, signing| Row {
+        signing,
+        ..row(id, label, Gateway(Memory), scenario)
+    };
+    let open = |id, label, target, scenario| Row {
+        generator: Generator::OpenLoop,
+        ..row(id, label, target, scenario)
     };
     let replay = Scenario::Replay { ops: replay_ops };
     vec![
@@ -205,7 +230,86 @@ pub fn all(replay_ops: usize) -> Vec<Row> {
             Traced(Memory, 100),
             Scenario::approve(),
         ),
-        row("7c", "replays, memory://", Gateway(Memory), replay),
+        row("7c", "replays, memory://", Gateway(Memory), replay.clone()),
+        row(
+            "7d",
+            "gateway minting (403), 71-term policy (68 optional, nested body), memory://",
+            Gateway(Memory),
+            Scenario::MintLarge,
+        ),
+        signed(
+            "8a",
+            "signed Sessions, verify required: minting, memory://",
+            Scenario::Mint,
+            Signing::Required,
+        ),
+        signed(
+            "8b",
+            "signed Sessions, verify required: approved executions, memory://",
+            Scenario::approve(),
+            Signing::Required,
+        ),
+        signed(
+            "8c",
+            "signed Sessions, verify required: replays, memory://",
+            replay.clone(),
+            Signing::Required,
+        ),
+        signed(
+            "8ao",
+            "signed Sessions, verify off: minting, memory://",
+            Scenario::Mint,
+            Signing::Off,
+        ),
+        signed(
+            "8bo",
+            "signed Sessions, verify off: approved executions, memory://",
+            Scenario::approve(),
+            Signing::Off,
+        ),
+        signed(
+            "8co",
+            "signed Sessions, verify off: replays, memory://",
+            replay.clone(),
+            Signing::Off,
+        ),
+        open(
+            "L1",
+            "upstream direct (POST)",
+            Upstream,
+            Scenario::plain_post(),
+        ),
+        open(
+            "L2",
+            "nginx → upstream (POST)",
+            Nginx(Proxy),
+            Scenario::plain_post(),
+        ),
+        open(
+            "L2p",
+            "bare pingora → upstream (POST)",
+            Pingora(Proxy),
+            Scenario::plain_post(),
+        ),
+        open(
+            "L3",
+            "gateway passthrough (POST)",
+            Gateway(Memory),
+            Scenario::plain_post(),
+        ),
+        open(
+            "L4",
+            "gateway minting (403), memory://",
+            Gateway(Memory),
+            Scenario::Mint,
+        ),
+        open(
+            "L5",
+            "approved execution (mint + approve, latency of the pair), memory://",
+            Gateway(Memory),
+            Scenario::approve(),
+        ),
+        open("L6", "replays, memory://", Gateway(Memory), replay),
     ]
 }
 
@@ -213,7 +317,11 @@ pub fn all(replay_ops: usize) -> Vec<Row> {
 pub fn with_wrk(rows: Vec<Row>) -> Vec<Row> {
     let wrk: Vec<Row> = rows
         .iter()
-        .filter(|row| crate::wrk::supports(&row.scenario))
+        .filter(|row| {
+            crate::wrk::supports(&row.scenario)
+                && row.signing == Signing::Unsigned
+                && row.generator == Generator::Poppy
+        })
         .map(|row| Row {
             id: leak(format!("{}w", row.id)),
             label: leak(format!("{} [wrk]", row.label)),
@@ -251,6 +359,8 @@ pub struct RowResult {
     pub load: LoadResult,
     /// Mint + approve pairs: `load.iterations` are executions.
     pub pairs: bool,
+    /// Open-loop rows: the iterations per second they were sent at.
+    pub rate: Option<u64>,
     /// CPU time of the process under test per request in the window (µs).
     pub cpu_us_per_request: Option<f64>,
     pub redis_cpu_us_per_request: Option<f64>,
@@ -274,6 +384,8 @@ struct Samples {
 
 pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
     let (upstream, upstream_addr) = env.upstream()?;
+    // The bench upstream also serves the signing agent's metadata document.
+    let client_id = format!("http://{upstream_addr}{}", crate::signer::DOCUMENT_PATH);
     let (proxy, addr) = match row.target {
         Target::Upstream => (None, upstream_addr),
         Target::Pingora(role) => {
@@ -300,17 +412,25 @@ pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
             )?;
             (Some(proc), addr)
         }
-        Target::Gateway(store) => {
+        Target::Gateway(store) | Target::Traced(store, _) => {
             // A body-scaling row's body always fits.
             let limit = env.opts.max_body_bytes.max(row.scenario.body_bytes());
-            let (proc, addr) = env.gateway(store, upstream_addr, limit, row.policies)?;
-            (Some(proc), addr)
-        }
-        Target::Traced(store, sampled) => {
-            let limit = env.opts.max_body_bytes.max(row.scenario.body_bytes());
-            let tracing = Some((sampled, env.otlp_sink()?));
+            let tracing = match row.target {
+                Target::Traced(_, sampled) => Some((sampled, env.otlp_sink()?)),
+                _ => None,
+            };
+            let session = match row.signing {
+                Signing::Unsigned => None,
+                Signing::Required => Some(session_table(true, &client_id)),
+                Signing::Off => Some(session_table(false, &client_id)),
+            };
+            let extras = Extras {
+                tracing,
+                session,
+                large_policy: row.scenario == Scenario::MintLarge,
+            };
             let (proc, addr) =
-                env.gateway_traced(store, upstream_addr, limit, row.policies, tracing)?;
+                env.gateway_with(store, upstream_addr, limit, row.policies, extras)?;
             (Some(proc), addr)
         }
     };
@@ -326,7 +446,16 @@ pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
         _ => None,
     };
 
-    let spec = env.spec(addr, row.scenario.clone());
+    let mut spec = env.spec(addr, row.scenario.clone());
+    if row.signing != Signing::Unsigned {
+        spec.agent = Some(client_id);
+    }
+    if row.generator == Generator::OpenLoop {
+        // A pair is two requests: the same request rate as the other rows.
+        let per_iteration = row.scenario.requests_per_iteration();
+        spec.rate = Some((env.opts.rate / per_iteration).max(1));
+        spec.connections = env.opts.open_connections;
+    }
     let mut samples = Samples::default();
     let count = || upstream_counters(upstream_addr);
     let on_event = |event| {
@@ -355,7 +484,7 @@ pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
         Ok(())
     };
     let result = match row.generator {
-        Generator::Poppy => env.load(&spec, on_event),
+        Generator::Poppy | Generator::OpenLoop => env.load(&spec, on_event),
         Generator::Wrk => {
             let dir = env.folder("wrk")?;
             crate::wrk::run(
@@ -391,6 +520,7 @@ pub fn run(env: &mut Env, row: &Row) -> anyhow::Result<RowResult> {
         id: row.id.to_owned(),
         label: row.label.to_owned(),
         pairs: matches!(row.scenario, Scenario::Approve { .. }),
+        rate: spec.rate,
         cpu_us_per_request: per_request(samples.ticks),
         redis_cpu_us_per_request: per_request(samples.redis_ticks),
         peak_rss_kib,

@@ -160,6 +160,10 @@ pub fn run(opts: Options, command_line: String) -> anyhow::Result<Report> {
             "load: {} connections per row, closed loop, HTTP/1.1 keep-alive; warm-up {:?}, measured {:?}; gateway threads = nginx workers = {}; gateway RUST_LOG={}",
             opts.connections, opts.warmup, opts.duration, opts.threads, opts.gateway_log
         ),
+        format!(
+            "open-loop rows (L…): {} requests/s sent on a fixed schedule (pair rows: half as many pairs) over {} connections",
+            opts.rate, opts.open_connections
+        ),
         format!("nginx: {}", nginx_version(&opts.nginx)),
         format!(
             "load generators: poppy-bench's own client{}",

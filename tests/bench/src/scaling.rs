@@ -78,6 +78,7 @@ pub fn rows(replay_ops: usize) -> Vec<Row> {
         scenario,
         generator: Generator::Poppy,
         policies,
+        signing: crate::rows::Signing::Unsigned,
     };
     let mut out = Vec::new();
     for (kind, what) in POLICY_KINDS {
@@ -260,6 +261,7 @@ mod tests {
             label: id.into(),
             load: LoadResult::default(),
             pairs,
+            rate: None,
             cpu_us_per_request: Some(cpu),
             redis_cpu_us_per_request: None,
             peak_rss_kib: None,

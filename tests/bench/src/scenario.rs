@@ -10,12 +10,16 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 
 use crate::http1::{self, Conn, Response};
+use crate::signer::Signer;
 
 /// The exchange request's JSON body (the policy's terms `item_id` and `replacement_sku`).
 pub const ITEM_BODY: &str = r#"{"item_id":"itm_4Qa","replacement_sku":"stormline-insulated-m"}"#;
 /// What the gateway answers a mint of [`ITEM_BODY`] with (a 469-byte `403`): the fixed body
 /// of the reference rows that answer requests themselves (`2a`, `2pa`).
 pub const MINT_ANSWER: &str = r#"{"detail":"this action needs the user's approval of these terms; retry the same request with a Poppy-Approval header","error":"approval_required","operation":{"expires_at":"2026-12-03T15:09:40Z","operation_id":"exc_shCy2akQ3FCWFjcmgNAonVa37","revision":"1796310580-22rM0eSRW4if4s_RmJ294z","summary":"Exchange item **itm_4Qa** on order ord_bench for stormline-insulated-m.","terms":{"item_id":"itm_4Qa","order_id":"ord_bench","replacement_sku":"stormline-insulated-m"}}}"#;
+/// The body of [`Scenario::MintLarge`]: the two required terms, a nested `shipping` object,
+/// an `items` array of objects and ten of the 66 flat optional terms.
+pub const LARGE_BODY: &str = r#"{"amount":1250,"currency":"eur","shipping":{"name":"Ann Lee","address":{"line1":"1 rue X","city":"Paris","postal_code":"75001","country":"FR"}},"items":[{"sku":"stormline-insulated-m","quantity":1},{"sku":"gift-wrap","quantity":2}],"opt01":"a1","opt02":"b2","opt03":"c3","opt04":"d4","opt05":"e5","opt06":"f6","opt07":"g7","opt08":"h8","opt09":"i9","opt10":"j10"}"#;
 /// The order of plain and minting rows.
 pub const ORDER: &str = "ord_bench";
 
@@ -41,6 +45,9 @@ pub enum Scenario {
     },
     /// Retries of `ops` performed approvals: the recorded `201`, upstream not called.
     Replay { ops: usize },
+    /// A mint on the payment policy ([`crate::gateway::LARGE_POLICY`]: 71 terms, 68 of them
+    /// optional, a nested body) sending [`LARGE_BODY`]: issue 38's policy size.
+    MintLarge,
 }
 
 impl Scenario {
@@ -80,6 +87,7 @@ impl Scenario {
             Scenario::MintPadded { pad_bytes } | Scenario::Approve { pad_bytes, .. } => {
                 item_body(*pad_bytes).len()
             }
+            Scenario::MintLarge => LARGE_BODY.len(),
             _ => ITEM_BODY.len(),
         }
     }
@@ -136,19 +144,24 @@ pub fn agent_get(session: &str) -> Vec<u8> {
     )
 }
 
+/// The exchange's path for `order`.
+pub fn exchange_path(order: &str) -> String {
+    format!("/orders/{order}/exchanges")
+}
+
 /// A Personal Agent `POST /orders/{order}/exchanges`, with an approval when given.
 pub fn agent_request(session: &str, order: &str, body: &[u8], approval: Option<&str>) -> Vec<u8> {
+    agent_post(session, &exchange_path(order), body, approval)
+}
+
+/// A Personal Agent JSON `POST` of `path`, with an approval when given.
+pub fn agent_post(session: &str, path: &str, body: &[u8], approval: Option<&str>) -> Vec<u8> {
     let mut headers = agent_headers(session);
     headers.push(("Content-Type", "application/json"));
     if let Some(approval) = approval {
         headers.push(("Poppy-Approval", approval));
     }
-    http1::request(
-        "POST",
-        &format!("/orders/{order}/exchanges"),
-        &headers,
-        body,
-    )
+    http1::request("POST", path, &headers, body)
 }
 
 #[derive(Deserialize)]
@@ -215,15 +228,46 @@ impl Link {
     }
 }
 
+/// Pre-signed Sessions per request of a signed mint or replay row: the gateway verifies
+/// each one (it keeps no `jti` and caches no Session), and signing each request in the load
+/// generator would make its shared core, not the gateway, the limit of those rows.
+const SIGNED_POOL: usize = 512;
+
+/// Where Personal Agent requests get their `Poppy-Session`.
+pub enum Sessions {
+    /// The one unsigned JWT of [`session_jwt`] (claims only).
+    Unsigned(String),
+    /// Signed by a delegated key for each request ([`crate::signer`]).
+    Signed(Box<Signer>),
+}
+
+impl Sessions {
+    /// The Session for `method` `path`: a new JWT when signed.
+    pub fn for_request(&self, method: &str, path: &str) -> anyhow::Result<String> {
+        match self {
+            Sessions::Unsigned(jwt) => Ok(jwt.clone()),
+            Sessions::Signed(signer) => signer.session(method, path),
+        }
+    }
+
+    /// How many distinct Sessions a row cycles through for one request (1 unsigned).
+    fn pool(&self) -> usize {
+        match self {
+            Sessions::Unsigned(_) => 1,
+            Sessions::Signed(_) => SIGNED_POOL,
+        }
+    }
+}
+
 /// What every connection of a row shares, made once before the load starts.
 pub struct Prepared {
-    session: String,
+    sessions: Sessions,
     plain: Vec<u8>,
     plain_status: u16,
-    /// A mint, padded on `MintPadded` rows.
-    mint: Vec<u8>,
+    /// Mints (one unsigned; a pool of signed ones), padded on `MintPadded` rows.
+    mints: Vec<Vec<u8>>,
     agent_get: Vec<u8>,
-    /// Replay rows: the approved requests to retry.
+    /// Replay rows: the approved requests to retry (signed: a pool for each).
     replays: Vec<Vec<u8>>,
     /// Distinguishes this run's order_ids from any earlier run's against the same store.
     run_tag: String,
@@ -231,12 +275,17 @@ pub struct Prepared {
 
 impl Prepared {
     /// Build the requests; a replay row first performs its approvals (on one connection).
+    /// `agent`: sign Sessions as the agent of this `client_id` (none: unsigned).
     pub async fn new(
         scenario: &Scenario,
         addr: SocketAddr,
         timeout: Duration,
+        agent: Option<&str>,
     ) -> anyhow::Result<Prepared> {
-        let session = session_jwt();
+        let sessions = match agent {
+            Some(client_id) => Sessions::Signed(Box::new(Signer::new(client_id)?)),
+            None => Sessions::Unsigned(session_jwt()),
+        };
         let (plain, plain_status) = match scenario {
             Scenario::Plain { method, path } if method == "POST" => (
                 http1::request(
@@ -250,13 +299,25 @@ impl Prepared {
             Scenario::Plain { method, path } => (http1::request(method, path, &[], b""), 200),
             _ => (Vec::new(), 0),
         };
-        let mint = match scenario {
-            Scenario::MintPadded { pad_bytes } => {
-                agent_request(&session, ORDER, &item_body(*pad_bytes), None)
-            }
-            _ => agent_request(&session, ORDER, ITEM_BODY.as_bytes(), None),
+        let (mint_path, mint_body) = match scenario {
+            Scenario::MintPadded { pad_bytes } => (exchange_path(ORDER), item_body(*pad_bytes)),
+            Scenario::MintLarge => (
+                format!("/orders/{ORDER}/payments"),
+                LARGE_BODY.as_bytes().to_vec(),
+            ),
+            _ => (exchange_path(ORDER), ITEM_BODY.as_bytes().to_vec()),
         };
-        let agent_get = agent_get(&session);
+        let mints = match scenario {
+            Scenario::Mint | Scenario::MintPadded { .. } | Scenario::MintLarge => (0..sessions
+                .pool())
+                .map(|_| {
+                    let session = sessions.for_request("POST", &mint_path)?;
+                    Ok(agent_post(&session, &mint_path, &mint_body, None))
+                })
+                .collect::<anyhow::Result<_>>()?,
+            _ => Vec::new(),
+        };
+        let agent_get = agent_get(&sessions.for_request("GET", &format!("/orders/{ORDER}"))?);
         let run_tag = format!(
             "{:x}{:x}",
             std::process::id(),
@@ -266,31 +327,67 @@ impl Prepared {
                 .unwrap_or(0)
         );
         let mut prepared = Prepared {
-            session,
+            sessions,
             plain,
             plain_status,
-            mint,
+            mints,
             agent_get,
             replays: Vec::new(),
             run_tag,
         };
         if let Scenario::Replay { ops } = scenario {
             let mut link = Link::new(addr, timeout);
+            let per_op = (prepared.sessions.pool() / (*ops).max(1)).max(1);
             for op in 0..(*ops).max(1) {
                 let order = format!("rep{}x{op}", prepared.run_tag);
                 let body = item_body(0);
-                let held = link
-                    .expect(&agent_request(&prepared.session, &order, &body, None), 403)
-                    .await?;
-                let approval = approval_for(&held.body)?;
-                let approved = agent_request(&prepared.session, &order, &body, Some(&approval));
-                link.expect(&approved, 201)
-                    .await
-                    .context("performing a replay row's approval")?;
+                let (approved, approval) = prepared.pair(&mut link, &order, &body, None).await?;
                 prepared.replays.push(approved);
+                for _ in 1..per_op {
+                    let session = prepared
+                        .sessions
+                        .for_request("POST", &exchange_path(&order))?;
+                    prepared
+                        .replays
+                        .push(agent_request(&session, &order, &body, Some(&approval)));
+                }
             }
         }
         Ok(prepared)
+    }
+
+    /// Mint the exchange of `order`, then approve it: the approved request (sent, `201`).
+    /// `record` times each request.
+    async fn pair(
+        &self,
+        link: &mut Link,
+        order: &str,
+        body: &[u8],
+        mut record: Option<&mut (dyn FnMut(Instant, Instant) + Send)>,
+    ) -> anyhow::Result<(Vec<u8>, String)> {
+        let path = exchange_path(order);
+        let mint = agent_request(
+            &self.sessions.for_request("POST", &path)?,
+            order,
+            body,
+            None,
+        );
+        let started = Instant::now();
+        let held = link.expect(&mint, 403).await?;
+        if let Some(record) = record.as_mut() {
+            record(started, Instant::now());
+        }
+        let approval = approval_for(&held.body)?;
+        let session = self.sessions.for_request("POST", &path)?;
+        let approved = agent_request(&session, order, body, Some(&approval));
+        let started = Instant::now();
+        link.expect(&approved, 201)
+            .await
+            .context("performing an approval")?;
+        if let Some(record) = record.as_mut() {
+            record(started, Instant::now());
+        }
+        Ok((approved, approval))
     }
 }
 
@@ -315,7 +412,7 @@ impl Worker {
         &mut self,
         scenario: &Scenario,
         prepared: &Prepared,
-        record: &mut impl FnMut(Instant, Instant),
+        record: &mut (impl FnMut(Instant, Instant) + Send),
     ) -> anyhow::Result<()> {
         self.seq += 1;
         match scenario {
@@ -326,8 +423,12 @@ impl Worker {
                 )
                 .await?;
             }
-            Scenario::Mint | Scenario::MintPadded { .. } => {
-                timed(record, self.link.expect(&prepared.mint, 403)).await?;
+            Scenario::Mint | Scenario::MintPadded { .. } | Scenario::MintLarge => {
+                let pick = (self.index + self.seq as usize) % prepared.mints.len().max(1);
+                let Some(mint) = prepared.mints.get(pick) else {
+                    bail!("mint row without a prepared mint");
+                };
+                timed(record, self.link.expect(mint, 403)).await?;
             }
             Scenario::AgentGet => {
                 timed(record, self.link.expect(&prepared.agent_get, 200)).await?;
@@ -341,11 +442,10 @@ impl Worker {
                     prepared.run_tag, self.index, self.seq
                 );
                 let body = item_body(*pad_bytes);
-                let mint = agent_request(&prepared.session, &order, &body, None);
-                let held = timed(record, self.link.expect(&mint, 403)).await?;
-                let approval = approval_for(&held.body)?;
-                let approved = agent_request(&prepared.session, &order, &body, Some(&approval));
-                timed(record, self.link.expect(&approved, 201)).await?;
+                let record: &mut (dyn FnMut(Instant, Instant) + Send) = record;
+                prepared
+                    .pair(&mut self.link, &order, &body, Some(record))
+                    .await?;
             }
             Scenario::Replay { .. } => {
                 let pick = (self.index + self.seq as usize) % prepared.replays.len().max(1);

@@ -1,7 +1,8 @@
 //! The fast upstream: a hyper HTTP/1.1 server answering a fixed small JSON body, `201` for
 //! POST and `200` otherwise, on one thread (the CPU plan pins it).
 //!
-//! Control paths under `/__bench/` are not counted: `GET /__bench/count` returns
+//! Control paths under `/__bench/` are not counted (`agent.json` and `jwks.json` serve the
+//! signed rows' agent: `crate::signer`): `GET /__bench/count` returns
 //! `{"count": N, "held": H, "connections": C}` (C: connections accepted, so a proxy that does
 //! not reuse its upstream connections shows), `POST /__bench/release` lets held requests go. A request whose
 //! path contains `/hold-` is held until then (at most [`MAX_HOLD`]), so the orchestrator can
@@ -35,11 +36,17 @@ struct State {
     connections: AtomicU64,
     /// Control calls: one connection each (`Connection: close`), left out of `connections`.
     control: AtomicU64,
+    /// The signed rows' agent: its metadata document (`/__bench/agent.json`).
+    agent_document: String,
 }
 
 /// Serve on `listener` until the process ends.
 pub async fn serve(listener: TcpListener) -> anyhow::Result<()> {
-    let state = Arc::new(State::default());
+    let base = format!("http://{}", listener.local_addr()?);
+    let state = Arc::new(State {
+        agent_document: crate::signer::document(&base),
+        ..State::default()
+    });
     let (release_tx, release_rx) = watch::channel(0u64);
     let release_tx = Arc::new(release_tx);
     loop {
@@ -88,6 +95,11 @@ async fn handle(
                         .load(Ordering::SeqCst)
                         .saturating_sub(state.control.load(Ordering::SeqCst))
                 )),
+            ),
+            "agent.json" => json(StatusCode::OK, Bytes::from(state.agent_document.clone())),
+            "jwks.json" => json(
+                StatusCode::OK,
+                Bytes::from_static(crate::signer::LONG_TERM_JWKS.as_bytes()),
             ),
             "release" => {
                 release_tx.send_modify(|generation| *generation += 1);

@@ -31,6 +31,9 @@ pub fn supports(scenario: &Scenario) -> bool {
 /// The requests a wrk row cycles through, and the status each one must get. A replay row first
 /// performs its approvals (one connection, before the load and before measuring).
 pub fn requests(spec: &LoadSpec) -> anyhow::Result<(Vec<Vec<u8>>, u16)> {
+    if spec.agent.is_some() || spec.rate.is_some() {
+        bail!("the signed and open-loop rows are driven by poppy-bench's own client only");
+    }
     let session = session_jwt();
     Ok(match &spec.scenario {
         Scenario::Plain { method, path } if method == "POST" => (
@@ -60,8 +63,8 @@ pub fn requests(spec: &LoadSpec) -> anyhow::Result<(Vec<Vec<u8>>, u16)> {
             (approved, 201)
         }
         Scenario::Approve { .. } => bail!("wrk cannot drive mint + approve pairs"),
-        Scenario::MintPadded { .. } | Scenario::AgentGet => {
-            bail!("the scaling rows are driven by poppy-bench's own client only")
+        Scenario::MintPadded { .. } | Scenario::AgentGet | Scenario::MintLarge => {
+            bail!("the scaling and 71-term rows are driven by poppy-bench's own client only")
         }
     })
 }
