@@ -78,8 +78,10 @@ impl World {
         } else {
             format!("{MCP_PATH}?{query}")
         };
+        // The SDK's server checks `Host` (DNS rebinding): the address it was reached at.
+        let host = self.gateway.listen_addr();
         let mut request = format!(
-            "POST {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+            "POST {target} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
              Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {VERSION}\r\n"
         )
         .into_bytes();
