@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use poppy_e2e::frameworks::body_of;
 use poppy_e2e::mcp_client::{MCP_PATH, sse_messages};
-use poppy_e2e::mcp_stack::TOOL_POLICIES;
-use poppy_e2e::page::{PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider};
+use poppy_e2e::mcp_stack::agents_mcp_stack;
+use poppy_e2e::page::PageProvider;
 use poppy_e2e::python_mcp::PythonMcpServer;
-use poppy_e2e::rawhttp::{self, RawResponse};
-use poppy_e2e::{Gateway, GatewayBuilder, RedisServer, Store, store_tests};
+use poppy_e2e::rawhttp::{self, RawResponse, bearer_line as bearer, header_line as header};
+use poppy_e2e::{Gateway, RedisServer, Store, store_tests};
 use serde_json::{Value, json};
 
 const ACCOUNT: &str = "acct-1";
@@ -38,27 +38,11 @@ struct World {
 
 impl World {
     fn start(store: Store) -> World {
-        let redis = (store == Store::Redis).then(RedisServer::start);
-        let server = PythonMcpServer::start(false);
-        let (provider, table) = PageProvider::with_page();
-        let table = table.agents("clients = [\"agent\"]");
-        let policies = TOOL_POLICIES.replacen(
-            "id_prefix = \"exc\"\n",
-            "id_prefix = \"exc\"\napproval = \"either\"\n",
-            1,
-        );
-        let mut builder = GatewayBuilder::new(&server.url())
-            .policy("tools.toml", &policies)
-            .session(&provider.verified_tokens())
-            .env(PAGE_SECRET_ENV, PAGE_CLIENT_SECRET)
-            .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\"\n\n{}", table.toml()));
-        if let Some(redis) = &redis {
-            builder = builder.store_url(&redis.url());
-        }
+        let (gateway, server, provider, _page, redis) = agents_mcp_stack(store);
         World {
             provider,
             server,
-            gateway: builder.start(),
+            gateway,
             _redis: redis,
         }
     }
@@ -133,19 +117,6 @@ impl World {
     async fn executed(&self) -> u64 {
         self.server.count("exchange_item").await
     }
-}
-
-fn header(name: &str, value: &[u8]) -> Vec<u8> {
-    let mut line = format!("{name}: ").into_bytes();
-    line.extend_from_slice(value);
-    line
-}
-
-fn bearer(separator: &[u8], token: &str) -> Vec<u8> {
-    let mut value = b"Bearer".to_vec();
-    value.extend_from_slice(separator);
-    value.extend_from_slice(token.as_bytes());
-    header("Authorization", &value)
 }
 
 fn exchange(id: &str) -> Value {
