@@ -312,6 +312,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
                     &route.upstream,
                     &route.name,
                     executor.store(),
+                    keys.clone(),
                 )
             }),
             operations: Operations {

@@ -4,6 +4,8 @@
 use crate::gateway::{Gateway, GatewayBuilder};
 use crate::mcp_client::{self, MCP_PATH, McpClient};
 use crate::mcp_server::{AnswerMode, McpServer};
+use crate::page::{PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider};
+use crate::python_mcp::PythonMcpServer;
 use crate::redis::RedisServer;
 use crate::{Session, Store};
 
@@ -89,4 +91,43 @@ impl McpStack {
     pub async fn raw(&self, session: &Session) -> mcp_client::RawMcp {
         mcp_client::RawMcp::open(self.gateway.client(), session).await
     }
+}
+
+/// What [`agents_mcp_stack`] starts: the gateway, the Python SDK's MCP server, the OpenID
+/// provider, the approval page's URL and Redis (with [`Store::Redis`]).
+pub type AgentsMcpStack = (
+    Gateway,
+    PythonMcpServer,
+    PageProvider,
+    String,
+    Option<RedisServer>,
+);
+
+/// A gateway in front of the Python SDK's MCP server (upstream.py), `exchange_item`
+/// approvable on the page, only the client `agent`'s tokens agents'
+/// (`[approval_page.agents] clients`).
+pub fn agents_mcp_stack(store: Store) -> AgentsMcpStack {
+    let redis = match store {
+        Store::Memory => None,
+        Store::Redis => Some(RedisServer::start()),
+    };
+    let upstream = PythonMcpServer::start(false);
+    let (provider, table) = PageProvider::with_page();
+    let table = table.agents("clients = [\"agent\"]");
+    let policies = TOOL_POLICIES.replacen(
+        "id_prefix = \"exc\"\n",
+        "id_prefix = \"exc\"\napproval = \"either\"\n",
+        1,
+    );
+    let mut builder = GatewayBuilder::new(&upstream.url())
+        .policy("tools.toml", &policies)
+        .session(&provider.verified_tokens())
+        .env(PAGE_SECRET_ENV, PAGE_CLIENT_SECRET)
+        .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\"\n\n{}", table.toml()));
+    if let Some(redis) = &redis {
+        builder = builder.store_url(&redis.url());
+    }
+    let gateway = builder.start();
+    let page = table.url();
+    (gateway, upstream, provider, page, redis)
 }

@@ -107,3 +107,18 @@ fn head_only(bytes: &[u8]) -> Option<RawResponse> {
         body: body.to_vec(),
     })
 }
+
+/// A header line `name: value`, the value as raw bytes (as a hostile client writes it).
+pub fn header_line(name: &str, value: &[u8]) -> Vec<u8> {
+    let mut line = format!("{name}: ").into_bytes();
+    line.extend_from_slice(value);
+    line
+}
+
+/// An `Authorization: Bearer<separator><token>` line.
+pub fn bearer_line(separator: &[u8], token: &str) -> Vec<u8> {
+    let mut value = b"Bearer".to_vec();
+    value.extend_from_slice(separator);
+    value.extend_from_slice(token.as_bytes());
+    header_line("Authorization", &value)
+}

@@ -21,7 +21,7 @@ use std::time::Duration;
 use poppy_e2e::announced;
 use poppy_e2e::frameworks::body_of;
 use poppy_e2e::page::{PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider, approve_on_page};
-use poppy_e2e::rawhttp::{self, RawResponse};
+use poppy_e2e::rawhttp::{self, RawResponse, bearer_line as bearer, header_line as header};
 use poppy_e2e::thirdparty::{deps_dir, node_project, python};
 use poppy_e2e::{Gateway, GatewayBuilder, RedisServer, Store, store_tests, wait};
 use serde_json::Value;
@@ -197,19 +197,6 @@ impl World {
 
 fn json_of(answer: &RawResponse) -> Value {
     serde_json::from_slice(&body_of(answer)).unwrap_or(Value::Null)
-}
-
-fn header(name: &str, value: &[u8]) -> Vec<u8> {
-    let mut line = format!("{name}: ").into_bytes();
-    line.extend_from_slice(value);
-    line
-}
-
-fn bearer(separator: &[u8], token: &str) -> Vec<u8> {
-    let mut value = b"Bearer".to_vec();
-    value.extend_from_slice(separator);
-    value.extend_from_slice(token.as_bytes());
-    header("Authorization", &value)
 }
 
 const FORM: &str = "Content-Type: application/x-www-form-urlencoded";

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::time::Duration;
 
-use poppy_e2e::mcp_client::{MCP_PATH, rpc_response};
+use poppy_e2e::mcp_client::{MCP_PATH, assert_rpc_error, rpc_response};
 use poppy_e2e::python_mcp::PythonMcpServer;
 use poppy_e2e::thirdparty::{self, deps_dir, node_project, python};
 use poppy_e2e::wait::until_some;
@@ -764,48 +764,13 @@ async fn a_question_on_the_get_stream_reaches_the_agent(store: Store) {
     let op = held["result"]["structuredContent"]["operation"].clone();
     assert!(op["operation_id"].is_string(), "{held}");
 
-    // The agent's GET stream, through the gateway.
-    let mut stream = poppy_e2e::gateway::http_client(Duration::from_secs(30))
-        .get(format!("{}{MCP_PATH}", world.gateway.base_url()))
-        .header("accept", "text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("mcp-session-id", raw.mcp_session.as_deref().unwrap())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stream.status(), 200, "the GET stream is open");
-
+    let mut stream = get_stream(&world.gateway, &raw).await;
     let first = {
         let request = raw.request(&raw.call("first", tool, "ord_g1", Some(&op), json!({})));
         let client = world.gateway.client();
         tokio::spawn(async move { client.send(&request).await })
     };
-    // Read the GET stream until the question (bounded by the client's timeout per chunk, and
-    // by the number of chunks).
-    let mut seen = String::new();
-    let question = loop {
-        let chunk = tokio::time::timeout(Duration::from_secs(15), stream.chunk())
-            .await
-            .expect("the question within 15 s")
-            .unwrap()
-            .expect("the GET stream stays open");
-        seen.push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
-        let found = seen
-            .split("\n\n")
-            .filter_map(|event| {
-                let data: String = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(str::trim)
-                    .collect();
-                serde_json::from_str::<Value>(&data).ok()
-            })
-            .find(|message| message["method"] == "elicitation/create");
-        if let Some(found) = found {
-            break found;
-        }
-        assert!(seen.len() < 1 << 20, "no question in {seen}");
-    };
+    let question = question_on(&mut stream).await;
     assert_eq!(
         question["params"]["message"],
         "Exchange an item of order ord_g1?"
@@ -835,6 +800,134 @@ async fn a_question_on_the_get_stream_reaches_the_agent(store: Store) {
             .await,
         1
     );
+}
+
+/// The agent's GET stream of its MCP session, through the gateway.
+async fn get_stream(gateway: &Gateway, raw: &Raw<'_>) -> reqwest::Response {
+    let stream = poppy_e2e::gateway::http_client(Duration::from_secs(30))
+        .get(format!("{}{MCP_PATH}", gateway.base_url()))
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", raw.version)
+        .header("mcp-session-id", raw.mcp_session.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200, "the GET stream is open");
+    stream
+}
+
+/// Read a GET stream until the server's `elicitation/create` (bounded by 15 s per chunk, and
+/// by the number of bytes).
+async fn question_on(stream: &mut reqwest::Response) -> Value {
+    let mut seen = String::new();
+    loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(15), stream.chunk())
+            .await
+            .expect("the question within 15 s")
+            .unwrap()
+            .expect("the GET stream stays open");
+        seen.push_str(&String::from_utf8_lossy(&chunk).replace("\r\n", "\n"));
+        let found = seen
+            .split("\n\n")
+            .filter_map(|event| {
+                let data: String = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim)
+                    .collect();
+                serde_json::from_str::<Value>(&data).ok()
+            })
+            .find(|message| message["method"] == "elicitation/create");
+        if let Some(found) = found {
+            return found;
+        }
+        assert!(seen.len() < 1 << 20, "no question in {seen}");
+    }
+}
+
+/// Issue 37: the server asks its question during an approved call (on the session's GET
+/// stream, 2025-11-25), and another user's Session POSTs an answer into the MCP session,
+/// with its ID: refused (403, a JSON-RPC error naming why), never forwarded, whoever sends
+/// it (another Session, the same one with another key, an account; a plain response, an
+/// error response, a batch); the server still waits, and takes the answer of the Session
+/// that opened the session: the call's result is the opener's "accept", not the intruder's
+/// "decline". One execution.
+async fn only_the_sessions_opener_answers_the_servers_question(store: Store) {
+    let world = world(store, false, Some("30s"));
+    let raw = Raw::open(&world.gateway, "2025-11-25").await;
+    let tool = "standalone_confirm_exchange";
+    let held = raw
+        .response(&raw.call("h", tool, "ord_x1", None, json!({})))
+        .await;
+    let op = held["result"]["structuredContent"]["operation"].clone();
+    assert!(op["operation_id"].is_string(), "{held}");
+    let mut stream = get_stream(&world.gateway, &raw).await;
+    let first = {
+        let request = raw.request(&raw.call("first", tool, "ord_x1", Some(&op), json!({})));
+        let client = world.gateway.client();
+        tokio::spawn(async move { client.send(&request).await })
+    };
+    let question = question_on(&mut stream).await;
+    let id = &question["id"];
+    let declined = json!({"jsonrpc": "2.0", "id": id, "result": {"action": "decline"}});
+    let failed = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -1, "message": "no"}});
+    let batch = json!([declined.clone()]);
+    let others = [
+        (
+            "same sid, another key",
+            raw.session.clone().with_new_delegated_key(),
+        ),
+        ("another Session", Session::signed_out("ses_raw_intruder")),
+        (
+            "an account",
+            Session::signed_in("ses_raw_intruder", "acct-intruder"),
+        ),
+    ];
+    for (who, session) in others {
+        let other = Raw::open_as(&world.gateway, "2025-11-25", session).await;
+        let intruder = Raw {
+            mcp_session: raw.mcp_session.clone(),
+            ..other
+        };
+        for answer in [&declined, &failed, &batch] {
+            let refused = intruder.send(answer).await;
+            let message = assert_rpc_error(&refused, 403, -32600, who);
+            assert!(
+                message.contains("another Session opened")
+                    && message.contains("nothing was forwarded"),
+                "{who}: {message}"
+            );
+        }
+    }
+    // Without the MCP session's ID: nothing it could answer.
+    let sessionless = Raw {
+        gateway: &world.gateway,
+        session: raw.session.clone(),
+        version: raw.version,
+        mcp_session: None,
+    };
+    assert_rpc_error(
+        &sessionless.send(&declined).await,
+        400,
+        -32600,
+        "an answer outside an MCP session",
+    );
+    // The opener's own answer: forwarded, and the server takes it (it would have taken the
+    // first answer to reach it).
+    let accepted = raw
+        .send(&json!({"jsonrpc": "2.0", "id": id,
+            "result": {"action": "accept", "content": {"confirm": true}}}))
+        .await;
+    accepted.assert_status(202, "the opener's answer, forwarded");
+    let first = first.await.unwrap();
+    let response = rpc_response(&first);
+    assert_eq!(response["id"], "first", "{}", first.describe());
+    assert_eq!(
+        response["result"]["structuredContent"]["exchange_id"], "exg_g1",
+        "the opener's answer, not an intruder's: {response}"
+    );
+    assert_eq!(world.server.count(tool).await, 1, "performed once");
+    assert_eq!(world.server.count(&format!("{tool}:asked")).await, 1);
 }
 
 /// The rounds of an approved call live in the store (Redis: `memory://`'s die with their
@@ -972,6 +1065,7 @@ async fn asked(raw: &Raw<'_>, tool: &str, order: &str) -> (String, Value, Value)
 
 store_tests!(
     a_question_on_the_get_stream_reaches_the_agent,
+    only_the_sessions_opener_answers_the_servers_question,
     a_stream_the_server_will_not_resume_is_an_unknown_outcome,
     a_question_during_an_approved_call_reaches_the_client,
     a_stream_closed_early_is_resumed,

@@ -16,7 +16,7 @@ use poppy_e2e::browser::Browser;
 use poppy_e2e::conversations::{Service, assert_outcome, text_message};
 use poppy_e2e::gateway::CONVERSATIONS_TOKEN;
 use poppy_e2e::mcp_client::MCP_PATH;
-use poppy_e2e::mcp_stack::TOOL_POLICIES;
+use poppy_e2e::mcp_stack::agents_mcp_stack;
 use poppy_e2e::page::{
     PAGE_CLIENT_SECRET, PAGE_SECRET_ENV, PageProvider, approve_in_browser, approve_on_page,
     sign_in_in_browser,
@@ -24,9 +24,7 @@ use poppy_e2e::page::{
 use poppy_e2e::policies::{DEFAULT, DEFAULT_FILE};
 use poppy_e2e::python_mcp::PythonMcpServer;
 use poppy_e2e::thirdparty::{ScriptOutput, deps_dir, python, run_script};
-use poppy_e2e::{
-    Answer, Gateway, GatewayBuilder, RedisServer, Request, Stack, Store, store_tests, wait,
-};
+use poppy_e2e::{Answer, Gateway, Request, Stack, Store, store_tests, wait};
 use serde_json::{Value, json};
 
 const ACCOUNT: &str = "acct-1";
@@ -344,42 +342,6 @@ store_tests!(
 /// Long enough for a slow CI machine to run the script; a hung SDK fails the test.
 const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
 
-/// A gateway in front of the Python SDK's MCP server (upstream.py), `exchange_item`
-/// approvable on the page, only the client `agent`'s tokens agents'.
-async fn mcp_stack(
-    store: Store,
-) -> (
-    Gateway,
-    PythonMcpServer,
-    PageProvider,
-    String,
-    Option<RedisServer>,
-) {
-    let redis = match store {
-        Store::Memory => None,
-        Store::Redis => Some(RedisServer::start()),
-    };
-    let upstream = PythonMcpServer::start(false);
-    let (provider, table) = PageProvider::with_page();
-    let table = table.agents("clients = [\"agent\"]");
-    let policies = TOOL_POLICIES.replacen(
-        "id_prefix = \"exc\"\n",
-        "id_prefix = \"exc\"\napproval = \"either\"\n",
-        1,
-    );
-    let mut builder = GatewayBuilder::new(&upstream.url())
-        .policy("tools.toml", &policies)
-        .session(&provider.verified_tokens())
-        .env(PAGE_SECRET_ENV, PAGE_CLIENT_SECRET)
-        .extra_config(&format!("[mcp]\npath = \"{MCP_PATH}\"\n\n{}", table.toml()));
-    if let Some(redis) = &redis {
-        builder = builder.store_url(&redis.url());
-    }
-    let gateway = builder.start();
-    let page = table.url();
-    (gateway, upstream, provider, page, redis)
-}
-
 /// Run tests/deps/mcp/token_agent.py in `venv` (`mode`: `legacy` or `auto`) with a new
 /// token of `client` for `account`: the one line it printed.
 async fn token_agent(
@@ -408,7 +370,7 @@ async fn token_agent(
 /// elicitation it declared); once approved, the call with a new token is performed once,
 /// and the next gets the recorded answer. The Company's own client's call is forwarded.
 async fn an_oauth_mcp_client_is_approved_on_the_page(store: Store) {
-    let (gateway, upstream, provider, page, _redis) = mcp_stack(store).await;
+    let (gateway, upstream, provider, page, _redis) = agents_mcp_stack(store);
     for (venv, mode, item_calls) in [("mcp1", "legacy", 1), ("mcp2", "auto", 2)] {
         let account = format!("acct-{venv}");
         let token = provider.token("agent", &account).await;

@@ -23,16 +23,26 @@ pub(crate) enum Incoming {
     /// One call of a tool that needs approval.
     Held(HeldCall),
     /// Anything else, to forward: the body as received, or re-serialized without an
-    /// approval in `_meta` (approvals are the gateway's business, never the upstream's).
-    /// `declares_url_elicitation`: it is an `initialize` whose client declares URL-mode
-    /// elicitation (`mcp::page`).
-    Other {
-        body: Option<Vec<u8>>,
-        declares_url_elicitation: bool,
-    },
+    /// approval in `_meta` (approvals are the gateway's business, never the upstream's),
+    /// and what it does in its MCP session.
+    Other { body: Option<Vec<u8>>, role: Role },
     /// Only answers to the gateway's own requests (the page's URL elicitation,
     /// `mcp::page`): accepted, never forwarded.
     ToGateway,
+}
+
+/// What a forwarded message does in its MCP session: who may send it depends on it
+/// (`proxy::mcp_sessions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// An `initialize`: it opens an MCP session. `url_elicitation`: its client declares
+    /// URL-mode elicitation (`mcp::page`).
+    Opens { url_elicitation: bool },
+    /// It answers requests of the MCP server (a JSON-RPC response, alone or in a batch,
+    /// such as the answer to an `elicitation/create`).
+    Answers,
+    /// A request or a notification of the client's own.
+    Asks,
 }
 
 /// A `tools/call` request of a tool that needs approval, well-formed as far as the
@@ -140,10 +150,18 @@ fn classify_value(
                     "Invalid Request: not a JSON-RPC request, notification or response",
                 ));
             }
-            let declares_url_elicitation = initialize_declares_url_elicitation(&message);
+            let role = if is_response(&message) {
+                Role::Answers
+            } else if message.get("method").and_then(Value::as_str) == Some("initialize") {
+                Role::Opens {
+                    url_elicitation: initialize_declares_url_elicitation(&message),
+                }
+            } else {
+                Role::Asks
+            };
             Ok(Incoming::Other {
                 body: without_approval(Value::Object(message)),
-                declares_url_elicitation,
+                role,
             })
         }
         Value::Array(items) => {
@@ -165,9 +183,12 @@ fn classify_value(
                     "batch requests with calls that need approval are not supported; send them one by one",
                 ));
             }
+            let answers = items
+                .iter()
+                .any(|item| item.as_object().is_none_or(is_response));
             Ok(Incoming::Other {
                 body: without_approval(Value::Array(items)),
-                declares_url_elicitation: false,
+                role: if answers { Role::Answers } else { Role::Asks },
             })
         }
         _ => Err(RpcError::new(
@@ -195,6 +216,13 @@ fn is_jsonrpc_message(message: &Map<String, Value>) -> bool {
     let response = message.contains_key("id")
         && (message.contains_key("result") || message.contains_key("error"));
     request || response
+}
+
+/// Whether `message` answers a request of the MCP server: it has no `method`. (A batch's
+/// items are not checked one by one: any that is not a request or notification counts,
+/// so that no spelling of an answer passes as the client's own.)
+fn is_response(message: &Map<String, Value>) -> bool {
+    !message.contains_key("method")
 }
 
 /// `id` when it is one a response can carry back (a string or a number).
@@ -414,17 +442,20 @@ mod tests {
             json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
             json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
             call(json!(3), json!({"name": "lookup_order", "arguments": {}})),
-            json!({"jsonrpc": "2.0", "id": 4, "result": {}}),
             json!([{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}]),
         ] {
-            assert_eq!(
-                classify_json(&message),
-                Ok(Incoming::Other {
-                    body: None,
-                    declares_url_elicitation: false
-                }),
-                "{message}"
-            );
+            let role = match classify_json(&message) {
+                Ok(Incoming::Other { body: None, role }) => role,
+                other => panic!("{message}: {other:?}"),
+            };
+            let expected = if message["method"] == "initialize" {
+                Role::Opens {
+                    url_elicitation: false,
+                }
+            } else {
+                Role::Asks
+            };
+            assert_eq!(role, expected, "{message}");
         }
         let url_mode = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"capabilities": {"elicitation": {"form": {}, "url": {}}}}});
@@ -432,9 +463,30 @@ mod tests {
             classify_json(&url_mode),
             Ok(Incoming::Other {
                 body: None,
-                declares_url_elicitation: true
+                role: Role::Opens {
+                    url_elicitation: true
+                }
             })
         );
+    }
+
+    #[test]
+    fn answers_to_the_servers_requests_are_told_apart() {
+        for message in [
+            json!({"jsonrpc": "2.0", "id": 4, "result": {}}),
+            json!({"jsonrpc": "2.0", "id": "e-1", "error": {"code": -1, "message": "no"}}),
+            json!([{"jsonrpc": "2.0", "id": 5, "method": "ping"},
+                   {"jsonrpc": "2.0", "id": 6, "result": {"action": "accept"}}]),
+        ] {
+            assert_eq!(
+                classify_json(&message),
+                Ok(Incoming::Other {
+                    body: None,
+                    role: Role::Answers
+                }),
+                "{message}"
+            );
+        }
     }
 
     #[test]

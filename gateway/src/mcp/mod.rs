@@ -26,7 +26,7 @@ pub(crate) use fingerprint::{MCP_CONNECTION_HEADERS, call_fingerprint};
 pub(crate) use headers::check_standard_headers;
 #[cfg(test)]
 pub(crate) use message::classify;
-pub(crate) use message::{HeldCall, Incoming, RpcError, read_post};
+pub(crate) use message::{HeldCall, Incoming, Role, RpcError, read_post};
 pub(crate) use output_schema::{is_tools_list, widen_tools_list_body};
 pub(crate) use page::{
     PageOffer, event_stream, page_input_required_result, url_elicitation_request,

@@ -46,8 +46,8 @@ pub(crate) use page::{
 pub(crate) use receipt::{Receipt, draft_receipt, rfc3339_ms};
 pub(crate) use remember::{ForwardRules, Remember, lease_until_ms, releases};
 pub(crate) use verdict::{
-    Answer, Approved, Minted, Start, Verdict, action_tag, check, claim, existing, from_record,
-    may_follow_up, mint, mint_for, record_before_lookup, start,
+    Answer, Approved, Kept, Minted, Start, Verdict, action_tag, check, claim, existing,
+    from_record, is_proven, keep, may_follow_up, mint, mint_for, record_before_lookup, start,
 };
 
 /// A request for an operation, prepared by its interface (HTTP API or MCP).

@@ -193,6 +193,30 @@ pub(crate) fn may_follow_up(keys: &Keys, prepared: &Prepared, record: &Operation
         && approved_by(keys, record, &prepared.request.approver) == Approval::Proven
 }
 
+/// Who approved, or opened an MCP session, as kept: the approver's scope and, for
+/// credentials the gateway did not verify, their digest (under the key of the time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Kept<'a> {
+    pub(crate) scope: &'a str,
+    pub(crate) credentials: Option<&'a str>,
+}
+
+/// What to keep of `approver` so that [`is_proven`] knows it again.
+pub(crate) fn keep(keys: &Keys, approver: &Approver) -> (String, Option<String>) {
+    let credentials = approver.credentials.as_ref();
+    (
+        approver.scope.clone(),
+        credentials.map(|c| c.digest(keys.current())),
+    )
+}
+
+/// Whether `approver` is the one `kept`, as a follow-up of an interim answer must be the
+/// operation's approver ([`may_follow_up`]): the same scope, proven (verified, or the very
+/// credentials). Who may answer an MCP server's requests in a session is decided by it.
+pub(crate) fn is_proven(keys: &Keys, kept: Kept<'_>, approver: &Approver) -> bool {
+    proven(keys, kept, approver) == Approval::Proven
+}
+
 /// Whether an approval must be answered from its record before the policy's lookup runs:
 /// check 2 comes first, so a performed operation is replayed even while the upstream's
 /// records can't be read.
@@ -248,15 +272,22 @@ enum Approval {
 /// digest (written verified, or by an older gateway) proves nothing for unverified
 /// credentials.
 fn approved_by(keys: &Keys, record: &OperationRecord, approver: &Approver) -> Approval {
-    if record.scope != approver.scope {
+    let kept = Kept {
+        scope: &record.scope,
+        credentials: record.credentials.as_deref(),
+    };
+    proven(keys, kept, approver)
+}
+
+fn proven(keys: &Keys, kept: Kept<'_>, approver: &Approver) -> Approval {
+    if kept.scope != approver.scope {
         return Approval::Not;
     }
     let Some(credentials) = &approver.credentials else {
         return Approval::Proven;
     };
-    let proven = record
+    let proven = kept
         .credentials
-        .as_deref()
         .is_some_and(|kept| keys.all().iter().any(|key| credentials.digest(key) == kept));
     if proven {
         Approval::Proven
@@ -341,15 +372,12 @@ pub(crate) fn claim(
     lease_until_ms: i64,
 ) -> Claim {
     let request = &prepared.request;
+    let (scope, credentials) = keep(keys, &request.approver);
     Claim {
-        scope: request.approver.scope.clone(),
+        scope,
         policy: request.policy.name.clone(),
         revision: approved.revision.clone(),
-        credentials: request
-            .approver
-            .credentials
-            .as_ref()
-            .map(|c| c.digest(keys.current())),
+        credentials,
         trace: None,
         request: None,
         owner,

@@ -4,7 +4,8 @@
 //! classified. A call of a tool that a `[[tool]]` policy names is held: it goes through the
 //! same flow as an API operation, and the gateway answers it as a JSON-RPC response (a tool
 //! error with the operation, or the recorded answer with the call's own `id`). Anything else
-//! is forwarded as it is, its answer streamed back ([`StreamingForwarder`]). Requests to the
+//! is forwarded as it is, its answer streamed back ([`StreamingForwarder`]); an answer to the
+//! MCP server's requests only from whoever opened the MCP session (`mcp_clients`). Requests to the
 //! endpoint that are not POSTs, or not from a Personal Agent, never come here: they take
 //! pingora's proxy path untouched; but with `[approval_page.agents]` a POST without a
 //! `Poppy-Session` that may be an agent's (a plain OAuth MCP client) comes here too, and a
@@ -24,7 +25,7 @@ use super::executor::{Operated, Reading};
 use super::forwarded::ProxyContext;
 use super::limits::read_body;
 use super::mcp_calls::{HeldCalls, McpAnswers};
-use super::mcp_clients::McpClients;
+use super::mcp_clients::{McpClients, NotForwarded, Opened};
 use super::mcp_forward::StreamingForwarder;
 use super::mcp_stream::stream_while;
 use super::operations::Operations;
@@ -39,7 +40,7 @@ use crate::ingress::admit::{Action, ApprovalSource, Refused};
 use crate::ingress::headers::check_operation_request;
 use crate::ingress::{ForwardRequest, Target, forwarded_headers};
 use crate::mcp::{
-    HeldCall, Incoming, McpVersion, PageOffer, Readdress, RpcError, UrlElicitation,
+    HeldCall, Incoming, McpVersion, PageOffer, Readdress, Role, RpcError, UrlElicitation,
     already_performed_result, approval_required_result, cancelled_requests, check_standard_headers,
     codes, error_response, event_stream, extension_required_result, follow_up_of,
     page_approval_result, page_input_required_result, read_post, readdress_response,
@@ -47,6 +48,7 @@ use crate::mcp::{
 };
 use crate::operation::Decision;
 use crate::policy::{PathTemplate, Policy};
+use crate::protocol::Keys;
 use crate::store::{OperationStore, RecordedResponse};
 
 /// The MCP endpoint: where it is, and how messages that need no approval are forwarded.
@@ -55,7 +57,8 @@ pub(crate) struct McpEndpoint {
     forwarder: StreamingForwarder,
     /// Held calls being answered, whose cancellations are not forwarded (`mcp_calls`).
     calls: HeldCalls,
-    /// Which MCP sessions' clients declared URL-mode elicitation (`mcp_clients`).
+    /// How MCP sessions were opened: who by, whether with URL-mode elicitation
+    /// (`mcp_clients`).
     clients: McpClients,
 }
 
@@ -68,12 +71,13 @@ impl McpEndpoint {
         settings: &Upstream,
         route: &str,
         store: Arc<dyn OperationStore>,
+        keys: Keys,
     ) -> McpEndpoint {
         McpEndpoint {
             path: mcp.template.clone(),
             forwarder: StreamingForwarder::new(client, settings),
             calls: HeldCalls::default(),
-            clients: McpClients::new(store, route),
+            clients: McpClients::new(store, route, keys),
         }
     }
 
@@ -140,7 +144,7 @@ impl McpEndpoint {
             Ok((
                 Incoming::Other {
                     body: stripped,
-                    declares_url_elicitation,
+                    role,
                 },
                 _,
             )) => {
@@ -151,15 +155,19 @@ impl McpEndpoint {
                     // the retry: its cancellation is accepted and not forwarded.
                     return Step::Respond(accepted(session_id));
                 }
+                let opened = match self.bind(ops, role, &headers, &target).await {
+                    Ok(opened) => opened,
+                    Err(refused) => return Step::Respond(refused),
+                };
                 let request = ForwardRequest {
                     method: http::Method::POST,
                     path_and_query,
                     headers: forwarded_headers(&headers),
                     body,
                 };
-                let url_elicitation = declares_url_elicitation.then_some(&self.clients);
+                let opening = opened.as_ref().map(|opened| (&self.clients, opened));
                 self.forwarder
-                    .stream(session, request, proxy, needs_approval, url_elicitation)
+                    .stream(session, request, proxy, needs_approval, opening)
                     .await
             }
             Ok((Incoming::Held(call), version)) => match ops.policies.find_tool(&call.tool) {
@@ -207,6 +215,60 @@ impl McpEndpoint {
                     message: "no policy for this tool".into(),
                 })),
             },
+        }
+    }
+}
+
+impl McpEndpoint {
+    /// A forwarded message's tie to its MCP session's opener (`proxy::mcp_clients`): an
+    /// `initialize` gives what to note of the session it opens; an answer to the server's
+    /// requests is refused unless its sender opened the session.
+    async fn bind(
+        &self,
+        ops: &Operations,
+        role: Role,
+        headers: &http::HeaderMap,
+        target: &Target,
+    ) -> Result<Option<Opened>, Reply> {
+        let signed_for = RequestTarget {
+            method: "POST",
+            path: &target.path,
+        };
+        let sender = || {
+            runner::sender(
+                &ops.session_claims,
+                headers,
+                target.query.as_deref(),
+                &signed_for,
+            )
+        };
+        match role {
+            Role::Asks => Ok(None),
+            // Opening a session changes nothing the gateway decides by itself: one it can't
+            // read the sender of is opened, and nobody may answer the server in it.
+            Role::Opens { url_elicitation } => {
+                let sender = sender().await.ok();
+                Ok(Some(self.clients.opening(url_elicitation, sender.as_ref())))
+            }
+            Role::Answers => {
+                let sender = sender().await.map_err(|why| Reply::refused(&why))?;
+                let session_id = headers.get("mcp-session-id").map(|v| v.as_bytes());
+                match self.clients.may_answer(session_id, &sender).await {
+                    Ok(()) => Ok(None),
+                    Err(why) => {
+                        let mut reply = rpc_error(&RpcError {
+                            id: Value::Null,
+                            code: codes::INVALID_REQUEST,
+                            message: format!("Invalid request: {why}"),
+                        });
+                        reply.status = why.status();
+                        if why == NotForwarded::StoreUnavailable {
+                            reply = reply.with_header("retry-after", "1");
+                        }
+                        Err(reply)
+                    }
+                }
+            }
         }
     }
 }
@@ -392,6 +454,11 @@ fn refused(why: &Refused, tool: &str, to: &ReplyTo) -> Reply {
             code: codes::INVALID_PARAMS,
             message: format!("Invalid params: {e}"),
         }),
+        // A header or the query (credentials the gateway can't read one way): the client's
+        // to fix, not the model's; HTTP, as for the API.
+        Refused::Request(refusal) if matches!(refusal.names, Some(("header" | "parameter", _))) => {
+            Reply::refused(why)
+        }
         // A tool error, not a protocol error: the model can call again with it.
         Refused::Request(refusal) => {
             let text = format!("Not done: {}. Nothing was performed.", refusal.detail);

@@ -16,7 +16,7 @@ use pingora::proxy::Session;
 use pingora::upstreams::peer::HttpPeer;
 
 use super::forwarded::ProxyContext;
-use super::mcp_clients::McpClients;
+use super::mcp_clients::{McpClients, Opened};
 use super::reply::Reply;
 use super::step::Step;
 use super::upstream::{MAX_RECORDED_BODY, UpstreamClient};
@@ -47,16 +47,16 @@ impl StreamingForwarder {
 
     /// Send `request` and stream the upstream's answer to `session`. A `tools/list` answer is
     /// read whole instead, to widen the `outputSchema` of the tools that `is_held` names
-    /// (see `mcp::output_schema`). `url_elicitation`: the request is an `initialize` whose
-    /// client declares URL-mode elicitation; the MCP session the answer starts is noted
-    /// there before the client has the answer (`proxy::mcp_clients`).
+    /// (see `mcp::output_schema`). `opening`: the request is an `initialize`; what to note
+    /// of the MCP session the answer starts, and where, before the client has the answer
+    /// (`proxy::mcp_clients`).
     pub(crate) async fn stream(
         &self,
         session: &mut Session,
         request: ForwardRequest,
         proxy: &ProxyContext,
         is_held: impl Fn(&str) -> bool,
-        url_elicitation: Option<&McpClients>,
+        opening: Option<(&McpClients, &Opened)>,
     ) -> Step {
         let lists_tools = is_tools_list(&request.body);
         // A fresh connection each time (never pooled): simple, and a stale pooled connection
@@ -80,13 +80,13 @@ impl StreamingForwarder {
             Ok(Err(e)) => Some(Err(e.to_string())),
             Err(_) => Some(Err(format!("no answer within {:?}", self.timeout))),
         };
-        if let Some(clients) = url_elicitation
+        if let Some((clients, opened)) = opening
             && let Some(started) = upstream
                 .response_header()
                 .filter(|h| h.status == 200)
                 .and_then(|h| h.headers.get("mcp-session-id"))
         {
-            clients.note_url_elicitation(started.as_bytes()).await;
+            clients.note_opened(started.as_bytes(), opened).await;
         }
         if lists_tools && upstream.response_header().is_some_and(|h| h.status == 200) {
             let content_type = upstream

@@ -277,6 +277,26 @@ async fn token_approver(
         .map_err(Refused::Approver)
 }
 
+/// Who sent a request that is not an operation but is bound to one who may approve (an MCP
+/// session's opening, and answers in it: `proxy::mcp_clients`), read as the front door
+/// reads an operation's approver: the Session's, or without one (`[approval_page.agents]`)
+/// the one token's, wherever resource servers read one. `query`: the target's raw query.
+pub(crate) async fn sender(
+    claims: &SessionClaims,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    signed_for: &RequestTarget<'_>,
+) -> Result<Approver, Refused> {
+    if headers.contains_key("poppy-session") {
+        return approver(claims, headers, signed_for)
+            .await
+            .map_err(Refused::Approver);
+    }
+    let found = credentials::in_head(headers, query)?;
+    let authorization = found.token().map(Token::authorization);
+    Ok(token_approver(claims, authorization).await?.approver)
+}
+
 /// Who may approve, from the request's `Poppy-Session` and `Authorization`. `signed_for`:
 /// the request's method and path, which a verified Session must be signed for.
 pub(crate) async fn approver(
