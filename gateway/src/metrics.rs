@@ -3,6 +3,7 @@
 //! Every metric is documented in `docs/operations.md`; keep the two in sync.
 
 mod asked;
+mod declared;
 mod histogram;
 mod labels;
 mod openmetrics;
@@ -16,6 +17,7 @@ use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registr
 
 use crate::telemetry::SampledIds;
 use asked::AskedOnce;
+use declared::DeclaredVersions;
 use per_policy::PerPolicy;
 use requests::Requests;
 use store_duration::StoreDuration;
@@ -35,6 +37,8 @@ pub(crate) struct Metrics {
     /// Every request the proxy listener answered, by route, method and status class.
     requests: Requests,
     store_errors: IntCounterVec,
+    /// The operations versions requests for operations declare.
+    declared_versions: DeclaredVersions,
     store_full: IntCounter,
     limits_hit: IntCounterVec,
     connections_open: IntGauge,
@@ -68,6 +72,7 @@ impl Metrics {
             asked_once: AskedOnce::default(),
             store_duration: StoreDuration::new(),
             requests: Requests::new(),
+            declared_versions: DeclaredVersions::new(&registry)?,
             store_errors: counter(
                 "poppy_store_errors_total",
                 "Operation store calls that failed, by call",
@@ -285,6 +290,11 @@ impl Metrics {
     }
 
     /// A proxied request finished; `status` is what was written downstream, if anything.
+    /// A request for an operation declared `declared` in `Poppy-Extensions`.
+    pub(crate) fn declared(&self, declared: crate::protocol::Declared) {
+        self.declared_versions.count(declared);
+    }
+
     pub(crate) fn passthrough(&self, status: Option<u16>) {
         self.passthrough
             .with_label_values(&[status_class(status)])

@@ -207,6 +207,7 @@ impl RestartSettings {
             ("[store]", format!("{:?}", config.store)),
             ("[session]", format!("{:?}", config.session)),
             ("[well_known]", format!("{:?}", config.well_known)),
+            ("[protocol]", format!("{:?}", config.operations_versions)),
         ];
         let mut rest = config.clone();
         rest.policies = PolicySet::default();

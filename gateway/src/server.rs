@@ -372,6 +372,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         routes: Routes::new(routes),
         metrics: Arc::clone(&metrics),
         well_known: config.well_known.clone(),
+        operations_versions: config.operations_versions.clone(),
         edge: Arc::new(Edge {
             proxy_headers: config.proxy_headers.clone(),
             access_log,

@@ -8,7 +8,7 @@ use poppy_gateway::config::parse_policy_file;
 use poppy_gateway::ingress::check_target;
 use poppy_gateway::policy::{PathTemplate, SummaryTemplate, Terms, escape_value};
 use poppy_gateway::protocol::{
-    ApprovalHeader, Keys, OperationId, Revision, RevisionInput, SigningKey, declares_operations_v2,
+    ApprovalHeader, Keys, OperationId, Revision, RevisionInput, SigningKey, declared_operations,
 };
 use proptest::prelude::*;
 
@@ -46,7 +46,7 @@ proptest! {
     #[test]
     fn header_parsers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
         let _ = ApprovalHeader::parse([bytes.as_slice()]);
-        let _ = declares_operations_v2([bytes.as_slice()]);
+        let _ = declared_operations([bytes.as_slice()]);
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub struct Config {
     pub session: SessionSettings,
     /// The fallback poppy.json document, read at load time.
     pub well_known: Option<serde_json::Value>,
+    /// `[protocol] operations_versions`: the operations versions poppy.json lists, each one
+    /// the gateway implements.
+    pub operations_versions: Vec<String>,
     /// Every route's policies (metrics labels, the admin API, `explain`).
     pub policies: PolicySet,
     /// The policy files that were loaded, for `check`.
@@ -135,6 +138,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
             &mut errors,
         )
     });
+    let operations_versions = super::protocol::compile(&file.protocol, &at, &mut errors);
     let taken: Vec<&str> = std::iter::once(server.listen.as_str())
         .chain(admin_listen.as_deref())
         .collect();
@@ -214,6 +218,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
         store,
         session,
         well_known,
+        operations_versions,
         policies,
         policy_files,
         routes,

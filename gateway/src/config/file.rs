@@ -27,6 +27,9 @@ pub(crate) struct GatewayFile {
     pub session: SessionFile,
     #[serde(default)]
     pub well_known: WellKnownFile,
+    /// `[protocol]`: the operations versions advertised (see `protocol.rs`).
+    #[serde(default)]
+    pub protocol: super::protocol::ProtocolFile,
     /// `[mcp]`: operations for an MCP server behind the gateway.
     pub mcp: Option<McpFile>,
     /// `[receipts]`: where approval receipts go.

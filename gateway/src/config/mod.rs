@@ -17,6 +17,7 @@ mod file;
 mod lookup;
 mod named_file;
 mod policy_file;
+mod protocol;
 mod receipts;
 mod routes;
 mod secret;

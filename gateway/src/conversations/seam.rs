@@ -88,7 +88,14 @@ impl Seam {
             },
         };
         let body = async move { body_size(body.len(), max_body_bytes).map(|()| body) };
-        match admit_request(&self.claims, &Door::of(&self.executor), arrival, body).await {
+        match admit_request(
+            &self.claims,
+            &Door::of(&self.executor, &self.metrics),
+            arrival,
+            body,
+        )
+        .await
+        {
             // `[approval_page.agents]` says these credentials are not an agent's: the
             // service holds nothing for them.
             Ok(Admission::NotAnAgent) => Err(not_an_agent()),

@@ -118,6 +118,7 @@ fn answered(answer: &Answer) -> (u16, String) {
 const NO_PAGE: crate::proxy::Door<'static> = crate::proxy::Door {
     page_offered: false,
     agents: None,
+    metrics: None,
 };
 
 /// What the front door let in, or its refusal as status and code.
@@ -504,6 +505,7 @@ fn a_described_request_without_a_session_is_read_for_its_token() {
     let door = crate::proxy::Door {
         page_offered: false,
         agents: Some(&agents),
+        metrics: None,
     };
     let read = |description: &Description, authorization: Option<&str>| {
         let policies = policies();

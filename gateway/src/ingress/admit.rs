@@ -31,7 +31,8 @@ use crate::identity::{Approver, ApproverError};
 use crate::mcp::{MCP_CONNECTION_HEADERS, call_fingerprint};
 use crate::policy::{Captures, PathTemplate, Policy, PolicySet, Terms};
 use crate::protocol::{
-    ApprovalError, ApprovalHeader, ErrorBody, ExtensionsError, approval, declares_operations_v2,
+    ApprovalError, ApprovalHeader, Declared, ErrorBody, ExtensionsError, approval,
+    declared_operations,
 };
 
 /// Why a request for an operation was refused before the core: nothing decided, nothing
@@ -150,17 +151,14 @@ pub(crate) enum Via {
     Page,
 }
 
-/// Step 2: the request declares the operations extension ([`extension`]), or else it may be
-/// approved on the Company's page (`page_offered`: the gateway has one).
-pub(crate) fn via(
-    request_headers: &HeaderMap,
-    policy: &Policy,
-    page_offered: bool,
-) -> Result<Via, Refused> {
-    match extension(request_headers) {
-        Ok(()) => Ok(Via::Agent),
-        Err(Refused::ExtensionRequired) => page_only(policy, page_offered),
-        Err(refused) => Err(refused),
+/// Step 2: the request declares the operations extension (`declared`, [`declared`]), or
+/// else it may be approved on the Company's page (`page_offered`: the gateway has one).
+pub(crate) fn via(declared: Declared, policy: &Policy, page_offered: bool) -> Result<Via, Refused> {
+    match declared {
+        // The one version implemented (and so the one `[protocol] operations_versions` can
+        // list): a request that declares only another major is served as one without it.
+        Declared::V2 => Ok(Via::Agent),
+        Declared::Other | Declared::None => page_only(policy, page_offered),
     }
 }
 
@@ -239,17 +237,14 @@ impl Agents {
     }
 }
 
-/// The request declares `Poppy-Extensions: "operations";v="2"`.
-pub(crate) fn extension(request_headers: &HeaderMap) -> Result<(), Refused> {
+/// What the request's `Poppy-Extensions` declares of operations (read once: step 2 and
+/// the metric of declared versions both use it).
+pub(crate) fn declared(request_headers: &HeaderMap) -> Result<Declared, Refused> {
     let values = request_headers
         .get_all("poppy-extensions")
         .iter()
         .map(|v| v.as_bytes());
-    match declares_operations_v2(values) {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(Refused::ExtensionRequired),
-        Err(e) => Err(Refused::UnreadableExtensions(e)),
-    }
+    declared_operations(values).map_err(Refused::UnreadableExtensions)
 }
 
 /// Step 4, for a body the interface already holds whole: at most `max_body_bytes`.

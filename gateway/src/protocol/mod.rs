@@ -18,7 +18,7 @@ pub use approval::ApprovalHeader;
 pub use approval::ApprovalError;
 pub(crate) use body::{ALREADY_PERFORMED, ErrorBody, Operation};
 pub use extensions::ExtensionsError;
-pub use extensions::declares_operations_v2;
+pub use extensions::{Declared, IMPLEMENTED_OPERATIONS_VERSIONS, declared_operations};
 pub(crate) use operation_id::ActionTag;
 pub use operation_id::{OperationId, ScopeKind};
 pub use revision::{Revision, RevisionInput};
@@ -93,8 +93,8 @@ mod tests {
             );
         }
         let only_empty: [&[u8]; 2] = [b"", b""];
-        assert!(declares_operations_v2(only_empty).is_ok_and(|declared| !declared));
+        assert_eq!(declared_operations(only_empty), Ok(Declared::None));
         let extensions: [&[u8]; 3] = [b"", br#""operations";v="2""#, b""];
-        assert_eq!(declares_operations_v2(extensions), Ok(true));
+        assert_eq!(declared_operations(extensions), Ok(Declared::V2));
     }
 }

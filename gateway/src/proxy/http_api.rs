@@ -59,7 +59,7 @@ pub(crate) async fn handle(
         session.enable_retry_buffering();
     }
     let body = read_body(session, &ops.body_limits, &ops.metrics);
-    match runner::run(&ops.session_claims, &ops.executor, arrival, body, proxy).await {
+    match runner::run(ops, arrival, body, proxy).await {
         Ran::Operated(Operated::Decided(executed)) => {
             let reply = match executed.page_url {
                 // `proof = "company_page"`: the operation, and the page where the User

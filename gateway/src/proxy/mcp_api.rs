@@ -324,7 +324,7 @@ async fn held_call(
         proxy: proxy.clone(),
     };
     let body = std::future::ready(Ok(Bytes::from(call.forward_body)));
-    let run = runner::run_with(&ops.session_claims, &ops.executor, arrival, body, &reading);
+    let run = runner::run_with(ops, arrival, body, &reading);
     let (ran, streamed) = stream_while(session, run, taps, to.session_id.as_deref()).await;
     if let Some(streamed) = streamed {
         // The forward's stream is on its way to the client: it ends with what it came to.

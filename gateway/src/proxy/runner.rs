@@ -16,13 +16,14 @@ use http::HeaderMap;
 
 use super::executor::{Executed, Executor, Operated, Reading};
 use super::forwarded::ProxyContext;
+use super::operations::Operations;
 use super::outcome::RequestOutcome;
 use super::page_offer::PageLink;
 use crate::identity::{Approver, ApproverError, ByToken, RequestTarget, SessionClaims};
 use crate::ingress::Refusal;
 use crate::ingress::admit::{self, Action, Agents, ApprovalSource, Refused, Unsigned, Via};
 use crate::ingress::credentials::{self, Token};
-use crate::metrics::Outcome;
+use crate::metrics::{Metrics, Outcome};
 use crate::operation::Decision;
 use crate::policy::Policy;
 
@@ -56,25 +57,24 @@ pub(crate) enum Ran {
 /// the body, awaited only once the approver is known; `proxy`: the request's proxy headers,
 /// for what is sent upstream for it.
 pub(crate) async fn run(
-    claims: &SessionClaims,
-    executor: &Executor,
+    ops: &Operations,
     arrival: Arrival<'_>,
     body: impl Future<Output = Result<Bytes, Refusal>>,
     proxy: &ProxyContext,
 ) -> Ran {
     let reading = Reading::plain(proxy.clone());
-    run_with(claims, executor, arrival, body, &reading).await
+    run_with(ops, arrival, body, &reading).await
 }
 
 /// [`run`], the answer read by `reading` (an MCP call's may be interim or no answer).
 pub(crate) async fn run_with(
-    claims: &SessionClaims,
-    executor: &Executor,
+    ops: &Operations,
     arrival: Arrival<'_>,
     body: impl Future<Output = Result<Bytes, Refusal>>,
     reading: &Reading<'_>,
 ) -> Ran {
-    match admit_request(claims, &Door::of(executor), arrival, body).await {
+    let (claims, executor) = (&ops.session_claims, &*ops.executor);
+    match admit_request(claims, &Door::of(executor, &ops.metrics), arrival, body).await {
         Ok(Admission::NotAnAgent) => Ran::NotAnAgent,
         Ok(Admission::Admitted(admitted)) => {
             let via = admitted.via;
@@ -133,18 +133,21 @@ pub(crate) fn offer_page(
     }
 }
 
-/// What the front door needs of the gateway: whether it has an approval page, and which
-/// requests without a `Poppy-Session` are agents' (`[approval_page.agents]`).
+/// What the front door needs of the gateway: whether it has an approval page, which
+/// requests without a `Poppy-Session` are agents' (`[approval_page.agents]`), and where the
+/// declared operations versions are counted (`None`: nowhere, in unit tests).
 pub(crate) struct Door<'a> {
     pub(crate) page_offered: bool,
     pub(crate) agents: Option<&'a Agents>,
+    pub(crate) metrics: Option<&'a Metrics>,
 }
 
 impl Door<'_> {
-    pub(crate) fn of(executor: &Executor) -> Door<'_> {
+    pub(crate) fn of<'a>(executor: &'a Executor, metrics: &'a Metrics) -> Door<'a> {
         Door {
             page_offered: executor.page_url().is_some(),
             agents: executor.agents(),
+            metrics: Some(metrics),
         }
     }
 }
@@ -195,7 +198,12 @@ async fn admit_steps(
             }
         }
         _ => {
-            let via = admit::via(&arrival.headers, policy, door.page_offered)?;
+            // Counted here, where every interface's request for an operation reads it once.
+            let declared = admit::declared(&arrival.headers)?;
+            if let Some(metrics) = door.metrics {
+                metrics.declared(declared);
+            }
+            let via = admit::via(declared, policy, door.page_offered)?;
             let approver = approver(claims, &arrival.headers, &arrival.signed_for)
                 .await
                 .map_err(Refused::Approver)?;

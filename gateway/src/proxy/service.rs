@@ -77,6 +77,8 @@ pub(crate) struct GatewayProxy {
     pub(crate) routes: Routes,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) well_known: Option<serde_json::Value>,
+    /// `[protocol] operations_versions`: what poppy.json lists.
+    pub(crate) operations_versions: Vec<String>,
     /// Request IDs, proxy headers, access log, passthrough failures.
     pub(crate) edge: Arc<Edge>,
     /// `server.max_upstream_connections`.
@@ -393,6 +395,7 @@ impl GatewayProxy {
                 &route.upstream,
                 &header.headers,
                 self.well_known.as_ref(),
+                &self.operations_versions,
                 proxy,
             ))
             .await;

@@ -1,4 +1,5 @@
-//! `GET /.well-known/poppy.json`: the upstream's document with operations v2 merged in.
+//! `GET /.well-known/poppy.json`: the upstream's document with the configured operations
+//! versions (`[protocol] operations_versions`) merged in.
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -9,12 +10,13 @@ use crate::ingress::ForwardRequest;
 
 pub(crate) const PATH: &str = "/.well-known/poppy.json";
 
-/// Fetch the upstream's document (or use the configured one) and list `operations` v2 in
-/// its `extensions`, keeping every other member.
+/// Fetch the upstream's document (or use the configured one) and list the operations
+/// `versions` in its `extensions`, keeping every other member.
 pub(crate) async fn document(
     upstream: &UpstreamClient,
     headers: &http::HeaderMap,
     fallback: Option<&Value>,
+    versions: &[String],
     proxy: &ProxyContext,
 ) -> Value {
     let forwarded = headers
@@ -41,18 +43,21 @@ pub(crate) async fn document(
         from_upstream
             .or_else(|| fallback.cloned())
             .unwrap_or_else(|| json!({})),
+        versions,
     )
 }
 
-/// Set `extensions.operations` to `[{"version": "2"}]`, keeping other extensions.
-pub(crate) fn merge(mut document: Value) -> Value {
+/// Set `extensions.operations` to `[{"version": V}, …]` for each of `versions`, keeping
+/// other extensions (the upstream's own `operations` is replaced: the gateway holds them).
+pub(crate) fn merge(mut document: Value, versions: &[String]) -> Value {
     if let Some(root) = document.as_object_mut() {
         let extensions = root.entry("extensions").or_insert_with(|| json!({}));
         if !extensions.is_object() {
             *extensions = json!({});
         }
         if let Some(map) = extensions.as_object_mut() {
-            map.insert("operations".into(), json!([{ "version": "2" }]));
+            let listed = versions.iter().map(|v| json!({ "version": v })).collect();
+            map.insert("operations".into(), Value::Array(listed));
         }
     }
     document
@@ -64,14 +69,16 @@ mod tests {
 
     #[test]
     fn merges_and_keeps_other_members() {
+        let two = ["2".to_owned()];
         let doc = merge(
             json!({"name": "Shop", "extensions": {"other": [{"version": "1"}], "operations": [{"version": "1"}]}}),
+            &two,
         );
         assert_eq!(doc["name"], "Shop");
         assert_eq!(doc["extensions"]["other"][0]["version"], "1");
         assert_eq!(doc["extensions"]["operations"], json!([{"version": "2"}]));
         assert_eq!(
-            merge(json!({}))["extensions"]["operations"],
+            merge(json!({}), &two)["extensions"]["operations"],
             json!([{"version": "2"}])
         );
     }
