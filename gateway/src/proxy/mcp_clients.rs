@@ -313,7 +313,6 @@ mod tests {
                 "her scope, other credentials",
                 approver("s:alice", Some(b"jwt-b")),
             ),
-            ("her scope, verified", approver("s:alice", None)),
         ] {
             assert_eq!(
                 b.may_answer(Some(b"s1"), &other).await,
@@ -321,6 +320,12 @@ mod tests {
                 "{who}"
             );
         }
+        // A verified Session of her scope is hers (`operation::is_proven`, as for a follow-up).
+        assert_eq!(
+            b.may_answer(Some(b"s1"), &approver("s:alice", None)).await,
+            Ok(()),
+            "her scope, verified"
+        );
         assert_eq!(
             b.may_answer(Some(b"s2"), &alice).await,
             Err(NotForwarded::NotOpened),
