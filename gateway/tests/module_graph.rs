@@ -54,9 +54,10 @@ const DECIDING: [&str; 5] = ["protocol", "policy", "mcp", "ingress", "operation"
 /// The modules of `identity` that read and verify Sessions, delegations and keys: pure
 /// functions of the token, the keys and the clock (docs/sessions.md), so that every check is
 /// unit-tested without a network and the format stays in one place.
-const SESSION_FORMAT: [&[&str]; 4] = [
+const SESSION_FORMAT: [&[&str]; 5] = [
     &["identity", "format"],
     &["identity", "cnf"],
+    &["identity", "delegations"],
     &["identity", "jwks"],
     &["identity", "verify"],
 ];

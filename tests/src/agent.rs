@@ -74,6 +74,19 @@ impl Session {
         self
     }
 
+    /// One delegation for the Session, signed once and sent with every request (a real
+    /// agent's way; by default the test signer signs it again for each request).
+    pub fn with_delegation_signed_once(mut self) -> Session {
+        self.signer.keys = DelegatedKeys::SignedOnce;
+        self
+    }
+
+    /// Delegations valid for `secs` seconds from when they are signed.
+    pub fn with_delegation_lifetime(mut self, secs: i64) -> Session {
+        self.signer.delegation_lifetime = secs;
+        self
+    }
+
     /// The same Session with another delegated key than before (as after the agent rotated it).
     pub fn with_new_delegated_key(mut self) -> Session {
         self.signer.generation += 1;

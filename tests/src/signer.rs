@@ -49,6 +49,10 @@ pub enum DelegatedKeys {
     PerSession,
     /// A new delegated key (and delegation) for every request.
     PerRequest,
+    /// One delegated key for the Session, and its delegation signed once: the same bytes on
+    /// every request, as a real agent sends them (the gateway remembers a delegation it
+    /// verified by its bytes).
+    SignedOnce,
 }
 
 /// One thing wrong with what a Session signs, to test the check that must catch it.
@@ -100,6 +104,8 @@ pub struct Signer {
     /// Bumped for a new delegated key of the same Session ([`Session::with_new_delegated_key`]).
     pub generation: u32,
     pub fault: Option<Fault>,
+    /// `exp - iat` of its delegations ([`DELEGATION_LIFETIME`] unless a test says otherwise).
+    pub delegation_lifetime: i64,
 }
 
 impl Default for Signer {
@@ -109,6 +115,7 @@ impl Default for Signer {
             keys: DelegatedKeys::PerSession,
             generation: 0,
             fault: None,
+            delegation_lifetime: DELEGATION_LIFETIME,
         }
     }
 }
@@ -164,19 +171,39 @@ pub fn delegated_key(session: &Session) -> Arc<DelegatedKey> {
         return Arc::new(DelegatedKey::generate());
     }
     static KEYS: OnceLock<Mutex<HashMap<KeyId, Arc<DelegatedKey>>>> = OnceLock::new();
-    let id = (
-        session.agent.clone(),
-        session.user.clone(),
-        session.sid.clone(),
-        session.signer.long_term.clone(),
-        session.signer.generation,
-    );
+    let id = key_id(session);
     let mut keys = KEYS
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(|poison| poison.into_inner());
     keys.entry(id)
         .or_insert_with(|| Arc::new(DelegatedKey::generate()))
+        .clone()
+}
+
+fn key_id(session: &Session) -> KeyId {
+    (
+        session.agent.clone(),
+        session.user.clone(),
+        session.sid.clone(),
+        session.signer.long_term.clone(),
+        session.signer.generation,
+    )
+}
+
+/// The delegation of `session` for its delegated `key`, signed on first use and then the same
+/// bytes ([`DelegatedKeys::SignedOnce`]).
+fn delegation_signed_once(session: &Session, key: &DelegatedKey) -> String {
+    static SIGNED: OnceLock<Mutex<HashMap<(KeyId, String), String>>> = OnceLock::new();
+    // Everything the signer says (its fault, its lifetime) picks the delegation too.
+    let id = (key_id(session), format!("{:?}", session.signer));
+    let mut signed = SIGNED
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner());
+    signed
+        .entry(id)
+        .or_insert_with(|| delegation(session, key))
         .clone()
 }
 
@@ -255,7 +282,7 @@ pub fn delegation(session: &Session, key: &DelegatedKey) -> String {
         Some(Fault::DelegationExpired) => (now - 600 - DELEGATION_LIFETIME, now - 600),
         Some(Fault::DelegationNotYetValid) => (now + 600, now + 600 + DELEGATION_LIFETIME),
         Some(Fault::DelegationTooLong) => (now, now + 25 * 3600),
-        _ => (now, now + DELEGATION_LIFETIME),
+        _ => (now, now + signer.delegation_lifetime),
     };
     let issuer = match &signer.fault {
         Some(Fault::DelegationOfAgent(other)) => other.clone(),
@@ -300,7 +327,10 @@ pub fn sign_session(session: &Session, method: &str, path_and_query: &str) -> St
         return session.header();
     }
     let key = delegated_key(session);
-    let dlg = delegation(session, &key);
+    let dlg = match signer.keys {
+        DelegatedKeys::SignedOnce => delegation_signed_once(session, &key),
+        DelegatedKeys::PerSession | DelegatedKeys::PerRequest => delegation(session, &key),
+    };
     let now = now();
     let (iat, exp) = match signer.fault {
         Some(Fault::SessionExpired) => (now - 300 - SESSION_LIFETIME, now - 300),

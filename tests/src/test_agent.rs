@@ -59,7 +59,7 @@ struct Shared {
     client_id: Mutex<String>,
     /// `jwks_uri` in the document.
     jwks_uri: Mutex<String>,
-    jwks: String,
+    jwks: Mutex<String>,
     document_fetches: AtomicUsize,
     jwks_fetches: AtomicUsize,
     released: watch::Sender<bool>,
@@ -206,6 +206,11 @@ impl TestAgent {
         *lock(&self.shared.jwks_uri) = uri.to_owned();
     }
 
+    /// Publish the JWKS of test keys `keys` from now on (a rotation, or a withdrawn key).
+    pub fn publish(&self, keys: &[&str]) {
+        *lock(&self.shared.jwks) = jwks_of(keys);
+    }
+
     /// Answer `GET /agent.json` as `serving` says from now on.
     pub fn set_serving(&self, serving: Serving) {
         *lock(&self.shared.serving) = serving;
@@ -266,7 +271,7 @@ fn shared(base: &str, long_term: &str, serving: Serving) -> Arc<Shared> {
         serving: Mutex::new(serving),
         client_id: Mutex::new(format!("{base}/agent.json")),
         jwks_uri: Mutex::new(format!("{base}/jwks.json")),
-        jwks: jwks_of(&[long_term]),
+        jwks: Mutex::new(jwks_of(&[long_term])),
         document_fetches: AtomicUsize::new(0),
         jwks_fetches: AtomicUsize::new(0),
         released: watch::Sender::new(false),
@@ -309,7 +314,7 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
         }
         "/jwks.json" => {
             shared.jwks_fetches.fetch_add(1, Ordering::SeqCst);
-            json_response(shared.jwks.clone())
+            json_response(lock(&shared.jwks).clone())
         }
         _ => StatusCode::NOT_FOUND.into_response(),
     }

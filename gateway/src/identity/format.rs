@@ -9,7 +9,10 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde_json::{Map, Value};
 
+use std::sync::Arc;
+
 use super::cnf::{self, DelegatedKey};
+use super::delegations::{DelegationCache, Vouched};
 use super::jwks::{KeySet, Lookup};
 use super::verify::{self, Expectations, Unverified, VerifyError};
 
@@ -75,11 +78,13 @@ pub(crate) fn peek_session(token: &str) -> Result<SessionHeader, VerifyError> {
 /// Checks 2 to 5 of a Session that carries a delegation: the delegation with the agent's
 /// long-term keys, the Session with the delegated key, its lifetime, and its target. An
 /// unknown `kid` comes back as [`VerifyError::UnknownKey`], for the caller to read the keys
-/// again. Returns the Session's claims.
+/// again. Returns the Session's claims. `verified`: the delegations verified with
+/// `agent_keys` (and only with them).
 pub(crate) fn verify_delegated(
     token: &str,
     unverified: &SessionHeader,
     agent_keys: &KeySet,
+    verified: &DelegationCache,
     expect: &Expectations,
     target: &RequestTarget<'_>,
     now: u64,
@@ -90,8 +95,17 @@ pub(crate) fn verify_delegated(
         .delegation
         .as_deref()
         .ok_or(VerifyError::DelegationMissing)?;
-    // Check 2: the delegation.
-    let key = delegated_key(jws, issuer, agent_keys, skew, now)?;
+    // Check 2: the delegation; its signature only the first time these keys see its bytes.
+    let key = match verified.get(jws) {
+        Some(vouched) => vouched_key(&vouched, issuer, skew, now)?,
+        None => {
+            verified.count_verification();
+            let vouched = delegated_key(jws, issuer, agent_keys, skew, now)?;
+            let key = Arc::clone(&vouched.key);
+            verified.insert(jws, vouched);
+            key
+        }
+    };
     // Check 3: the Session, with the key it vouches for.
     let alg = unverified.jwt.alg;
     if !key.fits(alg) {
@@ -151,14 +165,15 @@ pub(crate) fn possession(token: &str, now: u64, skew: u64) -> Option<[u8; 32]> {
 }
 
 /// Check 2: the delegation verifies with one of the agent's keys, is the agent's, is valid
-/// now and short-lived. Its `cnf.jwk`.
+/// now and short-lived. What it vouches for: its `cnf.jwk`, and what a remembered one is
+/// checked against again ([`vouched_key`], in this order and with these errors).
 fn delegated_key(
     jws: &str,
     issuer: &str,
     agent_keys: &KeySet,
     skew: u64,
     now: u64,
-) -> Result<DelegatedKey, VerifyError> {
+) -> Result<Vouched, VerifyError> {
     let (delegation, header) = verify::peek_header(jws).map_err(|e| match e {
         VerifyError::AlgNone => VerifyError::DelegationMalformed("alg \"none\""),
         VerifyError::UnsupportedAlgorithm(_) => {
@@ -203,6 +218,50 @@ fn delegated_key(
     let exp = verify::numeric(&claims, CLAIM_EXP)
         .map_err(malformed)?
         .ok_or(VerifyError::DelegationMalformed("no \"exp\" claim"))?;
+    let nbf = match verify::numeric(&claims, CLAIM_NBF) {
+        Ok(nbf) => nbf,
+        // `exp` is judged first, as it always was.
+        Err(e) => {
+            check_window(exp, None, skew, now)?;
+            return Err(malformed(e));
+        }
+    };
+    check_window(exp, nbf, skew, now)?;
+    // Optional, but a number when present (a string would be skipped by a lenient reader).
+    verify::numeric(&claims, CLAIM_IAT).map_err(malformed)?;
+    let jwk = claims
+        .get(CLAIM_CNF)
+        .and_then(|cnf| cnf.get(CNF_JWK))
+        .ok_or_else(|| VerifyError::DelegatedKey("the delegation has no cnf.jwk".into()))?;
+    let key = DelegatedKey::parse(jwk).map_err(VerifyError::DelegatedKey)?;
+    Ok(Vouched {
+        key: Arc::new(key),
+        issuer: delegation.issuer,
+        exp,
+        nbf,
+        kid: delegation.kid,
+    })
+}
+
+/// Check 2 of a delegation verified before with the same keys: what depends on the Session
+/// and the clock, as [`delegated_key`] checks it (its `iss` is the Session's, then its time
+/// window), with the same errors. Its `cnf.jwk`.
+fn vouched_key(
+    vouched: &Vouched,
+    issuer: &str,
+    skew: u64,
+    now: u64,
+) -> Result<Arc<DelegatedKey>, VerifyError> {
+    if vouched.issuer != issuer {
+        return Err(VerifyError::DelegationIssuer);
+    }
+    check_window(vouched.exp, vouched.nbf, skew, now)?;
+    Ok(Arc::clone(&vouched.key))
+}
+
+/// A delegation's time window: `exp` not past, not more than a day ahead, `nbf` not ahead
+/// (each with `skew`).
+fn check_window(exp: u64, nbf: Option<u64>, skew: u64, now: u64) -> Result<(), VerifyError> {
     if exp.saturating_add(skew) < now {
         return Err(VerifyError::DelegationExpired);
     }
@@ -213,19 +272,10 @@ fn delegated_key(
     {
         return Err(VerifyError::DelegationTooLong);
     }
-    if verify::numeric(&claims, CLAIM_NBF)
-        .map_err(malformed)?
-        .is_some_and(|nbf| nbf > now.saturating_add(skew))
-    {
+    if nbf.is_some_and(|nbf| nbf > now.saturating_add(skew)) {
         return Err(VerifyError::DelegationNotYetValid);
     }
-    // Optional, but a number when present (a string would be skipped by a lenient reader).
-    verify::numeric(&claims, CLAIM_IAT).map_err(malformed)?;
-    let jwk = claims
-        .get(CLAIM_CNF)
-        .and_then(|cnf| cnf.get(CNF_JWK))
-        .ok_or_else(|| VerifyError::DelegatedKey("the delegation has no cnf.jwk".into()))?;
-    DelegatedKey::parse(jwk).map_err(VerifyError::DelegatedKey)
+    Ok(())
 }
 
 enum Signature {

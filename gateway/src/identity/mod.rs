@@ -5,13 +5,14 @@
 //! vouches for the short-lived key that signs the Session (docs/sessions.md); a Session of an
 //! agent with a static key set may instead be signed with that set directly.
 //!
-//! `format`, `cnf`, `jwks`, `verify` and `metadata::parse` are pure; `source`, `http` and
+//! `format`, `cnf`, `delegations`, `jwks`, `verify` and `metadata::parse` are pure; `source`, `http` and
 //! `metadata::fetch_keys` are the I/O (reading and fetching metadata and JWKS documents).
 //! Follows RFC 7519 / RFC 7515: see docs/operations.md, "Verified identities".
 
 pub(crate) mod address;
 mod approver;
 pub(crate) mod cnf;
+pub(crate) mod delegations;
 pub(crate) mod format;
 pub(crate) mod http;
 pub(crate) mod jwks;
@@ -40,7 +41,9 @@ pub(crate) use jwks::KeySet;
 pub(crate) use settings::{IssuerSettings, TokenSettings, VerifierSettings};
 #[allow(unreachable_pub)]
 pub use settings::{SessionSettings, VerifySettings};
-pub(crate) use source::{KeySource, KeysReadError, TrustedIssuer, read_file as read_jwks_file};
+pub(crate) use source::{
+    AgentKeys, KeySource, KeysReadError, TrustedIssuer, read_file as read_jwks_file,
+};
 pub(crate) use token::introspection::{Introspection, IntrospectionLimits};
 pub(crate) use token::{TokenError, TokenVerifier};
 pub(crate) use verify::{Expectations, VerifyError};
@@ -126,20 +129,28 @@ impl SessionVerifier {
             let agent = Arc::clone(agent);
             tokio::spawn(async move { agent.reload().await });
         }
-        let attempt = |keys: Option<Arc<KeySet>>| match (keys, &session.delegation) {
+        let attempt = |keys: Option<Arc<AgentKeys>>| match (keys, &session.delegation) {
             (None, _) => Err(VerifyError::NoKeys {
                 issuer: issuer.clone(),
             }),
-            (Some(keys), Some(_)) => {
-                format::verify_delegated(token, &session, &keys, &self.expect, target, now())
+            (Some(keys), Some(_)) => format::verify_delegated(
+                token,
+                &session,
+                &keys.set,
+                &keys.delegations,
+                &self.expect,
+                target,
+                now(),
+            ),
+            (Some(keys), None) => {
+                verify::verify(token, &session.jwt, &keys.set, &self.expect, now())
             }
-            (Some(keys), None) => verify::verify(token, &session.jwt, &keys, &self.expect, now()),
         };
-        match attempt(agent.keys()) {
+        match attempt(agent.agent_keys()) {
             Err(VerifyError::UnknownKey { .. } | VerifyError::NoKeys { .. }) => {
                 // Whether this call or a concurrent one read them, try the newest keys.
                 agent.reload().await;
-                attempt(agent.keys())
+                attempt(agent.agent_keys())
             }
             other => other,
         }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwapOption;
 
+use super::delegations::DelegationCache;
 use super::http::{GetError, HttpClient};
 use super::jwks::{JwksError, KeySet};
 use super::metadata::{self, MetadataError};
@@ -43,6 +44,23 @@ impl std::fmt::Display for KeySource {
     }
 }
 
+/// One reading of an issuer's keys, and the delegations verified with them: stored and
+/// replaced as one, so a delegation a withdrawn key vouched for is never found beside the
+/// keys read after (docs/sessions.md, check 2).
+pub(crate) struct AgentKeys {
+    pub(crate) set: Arc<KeySet>,
+    pub(crate) delegations: DelegationCache,
+}
+
+impl AgentKeys {
+    fn new(set: Arc<KeySet>) -> AgentKeys {
+        AgentKeys {
+            set,
+            delegations: DelegationCache::default(),
+        }
+    }
+}
+
 /// A Personal Agent (or token issuer) whose signatures the gateway accepts.
 pub(crate) struct TrustedIssuer {
     pub(crate) issuer: String,
@@ -50,7 +68,7 @@ pub(crate) struct TrustedIssuer {
     /// How often fetched keys are fetched again even without an unknown `kid`.
     pub(crate) refresh: Duration,
     http: Arc<HttpClient>,
-    keys: ArcSwapOption<KeySet>,
+    keys: ArcSwapOption<AgentKeys>,
     loaded_at: ArcSwapOption<Instant>,
     reloading: tokio::sync::Mutex<Option<Instant>>,
 }
@@ -78,13 +96,18 @@ impl TrustedIssuer {
             source,
             refresh,
             http,
-            keys: ArcSwapOption::new(file_keys),
+            keys: ArcSwapOption::new(file_keys.map(|set| Arc::new(AgentKeys::new(set)))),
             loaded_at: ArcSwapOption::new(loaded_at),
             reloading: tokio::sync::Mutex::new(None),
         }
     }
 
     pub(crate) fn keys(&self) -> Option<Arc<KeySet>> {
+        self.keys.load().as_ref().map(|keys| Arc::clone(&keys.set))
+    }
+
+    /// The keys and the delegations verified with them.
+    pub(crate) fn agent_keys(&self) -> Option<Arc<AgentKeys>> {
         self.keys.load_full()
     }
 
@@ -117,7 +140,9 @@ impl TrustedIssuer {
         match self.read().await {
             Ok(keys) => {
                 tracing::info!(issuer = %self.issuer, source = %self.source, keys = keys.len(), "trusted keys read");
-                self.keys.store(Some(Arc::new(keys)));
+                // A new reading remembers no delegation of the old one.
+                self.keys
+                    .store(Some(Arc::new(AgentKeys::new(Arc::new(keys)))));
                 self.loaded_at.store(Some(Arc::new(Instant::now())));
                 true
             }

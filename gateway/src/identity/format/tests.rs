@@ -63,7 +63,16 @@ impl Case {
             clock_skew_secs: SKEW,
             origins: vec!["https://other.example".into(), ORIGIN.into()],
         };
-        verify_delegated(&token, &header, &key_set(&self.keys), &expect, &TARGET, NOW)
+        let verified = DelegationCache::default();
+        verify_delegated(
+            &token,
+            &header,
+            &key_set(&self.keys),
+            &verified,
+            &expect,
+            &TARGET,
+            NOW,
+        )
     }
 }
 
@@ -348,6 +357,7 @@ fn a_session_without_a_delegation_is_not_delegated() {
             &token,
             &header,
             &key_set(&["es256-a"]),
+            &DelegationCache::default(),
             &expect,
             &TARGET,
             NOW
@@ -373,6 +383,7 @@ fn a_session_without_a_delegation_is_not_delegated() {
             &token,
             &header,
             &key_set(&["es256-a"]),
+            &DelegationCache::default(),
             &expect,
             &TARGET,
             NOW
