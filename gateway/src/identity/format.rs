@@ -5,6 +5,8 @@
 //! Where no public text fixes a detail, docs/sessions.md says what we chose and why; this
 //! module is the one to change when the published text says otherwise.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde_json::{Map, Value};
@@ -111,7 +113,7 @@ pub(crate) fn verify_delegated(
     if !key.fits(alg) {
         return Err(VerifyError::SessionAlgorithm(format!("{alg:?}")));
     }
-    let claims = signed_claims(token, &key.key, alg).map_err(|e| match e {
+    let claims = delegated_claims(token, &key, alg).map_err(|e| match e {
         Signature::Bad => VerifyError::DelegatedSignature,
         Signature::Malformed => VerifyError::Malformed,
     })?;
@@ -155,7 +157,7 @@ pub(crate) fn possession(token: &str, now: u64, skew: u64) -> Option<[u8; 32]> {
     if !key.fits(header.jwt.alg) {
         return None;
     }
-    let claims = signed_claims(token, &key.key, header.jwt.alg).ok()?;
+    let claims = delegated_claims(token, &key, header.jwt.alg).ok()?;
     match verify::numeric(&claims, CLAIM_EXP) {
         Ok(Some(exp)) if exp.saturating_add(skew) < now => return None,
         Ok(_) => {}
@@ -310,6 +312,33 @@ fn signed_claims(
     }
 }
 
+/// [`signed_claims`] with a delegated key: an ES256 signature by a P-256 key is checked with
+/// ring (the JWS's raw `r ‖ s`, as RFC 7518 3.4 writes it), the others with jsonwebtoken.
+/// The same answers: a signature that is not base64url is malformed, one that does not verify
+/// is bad.
+fn delegated_claims(
+    token: &str,
+    key: &DelegatedKey,
+    alg: Algorithm,
+) -> Result<Map<String, Value>, Signature> {
+    let Some(p256) = key.p256.as_ref().filter(|_| alg == Algorithm::ES256) else {
+        return signed_claims(token, &key.key, alg);
+    };
+    let mut parts = token.split('.');
+    let (Some(header), Some(payload), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(Signature::Malformed);
+    };
+    let message = &token[..header.len() + 1 + payload.len()];
+    let signature = URL_SAFE_NO_PAD
+        .decode(signature)
+        .map_err(|_| Signature::Malformed)?;
+    p256.verify(message.as_bytes(), &signature)
+        .map_err(|_| Signature::Bad)?;
+    verify::decode_object(payload).map_err(|_| Signature::Malformed)
+}
+
 /// Check 5: `htu` is a configured origin (scheme and host ASCII-case-insensitively) followed
 /// by the request's path (byte for byte); `htm`, when present, is the request's method.
 fn check_target(
@@ -378,5 +407,7 @@ fn clip(text: &str) -> String {
     }
 }
 
+#[cfg(test)]
+mod es256_tests;
 #[cfg(test)]
 mod tests;
