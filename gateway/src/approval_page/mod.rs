@@ -19,6 +19,8 @@
 mod decision;
 mod html;
 mod markdown;
+#[cfg(test)]
+mod page_bytes;
 mod signin;
 mod signing_in;
 #[cfg(test)]
