@@ -1,5 +1,5 @@
 //! The page's exact bytes for representative inputs, against files captured from the first
-//! renderer (`format!` and `escape()`, before the templates): hostile terms and summaries,
+//! renderer (`format!` and `escape()`, before the askama templates): hostile terms and summaries,
 //! hidden characters, every standing and outcome, the error page. A change to the page's
 //! markup shows here as a diff of these files: after an intended change, write them anew with
 //! `POPPY_WRITE_PAGE_BYTES=1 cargo test -p poppy-gateway --lib page_bytes` and read the diff.
@@ -59,6 +59,7 @@ fn page(link: &Link, now: i64, standing: Standing<'_>) -> String {
         now,
         standing,
     })
+    .expect("rendered")
 }
 
 fn decided(verdict: PageVerdict, done: Done, again: bool) -> Standing<'static> {
