@@ -233,4 +233,31 @@ mod tests {
         let html = signed_out_page("Shop", &link, 1_900_000_000);
         assert!(html.contains("This request expired"));
     }
+
+    /// The summary, which `markdown.rs` escapes itself, is the one value shown as HTML: any
+    /// other `|safe` in a template would put a value on the page unescaped.
+    #[test]
+    fn only_the_summary_is_shown_unescaped() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/approval");
+        let mut safe = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("the templates") {
+            let path = entry.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("a template");
+            let name = path
+                .file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
+            for (at, _) in text.match_indices("safe") {
+                let start = text[..at].rfind("{{").unwrap_or(0);
+                safe.push((name.clone(), text[start..at + 4].to_owned()));
+            }
+            // `|e(…)`/`|escape(…)` would choose another escaper than the page's.
+            assert!(!text.contains("|e"), "{name} chooses an escaper");
+        }
+        assert_eq!(
+            safe,
+            [("operation.html".to_owned(), "{{ summary|safe".to_owned())]
+        );
+    }
 }
