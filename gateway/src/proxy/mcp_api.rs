@@ -46,6 +46,7 @@ use crate::mcp::{
     page_approval_result, page_input_required_result, read_post, readdress_response,
     result_response, retry_result, tool_error_result, url_elicitation_request,
 };
+use crate::metrics::{Outcome, Unheld};
 use crate::operation::Decision;
 use crate::policy::{PathTemplate, Policy};
 use crate::protocol::Keys;
@@ -353,6 +354,13 @@ async fn held_call(
             }
             // Decided before any forward: nothing was streamed.
             Ran::NotAnAgent => return None,
+            // Decided before any forward too; were anything streamed, not forwarded again.
+            Ran::Operated(Operated::NotHeld(_)) => Step::OperationStreamed(
+                streamed
+                    .finish(session, Decision::UpstreamUnavailable, |d| render(d, &to))
+                    .await,
+                super::outcome::RequestOutcome::refused(&policy.name, Outcome::BadRequest, 200),
+            ),
         });
     }
     Some(match ran {
@@ -394,6 +402,11 @@ async fn held_call(
             Step::refused(&policy.name, outcome, refused(&why, &call.tool, &to))
         }
         Ran::NotAnAgent => return None,
+        // `needs_approval_when` is false: forwarded as a call of a tool no policy names.
+        Ran::Operated(Operated::NotHeld(_)) => {
+            ops.metrics.unheld(&policy.name, Unheld::ConditionFalse);
+            return None;
+        }
     })
 }
 
