@@ -9,7 +9,7 @@
 use poppy_e2e::conversations::{Service, Turn, approval_message, assert_outcome, text_message};
 use poppy_e2e::mcp_client::{approved, assert_performed, call, call_ok, held_operation};
 use poppy_e2e::upstream::Upstream;
-use poppy_e2e::{AnswerMode, McpStack, Request, Session, Stack, Store};
+use poppy_e2e::{AnswerMode, GatewayBuilder, McpStack, Request, Session, Stack, Store};
 use serde_json::{Value, json};
 
 /// The demo's exchange, reduced: the prices are looked up, the difference computed, and only
@@ -56,7 +56,7 @@ fn exchange(session: &Session, order: &str, sku: &str, quantity: Option<Value>) 
 fn prices(upstream: &Upstream) {
     upstream.answer_json("/catalog/same", json!({"price": "120.00"}));
     upstream.answer_json("/catalog/dearer", json!({"price": "190.00"}));
-    for order in ["o1", "o2", "o3", "o5"] {
+    for order in ["o1", "o2", "o3", "o5", "o6"] {
         upstream.answer_json(
             &format!("/orders/{order}/items/i1"),
             json!({"price": "120.00"}),
@@ -149,11 +149,11 @@ async fn a_condition_that_cannot_be_evaluated_holds(store: Store) {
     // A quantity that is no number: held too.
     let operation = stack
         .gateway
-        .send(&exchange(&session, "o3", "same", Some(json!("two"))))
+        .send(&exchange(&session, "o6", "same", Some(json!("two"))))
         .await
         .operation();
     assert_eq!(operation.terms["quantity"], "two");
-    assert_eq!(upstream.count_for("POST", "/orders/o3/exchanges"), 1);
+    assert_eq!(upstream.count_for("POST", "/orders/o6/exchanges"), 0);
 
     // A failed lookup (an order the shop does not know): refused as without a condition,
     // nothing forwarded.
@@ -180,7 +180,7 @@ async fn a_condition_that_cannot_be_evaluated_holds(store: Store) {
 }
 
 /// The exchange tool: the amount the replacement costs more is an argument; a call for
-/// nothing more needs no approval.
+/// nothing more needs no approval. In place of the stack's own tool policies.
 const TOOL: &str = r#"
 [[tool]]
 name = "exchange_tool"
@@ -197,7 +197,7 @@ difference = { argument = "$.difference" }
 "#;
 
 async fn mcp_a_call_for_nothing_more_passes_through(store: Store) {
-    let stack = McpStack::start_with(store, AnswerMode::Json, |b| b.policy("tool.toml", TOOL));
+    let stack = McpStack::start_with(store, AnswerMode::Json, |b| b.policy("tools.toml", TOOL));
     let client = stack.agent(&Session::signed_out("ses_by_value_mcp")).await;
 
     let same = call_ok(
@@ -255,7 +255,7 @@ path = "/orders/{order_id}/exchanges"
 id_prefix = "exc"
 expires_in = "15m"
 same_action = ["order_id", "item_id"]
-summary = "Exchange item {item_id} on order {order_id} for {replacement_sku}, **for {difference} more**."
+summary = "Exchange item {item_id} on order {order_id} for {replacement_sku} ({replacement_price}, paid {item_price}), **for {difference} more**."
 needs_approval_when = "difference > 0"
 
 [operation.terms]
@@ -332,6 +332,56 @@ async fn conversations_a_same_price_message_performs_and_a_dearer_one_is_held(st
     );
     assert_eq!(executed("o2"), 1, "never twice");
     service.assert_answers_are_described();
+}
+
+/// `explain` shows the condition and its value for the request: false (passes through),
+/// true (held, with the operation), or no value (held, and why).
+#[test]
+fn explain_shows_the_condition_and_its_value() {
+    let config = GatewayBuilder::new("http://127.0.0.1:1")
+        .policy("exchange.toml", EXCHANGE)
+        .write();
+    let explain = |sku: &str, quantity: &str| {
+        let body = format!(r#"{{"item_id": "i1", "replacement_sku": "{sku}"{quantity}}}"#);
+        let price = if sku == "same" { "120.00" } else { "190.00" };
+        let catalog = format!(r#"{{"price": "{price}"}}"#);
+        let args = [
+            "--path",
+            "/orders/o1/exchanges",
+            "--body",
+            &body,
+            "--lookup-answer",
+            &catalog,
+            "--lookup-answer",
+            r#"item={"price": "120.00"}"#,
+        ];
+        config.run("explain", &args)
+    };
+    let same = explain("same", r#", "quantity": 1"#);
+    same.assert_code(0, "a same-price exchange");
+    for shown in [
+        "needs_approval_when: difference * quantity > 0.00",
+        "false: passes through to the upstream as if no policy named it",
+    ] {
+        assert!(same.stdout.contains(shown), "{shown}:\n{}", same.describe());
+    }
+    assert!(!same.stdout.contains("403 {"), "{}", same.describe());
+
+    let dearer = explain("dearer", r#", "quantity": 1"#);
+    assert!(
+        dearer.stdout.contains("true: held for approval") && dearer.stdout.contains("403 {"),
+        "{}",
+        dearer.describe()
+    );
+
+    let no_quantity = explain("same", "");
+    assert!(
+        no_quantity.stdout.contains(
+            "cannot be evaluated: held for approval, because term `quantity` has no value"
+        ) && no_quantity.stdout.contains("403 {"),
+        "{}",
+        no_quantity.describe()
+    );
 }
 
 poppy_e2e::store_tests!(

@@ -234,8 +234,8 @@ pub(super) fn compile_action(
     }
 
     let condition = op.condition.and_then(|text| {
-        compile_condition(text.get_ref(), &terms)
-            .map_err(|problem| errors.push(at(text.span(), problem)))
+        compile_condition(text, source, &terms)
+            .map_err(|(span, problem)| errors.push(at(span, problem)))
             .ok()
     });
 

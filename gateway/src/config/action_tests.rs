@@ -169,7 +169,10 @@ fn conditions_are_checked_at_their_key() {
     for (condition, expected) in [
         ("amount >", "the expression ends where"),
         ("amount", "a comparison"),
-        ("amount = 1", "unexpected `=` at byte 7"),
+        (
+            "amount = 1",
+            "p.toml:9:31: operation `x`: needs_approval_when `amount = 1`: unexpected `=` at byte 7",
+        ),
         ("total > 0", "names `total`, which is not a term"),
         ("label == 1", "compares `label`, whose value"),
     ] {

@@ -1,7 +1,11 @@
 //! What the expressions of a policy may read: computed terms (`compute = "…"`) and the
 //! condition of `needs_approval_when`, checked against the policy's terms.
 
-use crate::policy::{Condition, TermSource, is_operand};
+use std::ops::Range;
+
+use toml::Spanned;
+
+use crate::policy::{Condition, ExpressionError, TermSource, is_operand};
 
 /// What is wrong with the computed terms: an expression that names no term or an optional
 /// one (it would have no value), or computed terms that need each other (a cycle, which could
@@ -72,11 +76,19 @@ pub(super) fn compute_problems(
 /// looked-up or an optional one is read per request: without a decimal value, the condition
 /// has none, and the request is held.
 pub(super) fn compile_condition(
-    text: &str,
+    text: &Spanned<String>,
+    source: &str,
     terms: &[(String, TermSource)],
-) -> Result<Condition, String> {
-    let condition =
-        Condition::parse(text).map_err(|e| format!("needs_approval_when `{text}`: {e}"))?;
+) -> Result<Condition, (Range<usize>, String)> {
+    let span = text.span();
+    let text = text.get_ref();
+    let condition = Condition::parse(text).map_err(|e| {
+        let at = match &e {
+            ExpressionError::Unexpected { at, .. } => within(source, &span, text, *at),
+            _ => span.clone(),
+        };
+        (at, format!("needs_approval_when `{text}`: {e}"))
+    })?;
     let mut problems = Vec::new();
     for operand in condition.terms() {
         match terms.iter().find(|(n, _)| n == operand) {
@@ -93,9 +105,21 @@ pub(super) fn compile_condition(
     if problems.is_empty() {
         Ok(condition)
     } else {
-        Err(format!(
-            "needs_approval_when `{text}` {}",
-            problems.join("; ")
-        ))
+        let problem = format!("needs_approval_when `{text}` {}", problems.join("; "));
+        Err((span, problem))
+    }
+}
+
+/// Where byte `at` of the condition is in the file, so that `check` points at it: inside
+/// the quotes when the value is written as it reads (no escapes), else at the whole value.
+fn within(source: &str, span: &Range<usize>, text: &str, at: usize) -> Range<usize> {
+    let quoted = matches!(source.as_bytes().get(span.start), Some(b'"' | b'\''));
+    let inside = span.start + 1..span.start + 1 + text.len();
+    let plain = quoted && inside.end < span.end && source.get(inside) == Some(text);
+    if plain && at < text.len() {
+        let start = span.start + 1 + at;
+        start..start + 1
+    } else {
+        span.clone()
     }
 }
