@@ -16,13 +16,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use rust_decimal::Decimal;
-
-use super::parse::{Parser, Token, tokenize};
+use super::parse::{Comparison, Parser, Token, tokenize};
 use super::{EvalError, MAX_LEN, Node, SyntaxError, Terms};
-
-/// The words of conditions, which no term of a condition may be named.
-pub(super) const KEYWORDS: [&str; 3] = ["and", "or", "not"];
 
 /// A parsed condition.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,55 +32,6 @@ enum Test {
     Not(Box<Test>),
     And(Box<Test>, Box<Test>),
     Or(Box<Test>, Box<Test>),
-}
-
-/// A comparison operator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Comparison {
-    Less,
-    LessOrEqual,
-    Greater,
-    GreaterOrEqual,
-    Equal,
-    NotEqual,
-}
-
-impl Comparison {
-    /// The operator `bytes` starts with, and its length.
-    pub(super) fn at(bytes: &[u8]) -> Option<(Comparison, usize)> {
-        match bytes {
-            [b'<', b'=', ..] => Some((Comparison::LessOrEqual, 2)),
-            [b'>', b'=', ..] => Some((Comparison::GreaterOrEqual, 2)),
-            [b'=', b'=', ..] => Some((Comparison::Equal, 2)),
-            [b'!', b'=', ..] => Some((Comparison::NotEqual, 2)),
-            [b'<', ..] => Some((Comparison::Less, 1)),
-            [b'>', ..] => Some((Comparison::Greater, 1)),
-            _ => None,
-        }
-    }
-
-    pub(super) fn as_str(self) -> &'static str {
-        match self {
-            Comparison::Less => "<",
-            Comparison::LessOrEqual => "<=",
-            Comparison::Greater => ">",
-            Comparison::GreaterOrEqual => ">=",
-            Comparison::Equal => "==",
-            Comparison::NotEqual => "!=",
-        }
-    }
-
-    /// Compared by value: `Decimal`'s order ignores the scale.
-    fn holds(self, a: Decimal, b: Decimal) -> bool {
-        match self {
-            Comparison::Less => a < b,
-            Comparison::LessOrEqual => a <= b,
-            Comparison::Greater => a > b,
-            Comparison::GreaterOrEqual => a >= b,
-            Comparison::Equal => a == b,
-            Comparison::NotEqual => a != b,
-        }
-    }
 }
 
 impl Condition {

@@ -5,7 +5,6 @@ use std::fmt;
 
 use rust_decimal::Decimal;
 
-use super::condition::{Comparison, KEYWORDS};
 use super::{Function, MAX_DEPTH, Node, Op, SyntaxError, decimal};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -236,6 +235,58 @@ impl Parser {
                 found: other.to_string(),
                 at,
             }),
+        }
+    }
+}
+
+/// The words of conditions, which no term of a condition may be named.
+pub(super) const KEYWORDS: [&str; 3] = ["and", "or", "not"];
+
+/// A comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Comparison {
+    Less,
+    LessOrEqual,
+    Greater,
+    GreaterOrEqual,
+    Equal,
+    NotEqual,
+}
+
+impl Comparison {
+    /// The operator `bytes` starts with, and its length.
+    pub(super) fn at(bytes: &[u8]) -> Option<(Comparison, usize)> {
+        match bytes {
+            [b'<', b'=', ..] => Some((Comparison::LessOrEqual, 2)),
+            [b'>', b'=', ..] => Some((Comparison::GreaterOrEqual, 2)),
+            [b'=', b'=', ..] => Some((Comparison::Equal, 2)),
+            [b'!', b'=', ..] => Some((Comparison::NotEqual, 2)),
+            [b'<', ..] => Some((Comparison::Less, 1)),
+            [b'>', ..] => Some((Comparison::Greater, 1)),
+            _ => None,
+        }
+    }
+
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Comparison::Less => "<",
+            Comparison::LessOrEqual => "<=",
+            Comparison::Greater => ">",
+            Comparison::GreaterOrEqual => ">=",
+            Comparison::Equal => "==",
+            Comparison::NotEqual => "!=",
+        }
+    }
+
+    /// Compared by value: `Decimal`'s order ignores the scale.
+    pub(super) fn holds(self, a: Decimal, b: Decimal) -> bool {
+        match self {
+            Comparison::Less => a < b,
+            Comparison::LessOrEqual => a <= b,
+            Comparison::Greater => a > b,
+            Comparison::GreaterOrEqual => a >= b,
+            Comparison::Equal => a == b,
+            Comparison::NotEqual => a != b,
         }
     }
 }
