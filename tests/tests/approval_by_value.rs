@@ -9,7 +9,9 @@
 use poppy_e2e::conversations::{Service, Turn, approval_message, assert_outcome, text_message};
 use poppy_e2e::mcp_client::{approved, assert_performed, call, call_ok, held_operation};
 use poppy_e2e::upstream::Upstream;
-use poppy_e2e::{AnswerMode, GatewayBuilder, McpStack, Request, Session, Stack, Store};
+use poppy_e2e::{
+    AnswerMode, Client, GatewayBuilder, McpStack, Request, Session, Shop, Stack, Store,
+};
 use serde_json::{Value, json};
 
 /// The demo's exchange, reduced: the prices are looked up, the difference computed, and only
@@ -382,6 +384,45 @@ fn explain_shows_the_condition_and_its_value() {
         "{}",
         no_quantity.describe()
     );
+}
+
+/// The demo itself: `policies/shop.toml` in front of the real example shop. Swapping the
+/// Stormline Jacket M for L (the same price) is performed at once; for the insulated one
+/// (70.00 USD more) it is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_shop_exchanges_at_the_same_price_without_approval() {
+    let shop = Shop::start();
+    let policy = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies/shop.toml"),
+    )
+    .unwrap();
+    let gateway = GatewayBuilder::new(&shop.url())
+        .policy("shop.toml", &policy)
+        .extra_config(&poppy_e2e::shop::approval_page_config())
+        .start();
+    let session = Session::signed_out("ses_demo_by_value");
+    let stats = || async {
+        let answer = Client::new(&shop.url())
+            .send(&Request::plain("GET", "/stats"))
+            .await;
+        answer.json()["exchanges"].as_u64().unwrap()
+    };
+
+    let same = Request::exchange(&session, "ord_7Hk2", "itm_4Qa", "stormline-l");
+    let done = gateway.send(&same).await;
+    done.assert_status(201, "a same-price exchange, without approval");
+    assert_eq!(done.json()["to_sku"], "stormline-l");
+    assert_eq!(stats().await, 1);
+
+    let dearer = Request::exchange(&session, "ord_9Pg4", "itm_3Hb", "stormline-insulated-m");
+    let operation = gateway.send(&dearer).await.operation();
+    assert_eq!(operation.terms["difference"], "70.00");
+    assert_eq!(stats().await, 1, "held");
+    gateway
+        .send(&dearer.clone().approve(&operation))
+        .await
+        .assert_status(201, "the dearer exchange, approved");
+    assert_eq!(stats().await, 2);
 }
 
 poppy_e2e::store_tests!(
