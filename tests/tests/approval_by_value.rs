@@ -225,13 +225,55 @@ async fn mcp_a_call_for_nothing_more_passes_through(store: Store) {
     assert_performed(&again, 2, "exchange_item", "its retry, replayed");
     assert_eq!(stack.server.executions_of("exchange_item"), 2);
 
+    // An approval of a dearer call never approved, carried by a call for nothing more
+    // (other terms): it approves nothing here, and none is needed; the call goes to the
+    // server without it. (The approval of a performed call would replay it, above.)
+    let dearer = call(
+        "exchange_item",
+        json!({"order_id": "o4", "difference": "70.00"}),
+    );
+    let unapproved = held_operation(&call_ok(&client, dearer).await, "another dearer call");
+    let other = call_ok(
+        &client,
+        approved(
+            call(
+                "exchange_item",
+                json!({"order_id": "o4", "difference": "0.00"}),
+            ),
+            &unapproved,
+        ),
+    )
+    .await;
+    assert_performed(
+        &other,
+        3,
+        "exchange_item",
+        "a call for nothing more, with an approval",
+    );
+    let sent = stack
+        .server
+        .posts()
+        .into_iter()
+        .rfind(|p| p.method() == Some("tools/call"))
+        .unwrap();
+    assert_eq!(sent.body["params"]["arguments"]["difference"], "0.00");
+    assert!(
+        !sent
+            .body
+            .to_string()
+            .contains("personalagentprotocol.org/approval"),
+        "the approval is the gateway's business only: {}",
+        sent.body
+    );
+    assert_eq!(stack.server.executions_of("exchange_item"), 3);
+
     // No difference at all: the condition can't be evaluated, and the call is held.
     let missing = call_ok(&client, call("exchange_item", json!({"order_id": "o3"}))).await;
     assert_eq!(
         missing["isError"], true,
         "a term missing is refused or held: {missing}"
     );
-    assert_eq!(stack.server.executions_of("exchange_item"), 2);
+    assert_eq!(stack.server.executions_of("exchange_item"), 3);
 
     let metrics = stack.gateway.metrics().await;
     assert_eq!(
@@ -242,7 +284,7 @@ async fn mcp_a_call_for_nothing_more_passes_through(store: Store) {
                 ("reason", "condition_false")
             ]
         ),
-        1.0,
+        2.0,
         "{}",
         metrics.text
     );
