@@ -378,6 +378,62 @@ async fn conversations_a_same_price_message_performs_and_a_dearer_one_is_held(st
     service.assert_answers_are_described();
 }
 
+/// The condition is in no revision: an operation minted before a reload adds it is approved
+/// after, executed once; and the reload makes a same-price exchange pass through.
+async fn adding_a_condition_changes_no_revision(store: Store) {
+    const TOKEN: &str = "by-value-admin-token";
+    let without = EXCHANGE.replace(
+        "needs_approval_when = \"difference * quantity > 0.00\"\n",
+        "",
+    );
+    assert_ne!(without, EXCHANGE);
+    let stack = Stack::start_with(store, |b| {
+        b.policy("exchange.toml", &without)
+            .env("POPPY_GATEWAY_ADMIN_TOKEN", TOKEN)
+    });
+    let upstream = &stack.upstream;
+    prices(upstream);
+    let session = Session::signed_out("ses_by_value_reload");
+    let dearer = exchange(&session, "o2", "dearer", Some(json!(1)));
+    let operation = stack.gateway.send(&dearer).await.operation();
+    // Without a condition a same-price exchange is held too.
+    let same = exchange(&session, "o1", "same", Some(json!(1)));
+    stack.gateway.send(&same).await.operation();
+
+    std::fs::write(stack.gateway.policies_dir().join("exchange.toml"), EXCHANGE).unwrap();
+    let reloaded = reqwest::Client::new()
+        .post(format!("{}/reload", stack.gateway.admin_url()))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        reloaded.status().as_u16(),
+        200,
+        "{:?}",
+        reloaded.text().await
+    );
+
+    let approved = dearer.clone().approve(&operation);
+    let first = stack.gateway.send(&approved).await;
+    first.assert_status(
+        201,
+        "approved under the revision minted before the condition",
+    );
+    stack
+        .gateway
+        .send(&approved)
+        .await
+        .assert_replay_of(&first, "its retry");
+    assert_eq!(upstream.count_for("POST", "/orders/o2/exchanges"), 1);
+    stack
+        .gateway
+        .send(&same)
+        .await
+        .assert_status(201, "a same-price exchange, once the condition is in force");
+    assert_eq!(upstream.count_for("POST", "/orders/o1/exchanges"), 1);
+}
+
 /// `explain` shows the condition and its value for the request: false (passes through),
 /// true (held, with the operation), or no value (held, and why).
 #[test]
@@ -468,6 +524,7 @@ async fn the_demo_shop_exchanges_at_the_same_price_without_approval() {
 }
 
 poppy_e2e::store_tests!(
+    adding_a_condition_changes_no_revision,
     http_same_price_passes_through_and_a_dearer_one_is_held_once,
     a_condition_that_cannot_be_evaluated_holds,
     mcp_a_call_for_nothing_more_passes_through,
