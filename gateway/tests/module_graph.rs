@@ -423,7 +423,8 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// `a/b.rs` and `a/b/mod.rs` are `a::b`; `lib.rs` is the crate; the binary's `main.rs` and
-/// test modules (`tests.rs`) are not part of the library's layering.
+/// test modules (`tests.rs`, and `NAME_tests.rs` beside the module they test) are not part of
+/// the library's layering.
 fn module_of(relative: &Path) -> Option<ModPath> {
     let mut parts: Vec<String> = relative
         .iter()
@@ -435,6 +436,7 @@ fn module_of(relative: &Path) -> Option<ModPath> {
         "lib.rs" if parts.is_empty() => {}
         "mod.rs" => {}
         "tests.rs" => return None,
+        other if other.ends_with("_tests.rs") => return None,
         other => parts.push(other.strip_suffix(".rs")?.to_owned()),
     }
     Some(parts)

@@ -15,11 +15,11 @@ use super::describe::{Described, bound_to_conversation};
 use super::wire::Answer;
 use crate::identity::{RequestTarget, SessionClaims};
 use crate::ingress::admit::{Admitted, ApprovalSource, Refused, body_size};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Unheld};
 use crate::operation::Decision;
 use crate::protocol::{ErrorBody, SigningKey};
 use crate::proxy::{
-    Admission, Arrival, Door, Executor, Operated, Ran, RequestOutcome, UpstreamSlots,
+    Admission, Arrival, Door, Executor, Operated, ProxyContext, Ran, RequestOutcome, UpstreamSlots,
     admit_request, offer_page, refused_outcome,
 };
 use crate::store::OperationStore;
@@ -150,6 +150,32 @@ impl Seam {
                 RequestOutcome::refused(&policy.name, outcome, answer.status).record(&self.metrics);
                 answer
             }
+            // `needs_approval_when` is false: no operation. A message performs it as a
+            // request no policy names (once: its answer is kept for the message's retry);
+            // a proposal performs nothing.
+            Ran::Operated(Operated::NotHeld(forward)) => match call {
+                Call::Propose => Answer::not_held(None),
+                Call::Perform => {
+                    self.metrics.unheld(&policy.name, Unheld::ConditionFalse);
+                    match self
+                        .executor
+                        .send_unheld(forward, &ProxyContext::default())
+                        .await
+                    {
+                        Ok(response) => Answer::not_held(Some(&response)),
+                        Err(e) => {
+                            tracing::warn!(policy = policy.name.as_str(), error = %e, "a request not held (needs_approval_when is false) got no answer from the upstream");
+                            Answer::error(
+                                502,
+                                &ErrorBody::new(
+                                    "upstream_unavailable",
+                                    "this request needs no approval (the policy's needs_approval_when is false for its terms), and the API did not answer it",
+                                ),
+                            )
+                        }
+                    }
+                }
+            },
             // Only the front door says so, and `admit` answered it.
             Ran::NotAnAgent => not_an_agent(),
         }

@@ -50,7 +50,7 @@ const APPROVAL_DELAY: (&str, &str) = (
 );
 const UNHELD: (&str, &str) = (
     "poppy_unheld_requests_total",
-    "Requests to a policy's route that passed through to the upstream without being held, by policy and why: no_session (no Poppy-Session, and no [approval_page.agents]), company_client ([approval_page.agents] makes it the Company's own client's)",
+    "Requests to a policy's route that passed through to the upstream without being held, by policy and why: no_session (no Poppy-Session, and no [approval_page.agents]), company_client ([approval_page.agents] makes it the Company's own client's), condition_false (the policy's needs_approval_when is false for its terms)",
 );
 const UPSTREAM_DURATION: (&str, &str) = (
     "poppy_upstream_duration_seconds",

@@ -18,6 +18,7 @@ use crate::ingress::admit::{Action, ApprovalSource};
 use crate::ingress::{Refusal, Target};
 use crate::metrics::Unheld;
 use crate::policy::{Captures, Policy};
+use crate::protocol::ErrorBody;
 
 /// What pingora's retry buffer keeps of a body read before the proxy path sends it
 /// (`BODY_BUF_LIMIT`, 64 KiB).
@@ -74,6 +75,24 @@ pub(crate) async fn handle(
             Reply::error(403, &link.error_body()).with_header("link", link.link_header()),
             outcome,
         ),
+        // `needs_approval_when` is false: sent as a request no policy names would be (its
+        // body was read whole, so by the gateway's own client), and counted as unheld.
+        Ran::Operated(Operated::NotHeld(forward)) => {
+            ops.metrics.unheld(&policy.name, Unheld::ConditionFalse);
+            match ops.executor.send_unheld(forward, proxy).await {
+                Ok(response) => Step::Respond(Reply::from(response)),
+                Err(e) => {
+                    tracing::warn!(policy = policy.name.as_str(), error = %e, "a request not held (needs_approval_when is false) got no answer from the upstream");
+                    Step::Respond(Reply::error(
+                        502,
+                        &ErrorBody::new(
+                            "upstream_unavailable",
+                            "this request needs no approval (the policy's needs_approval_when is false for its terms), and the API did not answer it",
+                        ),
+                    ))
+                }
+            }
+        }
         Ran::Operated(Operated::Refused(refusal, outcome)) => {
             Step::refused(&policy.name, outcome, Reply::refusal(&refusal))
         }

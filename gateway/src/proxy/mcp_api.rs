@@ -46,6 +46,7 @@ use crate::mcp::{
     page_approval_result, page_input_required_result, read_post, readdress_response,
     result_response, retry_result, tool_error_result, url_elicitation_request,
 };
+use crate::metrics::{Outcome, Unheld};
 use crate::operation::Decision;
 use crate::policy::{PathTemplate, Policy};
 use crate::protocol::Keys;
@@ -198,12 +199,14 @@ impl McpEndpoint {
                         .await
                     };
                     match held {
-                        Some(step) => step,
-                        // The Company's own client: forwarded as a call that needs no
-                        // approval is.
-                        None => {
+                        Ok(step) => step,
+                        // The Company's own client (as it came), or a call the policy's
+                        // condition does not hold (as the front door read it, its approval
+                        // taken out): forwarded as a call that needs no approval is.
+                        Err(forward) => {
+                            let forward = forward.unwrap_or(unheld);
                             self.forwarder
-                                .stream(session, unheld, proxy, needs_approval, None)
+                                .stream(session, forward, proxy, needs_approval, None)
                                 .await
                         }
                     }
@@ -274,8 +277,9 @@ impl McpEndpoint {
 }
 
 /// A held call through the runner (the front door, then the executor), answered as MCP. An
-/// approved forward's event stream reaches the client as it arrives (`mcp_stream`). `None`:
-/// not an agent's call (`[approval_page.agents]`), to forward as it came.
+/// approved forward's event stream reaches the client as it arrives (`mcp_stream`). `Err`:
+/// a call to forward as one that needs no approval: not an agent's (`[approval_page.agents]`,
+/// `None`: as it came), or one the policy's `needs_approval_when` does not hold (this).
 #[allow(clippy::too_many_arguments)]
 async fn held_call(
     ops: &Operations,
@@ -287,7 +291,7 @@ async fn held_call(
     version: McpVersion,
     proxy: &ProxyContext,
     clients: &McpClients,
-) -> Option<Step> {
+) -> Result<Step, Option<ForwardRequest>> {
     let page_call = call.page;
     let to = ReplyTo {
         id: call.id,
@@ -328,7 +332,7 @@ async fn held_call(
     let (ran, streamed) = stream_while(session, run, taps, to.session_id.as_deref()).await;
     if let Some(streamed) = streamed {
         // The forward's stream is on its way to the client: it ends with what it came to.
-        return Some(match ran {
+        return Ok(match ran {
             Ran::Operated(Operated::Decided(executed)) => Step::OperationStreamed(
                 streamed
                     .finish(session, executed.decision, |d| render(d, &to))
@@ -352,10 +356,17 @@ async fn held_call(
                 )
             }
             // Decided before any forward: nothing was streamed.
-            Ran::NotAnAgent => return None,
+            Ran::NotAnAgent => return Err(None),
+            // Decided before any forward too; were anything streamed, not forwarded again.
+            Ran::Operated(Operated::NotHeld(_)) => Step::OperationStreamed(
+                streamed
+                    .finish(session, Decision::UpstreamUnavailable, |d| render(d, &to))
+                    .await,
+                super::outcome::RequestOutcome::refused(&policy.name, Outcome::BadRequest, 200),
+            ),
         });
     }
-    Some(match ran {
+    Ok(match ran {
         Ran::Operated(Operated::Decided(executed)) => {
             let reply = match executed.page_url.as_deref() {
                 // `proof = "company_page"`: the operation, and the page where the User
@@ -393,7 +404,12 @@ async fn held_call(
         Ran::Refused(why, outcome) => {
             Step::refused(&policy.name, outcome, refused(&why, &call.tool, &to))
         }
-        Ran::NotAnAgent => return None,
+        Ran::NotAnAgent => return Err(None),
+        // `needs_approval_when` is false: forwarded as a call of a tool no policy names.
+        Ran::Operated(Operated::NotHeld(forward)) => {
+            ops.metrics.unheld(&policy.name, Unheld::ConditionFalse);
+            return Err(Some(forward));
+        }
     })
 }
 

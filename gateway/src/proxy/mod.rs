@@ -57,6 +57,7 @@ pub(crate) use upstream::UpstreamClient;
 // The conversations service (`crate::conversations`) runs described requests through the same
 // runner (front door, executor) as the HTTP API, and records their outcomes the same way.
 pub(crate) use executor::Operated;
+pub(crate) use forwarded::ProxyContext;
 pub(crate) use outcome::RequestOutcome;
 pub(crate) use runner::{
     Admission, Arrival, Door, Ran, admit_request, offer_page, refused_outcome,

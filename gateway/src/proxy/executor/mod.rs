@@ -149,6 +149,9 @@ pub(crate) enum Operated {
     /// Refused by the policy's lookup (a term its URL can't take, a failed lookup), or on
     /// the approval page: nothing decided, nothing forwarded.
     Refused(Refusal, Outcome),
+    /// The policy's condition is false for the request's terms: nothing held or recorded;
+    /// the interface sends it on as a request no policy names (this is what it sends).
+    NotHeld(ForwardRequest),
 }
 
 /// One request's carrying out: what it is, and what the driver holds between needs.
@@ -203,6 +206,16 @@ impl Executor {
         self.parts.route.as_deref()
     }
 
+    /// A request the policy's condition does not hold (`Operated::NotHeld`), sent as a
+    /// request no policy names: on a fresh connection, its answer read whole.
+    pub(crate) async fn send_unheld(
+        &self,
+        forward: ForwardRequest,
+        proxy: &ProxyContext,
+    ) -> Result<RecordedResponse, ForwardError> {
+        self.parts.upstream.send(forward, proxy).await
+    }
+
     /// This process, as claims name it.
     pub(crate) fn instance(&self) -> &str {
         &self.instance
@@ -254,6 +267,7 @@ impl Executor {
         {
             Operated::Decided(executed) => executed,
             Operated::Refused(refusal, _) => panic!("refused: {}", refusal.detail),
+            Operated::NotHeld(_) => panic!("not held"),
         }
     }
 
@@ -566,6 +580,14 @@ impl Executor {
             End::Declined(id) => {
                 tracing::info!(policy = name, operation_id = %id, outcome = "declined", "declined on the approval page; nothing performed");
                 return Operated::Refused(declined(), Outcome::Rejected);
+            }
+            End::NotHeld => {
+                tracing::info!(
+                    policy = name,
+                    outcome = "not_held",
+                    "needs_approval_when is false for these terms; passed through unheld"
+                );
+                return Operated::NotHeld(run.forward);
             }
             End::LookupRefused => match run.refused.take() {
                 Some((refusal, outcome)) => return Operated::Refused(refusal, outcome),
