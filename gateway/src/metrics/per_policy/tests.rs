@@ -211,7 +211,7 @@ fn counting_cost() {
                 .with_label_values(&[name])
                 .observe(0.003)
         });
-        time("atomics, upstream histogram", &|| {
+        time("table, prometheus-client histogram", &|| {
             new.upstream_duration(name, 0.003, None)
         });
         // A sampled request's: its bucket's exemplar written too (issue 30).
@@ -219,9 +219,10 @@ fn counting_cost() {
             trace_id: 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736,
             span_id: 0x00f0_67aa_0ba9_02b7,
         };
-        time("atomics, upstream histogram, with an exemplar", &|| {
-            new.upstream_duration(name, 0.003, Some(ids))
-        });
+        time(
+            "table, prometheus-client histogram, with an exemplar",
+            &|| new.upstream_duration(name, 0.003, Some(ids)),
+        );
     }
 }
 
