@@ -42,6 +42,8 @@ pub(crate) struct Metrics {
     registry: Registry,
     /// What encodes `/metrics`: `registry` and the three below, as collectors.
     exposition: prometheus_client::registry::Registry,
+    /// The last page's size, reserved for the next (a page of 1000 policies is 4 MB).
+    page_size: std::sync::atomic::AtomicUsize,
     /// Requests, asks, rejections, approval delays and upstream times, by policy.
     per_policy: Arc<PerPolicy>,
     asked_once: AskedOnce,
@@ -81,6 +83,7 @@ impl Metrics {
         };
         let mut metrics = Metrics {
             exposition: prometheus_client::registry::Registry::default(),
+            page_size: std::sync::atomic::AtomicUsize::new(64 * 1024),
             per_policy: Arc::new(PerPolicy::new()),
             asked_once: AskedOnce::default(),
             store_duration: Arc::new(StoreDuration::new()),
@@ -394,11 +397,13 @@ impl Metrics {
     /// Every metric, in the text exposition or in OpenMetrics (with exemplars and `# EOF`).
     pub(crate) fn encode(&self, format: Format) -> Result<Vec<u8>, std::fmt::Error> {
         use prometheus_client::encoding::{prometheus_text, text};
-        let mut out = String::with_capacity(64 * 1024);
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut out = String::with_capacity(self.page_size.load(Relaxed) * 9 / 8);
         match format {
             Format::Text => prometheus_text::encode(&mut out, &self.exposition)?,
             Format::OpenMetrics => text::encode(&mut out, &self.exposition)?,
         }
+        self.page_size.store(out.len(), Relaxed);
         Ok(out.into_bytes())
     }
 }
