@@ -18,12 +18,14 @@ use crate::policy::LivePolicies;
 use crate::protocol::{Keys, KeysError, SigningKey};
 use crate::proxy::{AccessLogger, Edge, RouteRuntime, Routes};
 use crate::proxy::{
-    BodyLimits, Connections, Executor, ExecutorParts, GatewayProxy, HeldBodies, LimitedApp,
-    McpEndpoint, Operations, REFUSING_AT_ONCE, Requests, UpstreamClient, UpstreamSlots,
+    BodyLimits, Connections, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint, Operations,
+    REFUSING_AT_ONCE, Requests, UpstreamSlots,
 };
 use crate::reload::PolicyReloader;
+use crate::run::{Executor, ExecutorParts, Runner};
 use crate::store::{self, DurabilityCheck, InstrumentedStore, OperationStore};
 use crate::tls::{CertFiles, CertReloader, CertStore};
+use crate::upstream::UpstreamClient;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -317,14 +319,16 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
             }),
             operations: Operations {
                 policies: route_policies,
-                executor,
-                session_claims: session_claims.clone(),
+                runner: Runner {
+                    executor,
+                    session_claims: session_claims.clone(),
+                    metrics: Arc::clone(&metrics),
+                },
                 body_limits: BodyLimits {
                     max_body_bytes: config.server.max_body_bytes,
                     read_timeout: config.server.body_read_timeout,
                     held: Arc::clone(&held),
                 },
-                metrics: Arc::clone(&metrics),
             },
             upstream,
             passthrough: route.upstream.passthrough.clone(),

@@ -1,7 +1,8 @@
 //! The layering of `gateway/src`, kept true: no import cycles among the modules of any
-//! module (the crate's top-level modules included), only the server wires `proxy` in (and
-//! the conversations service, the one other front door, drives its executor), the pure
-//! modules never name pingora, and the Session format's modules do no I/O.
+//! module (the crate's top-level modules included), only the server wires `proxy` in (the
+//! conversations service shares only its listener limits), the driver (`run`) and the
+//! upstream client never use `proxy`, the pure modules never name pingora, and the Session
+//! format's modules do no I/O.
 //!
 //! Reads the sources: every `use crate::…`/`use super::…` tree and every inline
 //! `crate::…`/`super::…` path outside test modules is an edge to the module it names, seen
@@ -27,10 +28,12 @@ const PURE: [&str; 6] = [
 /// The modules that do I/O or hold the process's state: a decision module (below) names none
 /// of them, so the core owns its vocabulary (records, claims, outcomes) and the I/O around it
 /// uses that, not the other way round.
-const IO_MODULES: [&str; 18] = [
+const IO_MODULES: [&str; 20] = [
     "health",
     "quiet_log",
     "proxy",
+    "run",
+    "upstream",
     "store",
     "metrics",
     "receipts",
@@ -93,10 +96,15 @@ const IO: [&str; 8] = [
 ];
 
 /// The only modules that may use `proxy`: the server builds the service; the conversations
-/// service (its own listener, no pingora proxy phases) runs described requests through the
-/// HTTP API's lookup and the same executor (`proxy::operate`), so that it keeps no copy of
-/// the decisions.
+/// service (its own listener) is under the proxy's listener limits (`SHARED_LIMITS`), and
+/// nothing else of it. Every interface runs its requests through `run`, which never uses
+/// `proxy`.
 const USES_PROXY: [&str; 2] = ["server", "conversations"];
+
+/// What of `proxy` the conversations service may use: the connection cap and header deadline
+/// (`connections`), the held-bodies budget and upstream slots (`limits`), named through
+/// `proxy`'s re-exports (`proxy` itself holds nothing else).
+const SHARED_LIMITS: [&[&str]; 3] = [&["proxy"], &["proxy", "connections"], &["proxy", "limits"]];
 
 struct Source {
     module: ModPath,
@@ -117,6 +125,7 @@ fn no_module_imports_a_sibling_that_imports_it_back() {
 
 #[test]
 fn only_the_server_and_the_conversations_service_use_proxy() {
+    // `run` and `upstream` are not among them: the driver is below the interfaces.
     let graph = Graph::read();
     let users: BTreeSet<String> = graph
         .edges
@@ -127,6 +136,48 @@ fn only_the_server_and_the_conversations_service_use_proxy() {
     assert!(
         users.iter().all(|user| USES_PROXY.contains(&user.as_str())),
         "modules other than {USES_PROXY:?} use proxy: {users:?}"
+    );
+}
+
+#[test]
+fn the_conversations_service_shares_only_the_proxy_listener_limits() {
+    let graph = Graph::read();
+    let found: Vec<String> = graph
+        .edges
+        .iter()
+        .filter(|(from, to)| from[0] == "conversations" && to.first().is_some_and(|m| m == "proxy"))
+        .filter(|(_, to)| !SHARED_LIMITS.iter().any(|shared| *to == path(shared)))
+        .map(|(from, to)| format!("{} uses {}", display(from), display(to)))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "the conversations service using proxy: {found:?}"
+    );
+}
+
+/// The driver and the upstream client are below every interface: they name none of them,
+/// so one entry (`run::run`) serves the HTTP API, MCP and the conversations service alike.
+#[test]
+fn the_driver_and_the_upstream_client_never_use_an_interface() {
+    let graph = Graph::read();
+    let interfaces = ["proxy", "conversations", "approval_page", "admin", "server"];
+    let found: Vec<String> = graph
+        .edges
+        .iter()
+        .filter(|(from, _)| ["run", "upstream"].contains(&from[0].as_str()))
+        .filter(|(_, to)| to.first().is_some_and(|m| interfaces.contains(&m.as_str())))
+        .map(|(from, to)| format!("{} uses {}", display(from), display(to)))
+        .collect();
+    assert!(found.is_empty(), "the driver using an interface: {found:?}");
+    let upward: Vec<String> = graph
+        .edges
+        .iter()
+        .filter(|(from, to)| from[0] == "upstream" && to.first().is_some_and(|m| m == "run"))
+        .map(|(from, to)| format!("{} uses {}", display(from), display(to)))
+        .collect();
+    assert!(
+        upward.is_empty(),
+        "the upstream client using the driver: {upward:?}"
     );
 }
 
@@ -182,6 +233,8 @@ fn the_operation_flow_does_no_io() {
     let extra = [
         "crate::store",
         "crate::proxy",
+        "crate::run",
+        "crate::upstream",
         "crate::clock",
         "async fn",
         ".await",

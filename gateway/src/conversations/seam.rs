@@ -1,10 +1,12 @@
 //! The one place the conversations service meets the operation core: a described request
-//! goes through the proxy's runner (`proxy::run`'s halves: the front door's extension,
-//! Session, body size, approval and terms, then the executor: check 2 before a policy's
-//! lookup, the lookup, checks 1-3 in the spec's order, the claim, one forward, the recorded
-//! answer), its outcome is counted and logged as the proxy's are (`RequestOutcome::record`),
-//! and the decision is rendered as the service's answers. Nothing here decides anything the
-//! core decides, and nothing here checks anything the front door checks.
+//! goes through the one entry the proxy's requests take (`run::Runner::run`: the front door's
+//! extension, Session, body size, approval and terms, then the executor: check 2 before a
+//! policy's lookup, the lookup, checks 1-3 in the spec's order, the claim, one forward, the
+//! recorded answer), with the conversation's own step between the two ([`InConversation`]).
+//! Its outcome is counted and logged as the proxy's are (`RequestOutcome::record`), and the
+//! decision is rendered as the service's answers, with the status, code and retry time of the
+//! wire table (`operation::Decision::wire`). Nothing here decides anything the core decides,
+//! and nothing here checks anything the front door checks.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,17 +14,16 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::describe::{Described, bound_to_conversation};
+use super::messages::{Delivery, Handling, Messages};
 use super::wire::Answer;
-use crate::identity::{RequestTarget, SessionClaims};
+use crate::identity::RequestTarget;
 use crate::ingress::admit::{Admitted, ApprovalSource, Refused, body_size};
-use crate::metrics::Metrics;
 use crate::operation::Decision;
 use crate::protocol::{ErrorBody, SigningKey};
-use crate::proxy::{
-    Admission, Arrival, Door, Executor, Operated, Ran, RequestOutcome, UpstreamSlots,
-    admit_request, offer_page, refused_outcome,
-};
+use crate::proxy::{UpstreamSlot, UpstreamSlots};
+use crate::run::{Arrival, Between, Operated, Ran, Reading, RequestOutcome, Runner};
 use crate::store::OperationStore;
+use crate::upstream::forwarded::ProxyContext;
 
 /// Where a message's approval travels, as its errors name it.
 const APPROVAL_PLACE: &str = "message.extensions.operations.approval";
@@ -38,9 +39,8 @@ pub(crate) enum Call {
 
 /// The service's way into the front door and the executor (fields set by mod.rs).
 pub(crate) struct Seam {
-    pub(super) executor: Arc<Executor>,
-    pub(super) claims: SessionClaims,
-    pub(super) metrics: Arc<Metrics>,
+    /// The default route's, as the proxy's requests to it are run.
+    pub(super) runner: Runner,
     pub(super) max_body_bytes: usize,
     /// The proxy's `max_upstream_connections`, shared: a message's lookups and forward use the
     /// upstream as a proxied request does.
@@ -52,106 +52,171 @@ pub(crate) struct Seam {
 impl Seam {
     /// The executor's store, for the service's own records (conversation messages).
     pub(crate) fn store(&self) -> Arc<dyn OperationStore> {
-        self.executor.store()
+        self.runner.executor.store()
     }
 
     /// The key that signs now, for keying who sent a message.
     pub(crate) fn signing_key(&self) -> &SigningKey {
-        self.executor.signing_key()
+        self.runner.executor.signing_key()
     }
 
     /// This process, as the executor names it in claims.
     pub(crate) fn instance(&self) -> &str {
-        self.executor.instance()
+        self.runner.executor.instance()
     }
 
-    /// The front door for `described` (as for the proxy's requests), and the conversation
-    /// bound into what the revision covers. `signed_for`: the Personal Agent's request a
-    /// verified Session is signed for; `approval`: the message's, as sent.
-    pub(crate) async fn admit(
+    /// `described` through the one entry the proxy's requests take (`run::Runner::run`: the
+    /// front door, then the executor), as the service's answer. `Err`: refused by the front
+    /// door, before anything was decided. `signed_for`: the Personal Agent's request a
+    /// verified Session is signed for; `approval`: the message's, as sent; `message`: a
+    /// message's delivery (`perform`), decided once its sender is known.
+    pub(crate) async fn run(
         &self,
         described: Described,
-        conversation_id: &str,
-        signed_for: RequestTarget<'_>,
-        approval: Option<&Value>,
-    ) -> Result<Admitted, Answer> {
+        to: To<'_>,
+        message: Option<&mut Delivering<'_>>,
+    ) -> Result<Answer, Answer> {
         let policy = Arc::clone(described.action.policy());
         let max_body_bytes = self.max_body_bytes;
         let body = described.body;
         let arrival = Arrival {
             headers: described.headers,
-            signed_for,
+            signed_for: to.signed_for,
             action: described.action,
             approval: ApprovalSource::Json {
-                value: approval,
+                value: to.approval,
                 place: APPROVAL_PLACE,
             },
         };
         let body = async move { body_size(body.len(), max_body_bytes).map(|()| body) };
-        match admit_request(
-            &self.claims,
-            &Door::of(&self.executor, &self.metrics),
-            arrival,
-            body,
-        )
-        .await
-        {
-            // `[approval_page.agents]` says these credentials are not an agent's: the
-            // service holds nothing for them.
-            Ok(Admission::NotAnAgent) => Err(not_an_agent()),
-            Ok(Admission::Admitted(mut admitted)) => {
-                admitted.fingerprint =
-                    bound_to_conversation(conversation_id, &admitted.fingerprint);
-                Ok(admitted)
-            }
-            Err(refused) => {
-                let answer = refused_answer(&refused);
-                RequestOutcome::refused(&policy.name, refused_outcome(&refused), answer.status)
-                    .record(&self.metrics);
-                Err(answer)
-            }
-        }
-    }
-
-    /// Decide `admitted`: the executor's, rendered as the service's answer.
-    pub(crate) async fn decide(&self, admitted: Admitted, call: Call) -> Answer {
-        let policy = Arc::clone(&admitted.policy);
-        let named = admitted
-            .approval
-            .as_ref()
-            .map(|a| a.operation_id.clone())
-            .unwrap_or_default();
-        // Held until the answer is decided: the lookups and the forward are under the cap.
-        let _slot = match self.upstream_slots.take(self.slot_wait).await {
-            Ok(slot) => slot,
-            Err(busy) => return refused_answer(&Refused::Request(busy)),
+        let mut between = InConversation {
+            seam: self,
+            conversation_id: to.conversation_id,
+            message,
+            slot: None,
+            admitted: false,
+            named: String::new(),
         };
-        let via = admitted.via;
-        let account = admitted.approver.who.account.clone();
-        let operated = self.executor.operate(admitted).await;
-        match offer_page(&self.executor, via, &policy, account.as_deref(), operated) {
+        // Plain answers; its forwards carry no proxy headers (its client is a Company Agent,
+        // not the Personal Agent the upstream serves).
+        let reading = Reading::plain(ProxyContext::default());
+        let ran = self.runner.run(arrival, body, &reading, &mut between).await;
+        let (admitted, named) = (between.admitted, between.named);
+        let record = |outcome, answer: &Answer| {
+            RequestOutcome::refused(&policy.name, outcome, answer.status)
+                .record(&self.runner.metrics);
+        };
+        match ran {
             Ran::Operated(Operated::Decided(executed)) => {
-                executed.outcome.record(&self.metrics);
-                render(executed.decision, &named, call)
+                executed.outcome.record(&self.runner.metrics);
+                Ok(render(executed.decision, &named, to.call))
             }
             // The same link the proxy gives the Personal Agent's own request.
             Ran::Page(link, outcome) => {
-                outcome.record(&self.metrics);
-                Answer::error(403, &link.error_body())
+                outcome.record(&self.runner.metrics);
+                Ok(Answer::error(403, &link.error_body()))
             }
             Ran::Operated(Operated::Refused(refusal, outcome)) => {
                 // A lookup that failed, or a term it can't be filled from: nothing forwarded.
                 let answer = refused_answer(&Refused::Request(refusal));
-                RequestOutcome::refused(&policy.name, outcome, answer.status).record(&self.metrics);
-                answer
+                record(outcome, &answer);
+                Ok(answer)
             }
             Ran::Refused(refused, outcome) => {
                 let answer = refused_answer(&refused);
-                RequestOutcome::refused(&policy.name, outcome, answer.status).record(&self.metrics);
-                answer
+                record(outcome, &answer);
+                if admitted { Ok(answer) } else { Err(answer) }
             }
-            // Only the front door says so, and `admit` answered it.
-            Ran::NotAnAgent => not_an_agent(),
+            // `[approval_page.agents]` says these credentials are not an agent's: the
+            // service holds nothing for them.
+            Ran::NotAnAgent => Err(not_an_agent()),
+            // A retried message's answer, or no upstream slot.
+            Ran::Answered(answer) => Ok(answer),
+        }
+    }
+}
+
+/// Where a described request goes, and what it is for.
+pub(crate) struct To<'a> {
+    pub(crate) conversation_id: &'a str,
+    pub(crate) signed_for: RequestTarget<'a>,
+    pub(crate) approval: Option<&'a Value>,
+    pub(crate) call: Call,
+}
+
+/// A message's delivery (`perform`): whether this delivery handles it, once its sender is
+/// known (`messages.rs`).
+pub(crate) struct Delivering<'a> {
+    pub(crate) messages: &'a Messages,
+    pub(crate) message_id: &'a str,
+    /// What became of the delivery once admitted (`None`: refused before).
+    pub(crate) delivered: Option<Delivered>,
+    /// The policy's `expires_in`, once admitted: how long the answer is kept, with the grace.
+    pub(crate) expires_in: Duration,
+}
+
+/// What became of a message's delivery.
+pub(crate) enum Delivered {
+    /// A retried message, answered from its record (the run's answer).
+    Retried,
+    /// This delivery handles the message: [`Messages::finish`] ends it.
+    Handled(Handling),
+    /// Answered before, to a sender whose credentials this delivery's do not prove to be:
+    /// the flow answers it again (performing nothing twice), and nothing is kept.
+    Unproven,
+}
+
+/// What a conversation does between the front door and the executor (`run::Between`).
+struct InConversation<'s, 'm, 'd> {
+    seam: &'s Seam,
+    conversation_id: &'s str,
+    message: Option<&'m mut Delivering<'d>>,
+    /// Held until the answer is decided: the lookups and the forward are under the cap.
+    slot: Option<UpstreamSlot>,
+    /// The front door let the request in (its refusals after are not the front door's).
+    admitted: bool,
+    /// The operation the approval names (empty without one), as the answer names it.
+    named: String,
+}
+
+impl Between for InConversation<'_, '_, '_> {
+    type Answer = Answer;
+
+    async fn admitted(&mut self, admitted: &mut Admitted) -> Result<(), Answer> {
+        self.admitted = true;
+        if let Some(approval) = &admitted.approval {
+            self.named = approval.operation_id.clone();
+        }
+        // The conversation, bound into what the revision covers.
+        admitted.fingerprint = bound_to_conversation(self.conversation_id, &admitted.fingerprint);
+        if let Some(message) = self.message.as_deref_mut() {
+            message.expires_in = admitted.policy.expires_in;
+            let delivery = message
+                .messages
+                .deliver(
+                    &admitted.approver,
+                    self.seam.signing_key(),
+                    self.conversation_id,
+                    message.message_id,
+                )
+                .await;
+            let (delivered, answered) = match delivery {
+                Delivery::Answered(answer) => (Delivered::Retried, Some(answer)),
+                Delivery::Handle(handling) => (Delivered::Handled(handling), None),
+                Delivery::Unproven => (Delivered::Unproven, None),
+            };
+            message.delivered = Some(delivered);
+            if let Some(answer) = answered {
+                return Err(answer);
+            }
+        }
+        let upstream = &self.seam.upstream_slots;
+        match upstream.take(self.seam.slot_wait).await {
+            Ok(slot) => {
+                self.slot = Some(slot);
+                Ok(())
+            }
+            Err(busy) => Err(refused_answer(&Refused::Request(busy))),
         }
     }
 }

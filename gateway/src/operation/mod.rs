@@ -3,7 +3,7 @@
 //! Every function here is a pure function of the request (as the ingress read it), its
 //! policy, what the store returned, the signing keys and the time it is given: it returns a
 //! [`Verdict`] and performs nothing. [`flow`] puts them in the spec's order as one state
-//! machine, which the executor (`proxy::executor`) drives against the store and the
+//! machine, which the executor (`run::executor`) drives against the store and the
 //! upstream. The order, for a request with an approval:
 //!
 //! 1. [`start`]: an ID not of this gateway's shape is refused at once (a new operation is

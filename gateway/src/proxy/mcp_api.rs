@@ -21,19 +21,14 @@ use bytes::Bytes;
 use pingora::proxy::Session;
 use serde_json::Value;
 
-use super::executor::{Operated, Reading};
-use super::forwarded::ProxyContext;
 use super::limits::read_body;
 use super::mcp_calls::{HeldCalls, McpAnswers};
 use super::mcp_clients::{McpClients, NotForwarded, Opened};
 use super::mcp_forward::StreamingForwarder;
 use super::mcp_stream::stream_while;
 use super::operations::Operations;
-use super::page_offer::PageLink;
 use super::reply::Reply;
-use super::runner::{self, Arrival, Ran};
 use super::step::Step;
-use super::upstream::UpstreamClient;
 use crate::config::{Mcp, Upstream};
 use crate::identity::RequestTarget;
 use crate::ingress::admit::{Action, ApprovalSource, Refused};
@@ -49,7 +44,10 @@ use crate::mcp::{
 use crate::operation::Decision;
 use crate::policy::{PathTemplate, Policy};
 use crate::protocol::Keys;
+use crate::run::{self, Arrival, Operated, PageLink, Ran, Reading, RequestOutcome, Straight};
 use crate::store::{OperationStore, RecordedResponse};
+use crate::upstream::UpstreamClient;
+use crate::upstream::forwarded::ProxyContext;
 
 /// The MCP endpoint: where it is, and how messages that need no approval are forwarded.
 pub(crate) struct McpEndpoint {
@@ -101,7 +99,7 @@ impl McpEndpoint {
         if let Err(refusal) = check_operation_request(&session.req_header().headers) {
             return Step::Respond(Reply::refusal(&refusal));
         }
-        let body = match read_body(session, &ops.body_limits, &ops.metrics).await {
+        let body = match read_body(session, &ops.body_limits, &ops.runner.metrics).await {
             Ok(body) => body,
             Err(refusal) => {
                 let mut reply = rpc_error(&RpcError {
@@ -235,8 +233,8 @@ impl McpEndpoint {
             path: &target.path,
         };
         let sender = || {
-            runner::sender(
-                &ops.session_claims,
+            run::sender(
+                &ops.runner.session_claims,
                 headers,
                 target.query.as_deref(),
                 &signed_for,
@@ -324,8 +322,9 @@ async fn held_call(
         proxy: proxy.clone(),
     };
     let body = std::future::ready(Ok(Bytes::from(call.forward_body)));
-    let run = runner::run_with(ops, arrival, body, &reading);
-    let (ran, streamed) = stream_while(session, run, taps, to.session_id.as_deref()).await;
+    let mut straight = Straight;
+    let running = ops.runner.run(arrival, body, &reading, &mut straight);
+    let (ran, streamed) = stream_while(session, running, taps, to.session_id.as_deref()).await;
     if let Some(streamed) = streamed {
         // The forward's stream is on its way to the client: it ends with what it came to.
         return Some(match ran {
@@ -348,11 +347,12 @@ async fn held_call(
                     streamed
                         .finish(session, Decision::UpstreamUnavailable, |d| render(d, &to))
                         .await,
-                    super::outcome::RequestOutcome::refused(&policy.name, outcome, 200),
+                    RequestOutcome::refused(&policy.name, outcome, 200),
                 )
             }
             // Decided before any forward: nothing was streamed.
             Ran::NotAnAgent => return None,
+            Ran::Answered(never) => match never {},
         });
     }
     Some(match ran {
@@ -394,6 +394,7 @@ async fn held_call(
             Step::refused(&policy.name, outcome, refused(&why, &call.tool, &to))
         }
         Ran::NotAnAgent => return None,
+        Ran::Answered(never) => match never {},
     })
 }
 

@@ -11,7 +11,6 @@ use pingora::prelude::HttpPeer;
 use pingora::proxy::{ProxyHttp, Session};
 
 use super::edge::{Edge, EdgeCtx};
-use super::forwarded::ProxyContext;
 use super::http_api;
 use super::limits::{UpstreamSlot, UpstreamSlots};
 use super::mcp_api::McpEndpoint;
@@ -24,6 +23,7 @@ use crate::ingress::{self, Refusal, RouteMatch};
 use crate::metrics::{Metrics, Unheld};
 use crate::protocol::ErrorBody;
 use crate::telemetry;
+use crate::upstream::forwarded::ProxyContext;
 
 /// What one request carries between pingora's phases.
 #[derive(Debug, Default)]
@@ -408,7 +408,7 @@ impl GatewayProxy {
         let sender = if header.headers.contains_key("poppy-session") {
             Sender::PersonalAgent
         } else {
-            let why = match operations.executor.agents() {
+            let why = match operations.runner.executor.agents() {
                 Some(agents) if agents.may_be_agents(&header.headers, header.uri.query()) => None,
                 Some(_) => Some(Unheld::CompanyClient),
                 None => Some(Unheld::NoSession),

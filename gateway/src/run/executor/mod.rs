@@ -14,11 +14,9 @@ use std::time::Duration;
 
 use http::HeaderMap;
 
-use super::forwarded::ProxyContext;
 use super::lookup::{computed_terms, lookup_terms};
 use super::outcome::RequestOutcome;
 use super::page_offer::PageLink;
-use super::upstream::{ForwardError, Tap, UpstreamClient};
 use crate::clock::Clock;
 use crate::config::Upstream;
 use crate::drain::{Drain, ForwardGuard};
@@ -35,6 +33,8 @@ use crate::protocol::{Keys, OperationId, SigningKey};
 use crate::receipts::ReceiptSink;
 use crate::store::{FollowUp, KeptRound, Lease, OperationStore, RecordedResponse, StoreError};
 use crate::telemetry::Span;
+use crate::upstream::forwarded::ProxyContext;
+use crate::upstream::{ForwardError, Tap, UpstreamClient};
 use record::{Completion, Recorder};
 
 pub(crate) use crate::operation::flow::Read;
@@ -208,16 +208,9 @@ impl Executor {
         &self.instance
     }
 
-    /// A request the front door let in, carried through its flow. The conversations
-    /// service's: its forwards carry no proxy headers (its client is a Company Agent, not the
-    /// Personal Agent the upstream serves).
-    pub(crate) async fn operate(&self, admitted: Admitted) -> Operated {
-        self.operate_with(admitted, &Reading::plain(ProxyContext::default()))
-            .await
-    }
-
-    /// [`Self::operate`], its answer read by `reading`.
-    pub(crate) async fn operate_with(&self, admitted: Admitted, reading: &Reading<'_>) -> Operated {
+    /// A request the front door let in, carried through its flow, its answer read by
+    /// `reading`.
+    pub(crate) async fn operate(&self, admitted: Admitted, reading: &Reading<'_>) -> Operated {
         let approves = match admitted.via {
             Via::Agent => Approves::Agent,
             Via::Page => Approves::Page,
