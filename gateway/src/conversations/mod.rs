@@ -44,6 +44,9 @@ use crate::run::{Executor, Runner};
 use describe::{Limits, describe};
 use messages::Messages;
 use seam::{Call, Delivered, Delivering, Seam, To};
+// The proxy's test that every interface renders a decision as the wire table says.
+#[cfg(test)]
+pub(crate) use seam::{Call as DecisionCall, render as render_decision};
 use wire::{Answer, Context, ConversationRequest, parse};
 
 /// The service's OpenAPI description, served at `GET /openapi.json`.

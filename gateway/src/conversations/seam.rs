@@ -18,8 +18,8 @@ use super::messages::{Delivery, Handling, Messages};
 use super::wire::Answer;
 use crate::identity::RequestTarget;
 use crate::ingress::admit::{Admitted, ApprovalSource, Refused, body_size};
-use crate::operation::Decision;
-use crate::protocol::{ErrorBody, SigningKey};
+use crate::operation::{Decision, IN_PROGRESS, WireError};
+use crate::protocol::{ALREADY_PERFORMED, ErrorBody, OperationId, SigningKey};
 use crate::proxy::{UpstreamSlot, UpstreamSlots};
 use crate::run::{Arrival, Between, Operated, Ran, Reading, RequestOutcome, Runner};
 use crate::store::OperationStore;
@@ -243,11 +243,13 @@ pub(crate) fn refused_answer(refused: &Refused) -> Answer {
     }
 }
 
-/// The service's answer to a decision. `named`: the operation the approval named.
-fn render(decision: Decision, named: &str, call: Call) -> Answer {
-    match decision {
+/// The service's answer to a decision. `named`: the operation the approval named. Its
+/// status, error code and retry time are the wire table's (`operation::Decision::wire`).
+pub(crate) fn render(decision: Decision, named: &str, call: Call) -> Answer {
+    let wire = decision.wire_error();
+    let (detail, id) = match decision {
         Decision::ApprovalRequired { operation, .. } if call == Call::Propose => {
-            Answer::proposed(&operation)
+            return Answer::proposed(&operation);
         }
         Decision::ApprovalRequired {
             operation,
@@ -258,72 +260,67 @@ fn render(decision: Decision, named: &str, call: Call) -> Answer {
             } else {
                 "the message carries no approval (its text approves nothing); nothing was performed: put this operation in your message and ask for its approval"
             };
-            Answer::error(403, &ErrorBody::approval_required(&operation, detail))
+            let body = ErrorBody::approval_required(&operation, detail);
+            return Answer::error(wire.map_or(500, |w| w.status), &body);
         }
-        Decision::SignInRequired => Answer::error(
-            401,
-            &ErrorBody::new(
-                "sign_in_required",
-                "this operation belongs to an account: the Personal Agent must sign in to that account to approve it; nothing was performed",
-            ),
-        ),
-        Decision::Performed(response) => Answer::outcome("performed", named, &response),
-        Decision::Replayed(response) => Answer::outcome("already_performed", named, &response),
-        Decision::Released(response) => Answer::outcome("not_performed", named, &response),
-        Decision::AlreadyPerformed(id) => {
-            Answer::error(409, &ErrorBody::already_performed(id.as_str()))
+        Decision::Performed(response) => {
+            return Answer::outcome("performed", named, &response);
         }
-        // Only an MCP call has follow-ups.
-        Decision::NotTheApprover(id) => Answer::error(
-            403,
-            &ErrorBody::new("not_the_approver", Decision::NOT_THE_APPROVER)
-                .with("operation_id", id.as_str()),
-        ),
-        Decision::InProgress(id) => Answer::retry_later(
-            1,
-            &ErrorBody::new(
-                "operation_in_progress",
-                "this operation is being performed now; it has not failed: send the same message again to get its answer, and tell the user it is under way",
-            )
-            .with("operation_id", id.as_str()),
-        ),
+        Decision::Replayed(response) => {
+            return Answer::outcome("already_performed", named, &response);
+        }
+        Decision::Released(response) => {
+            return Answer::outcome("not_performed", named, &response);
+        }
         // Only an MCP call's answer is ever interim; were one, it is not an outcome yet.
-        Decision::Interim(_) => Answer::retry_later(
-            1,
-            &ErrorBody::new(
-                "operation_in_progress",
-                "this operation is being performed now; it has not failed: send the same message again to get its answer",
-            )
-            .with("operation_id", named),
+        Decision::Interim(_) => {
+            let detail = "this operation is being performed now; it has not failed: send the same message again to get its answer";
+            return wire_answer(Some(IN_PROGRESS), detail, Some(named));
+        }
+        Decision::SignInRequired => (
+            "this operation belongs to an account: the Personal Agent must sign in to that account to approve it; nothing was performed",
+            None,
         ),
-        Decision::Unknown(id) => Answer::retry_later(
-            30,
-            &ErrorBody::new(
-                "operation_outcome_unknown",
-                "whether this operation took effect is not known yet, and it will not be performed again; do not tell the user it failed: say it is being checked, and send the same message again later",
-            )
-            .with("operation_id", id.as_str()),
+        Decision::AlreadyPerformed(id) => (ALREADY_PERFORMED, Some(id)),
+        // Only an MCP call has follow-ups.
+        Decision::NotTheApprover(id) => (Decision::NOT_THE_APPROVER, Some(id)),
+        Decision::InProgress(id) => (
+            "this operation is being performed now; it has not failed: send the same message again to get its answer, and tell the user it is under way",
+            Some(id),
         ),
-        Decision::UpstreamUnavailable => Answer::retry_later(
-            1,
-            &ErrorBody::new(
-                "upstream_unavailable",
-                "the API could not be reached; nothing was performed: send the same message again",
-            ),
+        Decision::Unknown(id) => (
+            "whether this operation took effect is not known yet, and it will not be performed again; do not tell the user it failed: say it is being checked, and send the same message again later",
+            Some(id),
         ),
-        Decision::ShuttingDown => Answer::retry_later(
-            1,
-            &ErrorBody::new(
-                "gateway_shutting_down",
-                "this gateway is shutting down and started nothing: send the same message again",
-            ),
+        Decision::UpstreamUnavailable => (
+            "the API could not be reached; nothing was performed: send the same message again",
+            None,
         ),
-        Decision::StoreUnavailable => Answer::retry_later(
-            1,
-            &ErrorBody::new(
-                "store_unavailable",
-                "the gateway cannot reach its operation store; nothing was performed: try again",
-            ),
+        Decision::ShuttingDown => (
+            "this gateway is shutting down and started nothing: send the same message again",
+            None,
         ),
+        Decision::StoreUnavailable => (
+            "the gateway cannot reach its operation store; nothing was performed: try again",
+            None,
+        ),
+    };
+    wire_answer(wire, detail, id.as_ref().map(OperationId::as_str))
+}
+
+/// An error of the wire table as the service's answer: its status and code, `detail`, the
+/// operation it is about, and `Retry-After` when it has one. (`None`: the table has no error
+/// for the decision, which the renderer never asks of it.)
+fn wire_answer(wire: Option<WireError>, detail: &str, id: Option<&str>) -> Answer {
+    let Some(wire) = wire else {
+        return Answer::error(500, &ErrorBody::new("internal_error", detail));
+    };
+    let mut body = ErrorBody::new(wire.error, detail);
+    if let Some(id) = id {
+        body = body.with("operation_id", id);
+    }
+    Answer {
+        retry_after: wire.retry_after,
+        ..Answer::error(wire.status, &body)
     }
 }

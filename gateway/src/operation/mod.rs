@@ -26,6 +26,7 @@ pub(crate) mod record;
 mod remember;
 pub(crate) mod round;
 mod verdict;
+mod wire;
 
 #[cfg(test)]
 mod tests;
@@ -49,6 +50,9 @@ pub(crate) use verdict::{
     Answer, Approved, Kept, Minted, Start, Verdict, action_tag, check, claim, existing,
     from_record, is_proven, keep, may_follow_up, mint, mint_for, record_before_lookup, start,
 };
+pub(crate) use wire::{IN_PROGRESS, WireError};
+#[cfg(test)]
+pub(crate) use wire::{Wire, every_decision};
 
 /// A request for an operation, prepared by its interface (HTTP API or MCP).
 #[derive(Debug, Clone)]

@@ -24,6 +24,8 @@ mod mcp_api;
 mod mcp_calls;
 mod mcp_clients;
 mod mcp_forward;
+mod mcp_held;
+mod mcp_reply;
 mod mcp_stream;
 mod operations;
 mod reply;

@@ -3,39 +3,35 @@
 //! the interface's reader, one branch per call, with the spans, logs and metrics of each in
 //! one place, and feeds the answer back. It decides nothing itself.
 
+mod ended;
 mod record;
+mod serve;
 #[cfg(test)]
 mod tests;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::HeaderMap;
 
-use super::lookup::{computed_terms, lookup_terms};
 use super::outcome::RequestOutcome;
-use super::page_offer::PageLink;
 use crate::clock::Clock;
 use crate::config::Upstream;
 use crate::drain::{Drain, ForwardGuard};
 use crate::ingress::admit::{Admitted, Agents, Via};
 use crate::ingress::{ForwardRequest, Refusal};
 use crate::metrics::{Metrics, Outcome};
-use crate::operation::flow::{
-    Approves, Asked, Decided, End, Event, Flow, Forward, Need, NotForwarded, Released, Setup, Step,
-};
+use crate::operation::flow::{Approves, Asked, Event, Flow, Need, Setup, Step};
 use crate::operation::{self, Decision, OperationRequest};
 use crate::policy::{LivePolicies, Policy};
-use crate::protocol::approved::ApprovedForward;
 use crate::protocol::{Keys, OperationId, SigningKey};
 use crate::receipts::ReceiptSink;
-use crate::store::{FollowUp, KeptRound, Lease, OperationStore, RecordedResponse, StoreError};
+use crate::store::{OperationStore, RecordedResponse, StoreError};
 use crate::telemetry::Span;
 use crate::upstream::forwarded::ProxyContext;
-use crate::upstream::{ForwardError, Tap, UpstreamClient};
-use record::{Completion, Recorder};
+use crate::upstream::{Tap, UpstreamClient};
 
 pub(crate) use crate::operation::flow::Read;
 
@@ -318,345 +314,6 @@ impl Executor {
         }
     }
 
-    /// One need carried out: one branch per store or upstream call. `phase`: the span it is
-    /// made in (the execution's trace goes with its claim).
-    async fn serve(&self, need: Need, run: &mut Run<'_>, phase: Option<&Span>) -> Event {
-        let store = &self.parts.store;
-        let name = run.policy.name.as_str();
-        let failed = |run: &mut Run<'_>, e: StoreError| {
-            run.store_error = Some(e);
-            Event::StoreFailed
-        };
-        match need {
-            Need::Record(id) => match store.lookup(&id).await {
-                Ok(record) => Event::Record(record),
-                Err(e) => failed(run, e),
-            },
-            Need::RecordAndGeneration(id) => match store.lookup_with_generation(&id).await {
-                Ok((record, generation)) => Event::RecordAndGeneration(record, generation),
-                Err(e) => failed(run, e),
-            },
-            Need::PageState(action) => match store.page_state(&action).await {
-                Ok((state, decisions)) => Event::PageState(state, decisions),
-                Err(e) => failed(run, e),
-            },
-            Need::ActionState(action) => match store.action_state(action.as_str()).await {
-                Ok(state) => Event::ActionState(state),
-                Err(e) => failed(run, e),
-            },
-            Need::Terms(mut terms) => {
-                let policy = Arc::clone(&run.policy);
-                // Lookups' upstream calls in a box of their own (as the forward's, below).
-                let looked_up = if policy.lookups.is_empty() {
-                    computed_terms(&policy, &mut terms)
-                } else {
-                    Box::pin(lookup_terms(
-                        &self.parts.upstream,
-                        &run.reading.proxy,
-                        &policy,
-                        &run.headers,
-                        &run.forward.body,
-                        &mut terms,
-                    ))
-                    .await
-                };
-                match looked_up {
-                    Ok(()) => Event::Terms(Some(terms)),
-                    Err(refused) => {
-                        run.refused = Some(refused);
-                        Event::Terms(None)
-                    }
-                }
-            }
-            Need::StartForward { .. } => match self.parts.drain.start_forward() {
-                Some(guard) => {
-                    run.guard = Some(guard);
-                    let made = self.claims_made.fetch_add(1, Ordering::Relaxed);
-                    Event::Started {
-                        owner: format!("{}-{made}", self.instance),
-                        trace: phase.and_then(Span::traceparent),
-                    }
-                }
-                None => Event::ShuttingDown,
-            },
-            Need::Claim(id, claim) => {
-                let span = Span::phase("poppy.claim");
-                let outcome = span.within(store.claim(&id, &claim)).await;
-                if let Err(_) | Ok(crate::store::ClaimOutcome::Exists(_)) = &outcome {
-                    span.set("poppy.claimed", false);
-                }
-                match outcome {
-                    Ok(outcome) => Event::Claimed(outcome),
-                    Err(e) => failed(run, e),
-                }
-            }
-            // Boxed, as is the record: inline, a forward's future would make
-            // every request's (a mint's, a replay's) as large, allocated and copied whole
-            // (BENCHMARKS.md, "In flight, part by part").
-            Need::Forward(forward) => Event::Forwarded(Box::pin(self.forward(&forward, run)).await),
-            Need::ReadAnswer(response) => {
-                let reading = run.reading;
-                let upstream = &self.parts.upstream;
-                let read = reading
-                    .reader
-                    .read(upstream, &run.forward, response, &reading.proxy);
-                Event::Read(read.await)
-            }
-            Need::Release { id, owner, why } => {
-                if let Err(e) = store.release(&id, &owner).await {
-                    // The record stays in flight and turns unknown: safe, never forwarded twice.
-                    tracing::error!(policy = name, operation_id = %id, outcome = "unknown", error = %e, "claim not released; retries will get 503 until it is resolved");
-                }
-                match why {
-                    Released::Status(status) => {
-                        tracing::info!(policy = name, operation_id = %id, status, outcome = "released", "upstream performed nothing; claim released")
-                    }
-                    Released::NotSent(e) => {
-                        tracing::warn!(policy = name, operation_id = %id, error = %e, outcome = "released", "upstream unreachable; nothing sent, claim released")
-                    }
-                }
-                Event::Carried
-            }
-            Need::Complete {
-                id,
-                response,
-                round,
-            } => {
-                let policies = self.parts.policies.clone();
-                let completion = Completion::new(*round, name, policies, run.guard.take());
-                let recorder = Recorder {
-                    store,
-                    receipts: self.parts.receipts.as_ref(),
-                    clock: &self.parts.clock,
-                };
-                let span = Span::phase("poppy.record");
-                span.within(Box::pin(recorder.record(&id, response, completion)))
-                    .await;
-                Event::Carried
-            }
-            Need::KeepRound(keep) => {
-                let kept = KeptRound {
-                    id: &keep.id,
-                    key: &keep.key,
-                    round: &keep.round,
-                    owner: &keep.owner,
-                    until_ms: keep.until_ms,
-                    lease_until_ms: keep.lease_until_ms,
-                    now_ms: keep.now_ms,
-                };
-                let id = &keep.id;
-                Event::RoundKept(match store.put_round(&kept).await {
-                    Ok(true) => true,
-                    Ok(false) => {
-                        tracing::warn!(policy = name, operation_id = %id, "the claim is no longer in flight under its owner; the round is not kept");
-                        false
-                    }
-                    Err(e) => {
-                        tracing::warn!(policy = name, operation_id = %id, error = %e, "the round could not be kept for its follow-up");
-                        false
-                    }
-                })
-            }
-            Need::TakeRound { id, key, now_ms } => {
-                let follow_up = FollowUp {
-                    id: &id,
-                    key: &key,
-                    now_ms,
-                };
-                match store.take_round(&follow_up).await {
-                    Ok(kept) => Event::RoundTaken(kept),
-                    Err(e) => failed(run, e),
-                }
-            }
-            Need::SetLease {
-                id,
-                owner,
-                until_ms,
-            } => {
-                let lease = Lease {
-                    id: &id,
-                    owner: &owner,
-                    until_ms,
-                };
-                if let Err(e) = store.set_lease(&lease).await {
-                    tracing::warn!(policy = name, operation_id = %id, error = %e, "the round's lease could not be ended; retries read in progress until it runs out");
-                }
-                Event::Carried
-            }
-        }
-    }
-
-    /// The approved request, forwarded once: with its operation ID in the configured header,
-    /// for the upstream's logs, and (with `[upstream.approval_header]`) what was approved,
-    /// signed, for an upstream that checks.
-    async fn forward(
-        &self,
-        forward: &Forward,
-        run: &Run<'_>,
-    ) -> Result<RecordedResponse, NotForwarded> {
-        let name = run.policy.name.as_str();
-        let id = &forward.id;
-        match forward.first {
-            Some(expires_at) => {
-                let expires_in = run.policy.expires_in;
-                self.parts
-                    .metrics
-                    .approval_delay(name, expires_at, expires_in);
-                let via = if forward.via_page { "page" } else { "agent" };
-                tracing::info!(policy = name, operation_id = %id, outcome = "claimed", approved_via = via, "approved; forwarding once");
-            }
-            None => {
-                tracing::info!(policy = name, operation_id = %id, outcome = "claimed", "a follow-up of an interim answer; forwarding it under the same claim")
-            }
-        }
-        let approved = ApprovedForward {
-            operation_id: id.as_str(),
-            revision: &forward.revision,
-            policy: name,
-            terms: &forward.terms,
-            now_ms: self.now(),
-        };
-        let reading = run.reading;
-        let sent = self.parts.upstream.send_approved(
-            run.forward.clone(),
-            &approved,
-            &reading.proxy,
-            reading.tap.as_ref(),
-        );
-        let answered = if forward.first.is_some() {
-            // The forward carries this span's `traceparent`: the upstream's parent.
-            let span = Span::client("poppy.forward");
-            let answered = span
-                .within(self.parts.metrics.upstream_call(name, sent))
-                .await;
-            match &answered {
-                Ok(response) => span.set("http.response.status_code", i64::from(response.status)),
-                Err(_) => span.fail("no answer from the upstream"),
-            }
-            answered
-        } else {
-            self.parts.metrics.upstream_call(name, sent).await
-        };
-        answered.map_err(|e| match e {
-            ForwardError::NotSent(e) => {
-                if forward.first.is_none() {
-                    tracing::warn!(policy = name, operation_id = %id, error = %e, "upstream unreachable; the follow-up was not sent");
-                }
-                NotForwarded::NotSent(e)
-            }
-            ForwardError::Unknown(e) => NotForwarded::Unknown(e),
-        })
-    }
-
-    /// What the flow's end comes to for the interface, with its log lines and spans.
-    fn ended(&self, flow: &Flow<'_>, end: End, mut run: Run<'_>) -> Operated {
-        let policy = flow.policy();
-        let name = policy.name.as_str();
-        let decided = match end {
-            End::PageSignInRequired => {
-                return Operated::Refused(page_sign_in_required(), Outcome::Challenged);
-            }
-            End::Declined(id) => {
-                tracing::info!(policy = name, operation_id = %id, outcome = "declined", "declined on the approval page; nothing performed");
-                return Operated::Refused(declined(), Outcome::Rejected);
-            }
-            End::LookupRefused => match run.refused.take() {
-                Some((refusal, outcome)) => return Operated::Refused(refusal, outcome),
-                None => Decided {
-                    decision: Decision::StoreUnavailable,
-                    rejection: None,
-                    approval: None,
-                    linked: None,
-                    why: None,
-                },
-            },
-            End::Decided(decided) => decided,
-        };
-        let Decided {
-            decision,
-            rejection,
-            approval,
-            linked,
-            why,
-        } = decided;
-        let operation_id = approval.as_ref().map_or("", |a| a.operation_id.as_str());
-        match &decision {
-            Decision::StoreUnavailable => match &run.store_error {
-                Some(e) => {
-                    tracing::warn!(policy = name, error = %e, "store unavailable; nothing forwarded")
-                }
-                None => tracing::warn!(policy = name, "store unavailable; nothing forwarded"),
-            },
-            Decision::Unknown(id) => self.log_unknown(id, name, why.as_deref().unwrap_or_default()),
-            Decision::NotTheApprover(id) => {
-                tracing::warn!(policy = name, operation_id = %id, outcome = "rejected", "a follow-up of an interim answer from a Session that may not approve the operation; not forwarded")
-            }
-            Decision::Interim(_) => {
-                tracing::info!(
-                    policy = name,
-                    operation_id = operation_id,
-                    outcome = "interim",
-                    "an interim answer; the operation stays claimed for its follow-up"
-                )
-            }
-            Decision::Replayed(_) => {
-                // Linked to the span that executed the operation, when its record kept one.
-                let span = Span::linked("poppy.replay", linked.as_deref());
-                span.set_with("poppy.policy", || name.to_owned());
-                span.set_with("poppy.operation_id", || operation_id.to_owned());
-                span.set("poppy.outcome", Outcome::Replayed.as_str());
-            }
-            _ => {}
-        }
-        if let Some(span) = &run.phase {
-            span.set("poppy.outcome", decision.outcome().as_str());
-        }
-        let page_url = match &decision {
-            Decision::ApprovalRequired { operation, .. } if policy.approval.page_proof => {
-                PageLink::for_operation(
-                    self.parts.page_url.as_deref(),
-                    self.parts.keys.current(),
-                    policy,
-                    operation,
-                    flow.account(),
-                    self.parts.route.as_deref(),
-                )
-                .map(|link| link.url)
-            }
-            _ => None,
-        };
-        let outcome = RequestOutcome::decided(
-            name,
-            &decision,
-            approval.as_ref(),
-            rejection,
-            policy.expires_in,
-        )
-        .on_route(self.parts.route.as_deref());
-        Operated::Decided(Executed {
-            decision,
-            outcome,
-            page_url,
-        })
-    }
-
-    /// An unknown outcome, logged once per operation in this process (every retry would
-    /// repeat it).
-    fn log_unknown(&self, id: &OperationId, policy: &str, why: &str) {
-        let first = match self.unknown_logged.lock() {
-            Ok(mut seen) => {
-                if seen.len() >= 10_000 {
-                    seen.clear();
-                }
-                seen.insert(id.to_string())
-            }
-            Err(_) => true,
-        };
-        if first {
-            tracing::error!(policy, operation_id = %id, outcome = "unknown", why, "outcome unknown; the operation will not be forwarded again unless an operator resolves it as not performed");
-        }
-    }
-
     fn now(&self) -> i64 {
         self.parts.clock.now_millis()
     }
@@ -670,24 +327,4 @@ fn phase_span(name: &'static str, policy: &Policy, id: Option<&OperationId>) -> 
         span.set_with("poppy.operation_id", || id.to_string());
     }
     span
-}
-
-/// A request without the extension whose account declined it on the approval page.
-/// (The operation is not named: a request without the extension gets no operations.)
-fn declined() -> Refusal {
-    Refusal::new(
-        403,
-        "approval_declined",
-        "the user declined this action on the company's approval page; nothing was performed. The same request gets this answer until the declined approval expires; a request with other terms gets a new approval link",
-    )
-}
-
-/// A request without the extension and without a bearer token: nobody can approve it on
-/// the page, which asks the account the request acts for to sign in.
-fn page_sign_in_required() -> Refusal {
-    Refusal::new(
-        401,
-        "sign_in_required",
-        "this action is approved on the company's approval page by the account it acts for: send the request with the user's token (Authorization: Bearer …) to get the approval link; nothing was performed",
-    )
 }
