@@ -19,6 +19,7 @@ pub mod health;
 mod identity;
 pub mod ingress;
 pub mod init;
+mod listener;
 pub mod log_format;
 mod mcp;
 mod metrics;

@@ -13,14 +13,14 @@ use crate::admin::AdminApp;
 use crate::clock::SystemClock;
 use crate::config::Config;
 use crate::drain::{Drain, DrainOnSignal};
+use crate::listener::{
+    BodyLimits, Connections, HeldBodies, LimitedApp, REFUSING_AT_ONCE, Requests, UpstreamSlots,
+};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{Keys, KeysError, SigningKey};
 use crate::proxy::{AccessLogger, Edge, RouteRuntime, Routes};
-use crate::proxy::{
-    BodyLimits, Connections, GatewayProxy, HeldBodies, LimitedApp, McpEndpoint, Operations,
-    REFUSING_AT_ONCE, Requests, UpstreamSlots,
-};
+use crate::proxy::{GatewayProxy, McpEndpoint, Operations};
 use crate::reload::PolicyReloader;
 use crate::run::{Executor, ExecutorParts, Runner};
 use crate::store::{self, DurabilityCheck, InstrumentedStore, OperationStore};
@@ -394,7 +394,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
     // An idle HTTP/2 connection has the deadline an idle HTTP/1.1 one has (see h2.rs).
     options.h2_idle_timeout = Some(config.server.header_read_timeout);
     http.server_options = Some(options);
-    http.h2_options = Some(crate::proxy::h2_server_options(
+    http.h2_options = Some(crate::listener::h2_server_options(
         config.server.max_streams_per_connection,
     ));
     let tls = match &config.server.tls {
@@ -549,7 +549,7 @@ impl<A: pingora::apps::http_app::ServeHttp + Send + Sync> pingora::apps::http_ap
         &self,
         session: &mut pingora::protocols::http::ServerSession,
     ) -> http::Response<Vec<u8>> {
-        crate::proxy::head_read();
+        crate::listener::head_read();
         self.0.response(session).await
     }
 }

@@ -1,8 +1,7 @@
 //! The layering of `gateway/src`, kept true: no import cycles among the modules of any
-//! module (the crate's top-level modules included), only the server wires `proxy` in (the
-//! conversations service shares only its listener limits), the driver (`run`) and the
-//! upstream client never use `proxy`, the pure modules never name pingora, and the Session
-//! format's modules do no I/O.
+//! module (the crate's top-level modules included), only the server wires `proxy` in, the
+//! driver (`run`) and the upstream client use no interface, the pure modules never name
+//! pingora, and the Session format's modules do no I/O.
 //!
 //! Reads the sources: every `use crate::…`/`use super::…` tree and every inline
 //! `crate::…`/`super::…` path outside test modules is an edge to the module it names, seen
@@ -28,10 +27,11 @@ const PURE: [&str; 6] = [
 /// The modules that do I/O or hold the process's state: a decision module (below) names none
 /// of them, so the core owns its vocabulary (records, claims, outcomes) and the I/O around it
 /// uses that, not the other way round.
-const IO_MODULES: [&str; 20] = [
+const IO_MODULES: [&str; 21] = [
     "health",
     "quiet_log",
     "proxy",
+    "listener",
     "run",
     "upstream",
     "store",
@@ -95,16 +95,10 @@ const IO: [&str; 8] = [
     "super::metadata",
 ];
 
-/// The only modules that may use `proxy`: the server builds the service; the conversations
-/// service (its own listener) is under the proxy's listener limits (`SHARED_LIMITS`), and
-/// nothing else of it. Every interface runs its requests through `run`, which never uses
-/// `proxy`.
-const USES_PROXY: [&str; 2] = ["server", "conversations"];
-
-/// What of `proxy` the conversations service may use: the connection cap and header deadline
-/// (`connections`), the held-bodies budget and upstream slots (`limits`), named through
-/// `proxy`'s re-exports (`proxy` itself holds nothing else).
-const SHARED_LIMITS: [&[&str]; 3] = [&["proxy"], &["proxy", "connections"], &["proxy", "limits"]];
+/// The only module that may use `proxy`: the server builds the service. Every interface runs
+/// its requests through `run`, which never uses `proxy`, and the listeners share their limits
+/// through `listener`.
+const USES_PROXY: [&str; 1] = ["server"];
 
 struct Source {
     module: ModPath,
@@ -124,7 +118,7 @@ fn no_module_imports_a_sibling_that_imports_it_back() {
 }
 
 #[test]
-fn only_the_server_and_the_conversations_service_use_proxy() {
+fn only_the_server_uses_proxy() {
     // `run` and `upstream` are not among them: the driver is below the interfaces.
     let graph = Graph::read();
     let users: BTreeSet<String> = graph
@@ -136,22 +130,6 @@ fn only_the_server_and_the_conversations_service_use_proxy() {
     assert!(
         users.iter().all(|user| USES_PROXY.contains(&user.as_str())),
         "modules other than {USES_PROXY:?} use proxy: {users:?}"
-    );
-}
-
-#[test]
-fn the_conversations_service_shares_only_the_proxy_listener_limits() {
-    let graph = Graph::read();
-    let found: Vec<String> = graph
-        .edges
-        .iter()
-        .filter(|(from, to)| from[0] == "conversations" && to.first().is_some_and(|m| m == "proxy"))
-        .filter(|(_, to)| !SHARED_LIMITS.iter().any(|shared| *to == path(shared)))
-        .map(|(from, to)| format!("{} uses {}", display(from), display(to)))
-        .collect();
-    assert!(
-        found.is_empty(),
-        "the conversations service using proxy: {found:?}"
     );
 }
 

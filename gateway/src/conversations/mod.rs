@@ -34,11 +34,11 @@ use pingora::protocols::http::ServerSession;
 use crate::clock::now_millis;
 use crate::config::{Config, Conversations, ServiceToken};
 use crate::identity::{RequestTarget, SessionClaims, VerifyMode};
+use crate::listener::{HeldBodies, Reservation, UpstreamSlots};
 use crate::metrics::Limit;
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::ErrorBody;
-use crate::proxy::{HeldBodies, Reservation, UpstreamSlots};
 use crate::run::{Executor, Runner};
 
 use describe::{Limits, describe};
@@ -316,7 +316,7 @@ impl ConversationsApp {
 impl ServeHttp for ConversationsApp {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
         // The head arrived: the header deadline no longer applies (proxy/limits.rs).
-        crate::proxy::head_read();
+        crate::listener::head_read();
         let method = session.req_header().method.clone();
         let path = session.req_header().uri.path().to_owned();
         let call = match (method.as_str(), path.as_str()) {

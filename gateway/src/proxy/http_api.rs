@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use pingora::proxy::Session;
 
-use super::limits::read_body;
 use super::operations::Operations;
 use super::reply::Reply;
 use super::step::Step;
 use crate::identity::RequestTarget;
 use crate::ingress::admit::{Action, ApprovalSource};
 use crate::ingress::{Refusal, Target};
+use crate::listener::read_body;
 use crate::metrics::Unheld;
 use crate::policy::{Captures, Policy};
 use crate::run::{Arrival, Operated, Ran, Reading, Straight};

@@ -21,7 +21,6 @@ use bytes::Bytes;
 use pingora::proxy::Session;
 use serde_json::Value;
 
-use super::limits::read_body;
 use super::mcp_calls::HeldCalls;
 use super::mcp_clients::{McpClients, NotForwarded, Opened};
 use super::mcp_forward::StreamingForwarder;
@@ -34,6 +33,7 @@ use crate::config::{Mcp, Upstream};
 use crate::identity::RequestTarget;
 use crate::ingress::headers::check_operation_request;
 use crate::ingress::{ForwardRequest, Target, forwarded_headers};
+use crate::listener::read_body;
 use crate::mcp::{
     Incoming, Role, RpcError, cancelled_requests, check_standard_headers, codes, read_post,
 };

@@ -10,16 +10,12 @@
 //!
 //! Around every request, operation or not: `edge` (request IDs, the proxy headers of
 //! `crate::upstream::forwarded`, the `access_log` line, JSON answers when passthrough
-//! fails), and `limits` and `h2` around pingora's app (connection cap, header deadline, which
-//! connections speak HTTP/2; `first_bytes` tells when a TLS HTTP/2 connection's preface has
-//! arrived).
+//! fails); around pingora's app, `crate::listener` (connection cap, header deadline, HTTP/2,
+//! bodies held).
 
 mod access_log;
-mod connections;
 mod edge;
-mod h2;
 mod http_api;
-mod limits;
 mod mcp_api;
 mod mcp_calls;
 mod mcp_clients;
@@ -32,14 +28,10 @@ mod reply;
 mod routes;
 mod service;
 mod step;
-mod watched;
 mod well_known;
 
 pub(crate) use access_log::{AccessLogError, AccessLogger};
-pub(crate) use connections::{Connections, LimitedApp, REFUSING_AT_ONCE, Requests, head_read};
 pub(crate) use edge::Edge;
-pub(crate) use h2::server_options as h2_server_options;
-pub(crate) use limits::{BodyLimits, HeldBodies, Reservation, UpstreamSlot, UpstreamSlots};
 pub(crate) use mcp_api::McpEndpoint;
 pub(crate) use operations::Operations;
 pub(crate) use routes::{RouteRuntime, Routes};

@@ -1,7 +1,7 @@
 //! What the HTTP API and MCP adapters share to run a request for an operation: the policies,
 //! the runner (the executor, who may approve), and how bodies are read.
 
-use super::limits::BodyLimits;
+use crate::listener::BodyLimits;
 use crate::policy::LivePolicies;
 use crate::run::Runner;
 
