@@ -240,7 +240,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
 
     let held = HeldBodies::new(config.server.max_held_body_bytes);
     // Client connections open on the proxy's and the conversations service's listeners: one
-    // cap for both (see proxy/connections.rs).
+    // cap for both (see listener/connections.rs).
     let connections = Connections::new(
         caps.max_connections,
         config.server.header_read_timeout,
@@ -384,7 +384,7 @@ pub fn run(config: Config, keys: Keys) -> Result<(), StartError> {
         upstream_slots,
     };
     // The connection cap, TLS handshake and header deadline sit around pingora's HTTP app (see
-    // proxy/connections.rs).
+    // listener/connections.rs).
     let mut http = pingora::proxy::http_proxy(&server.configuration, gateway);
     let mut options = pingora::apps::HttpServerOptions::default();
     options.h2c = config.server.h2c;
@@ -538,7 +538,7 @@ pub fn redact(url: &str) -> String {
 }
 
 /// A service of its own listener (the approval page) under the proxy's header deadline: the
-/// deadline ends once a request's head has arrived (proxy/connections.rs).
+/// deadline ends once a request's head has arrived (listener/connections.rs).
 struct HeadRead<A>(A);
 
 #[async_trait::async_trait]

@@ -315,7 +315,7 @@ impl ConversationsApp {
 #[async_trait]
 impl ServeHttp for ConversationsApp {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
-        // The head arrived: the header deadline no longer applies (proxy/limits.rs).
+        // The head arrived: the header deadline no longer applies (listener/connections.rs).
         crate::listener::head_read();
         let method = session.req_header().method.clone();
         let path = session.req_header().uri.path().to_owned();
