@@ -22,10 +22,11 @@ use crate::config::Config;
 use crate::drain::{Drain, DrainOnSignal};
 use crate::fds::Caps;
 use crate::identity::SessionClaims;
+use crate::listener::{Connections, HeldBodies, UpstreamSlots};
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::{Keys, KeysError};
-use crate::proxy::{AccessLogger, Connections, HeldBodies, UpstreamSlots};
+use crate::proxy::AccessLogger;
 use crate::receipts::ReceiptSink;
 use crate::store::{self, DurabilityCheck, InstrumentedStore, OperationStore};
 
@@ -127,7 +128,7 @@ struct Limits {
     /// Request bodies held in memory.
     held: Arc<HeldBodies>,
     /// Client connections open on the proxy's, the conversations service's and the approval
-    /// page's listeners: one cap for all (see proxy/connections.rs).
+    /// page's listeners: one cap for all (see listener/connections.rs).
     connections: Arc<Connections>,
     /// `max_upstream_connections`: one count for the proxy and the conversations service.
     upstream_slots: Arc<UpstreamSlots>,

@@ -14,7 +14,7 @@
 //!
 //! The page never reaches the upstream: a decision is stored, and the agent's retry of the
 //! same request is performed by the flow and its driver (`operation/flow.rs`,
-//! `proxy/executor/`), once.
+//! `run/executor/`), once.
 
 mod decision;
 mod escape;

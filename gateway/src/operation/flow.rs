@@ -3,7 +3,7 @@
 //! A [`Flow`] is made from the admitted request and how the User approves it. [`Flow::next`]
 //! says what it needs ([`Need`]: a record, the page state, the lookup terms, a claim, a
 //! forward, a round, a lease, a record write) or that it is over ([`End`]); the driver
-//! (`proxy::executor`) carries the need out and feeds the answer back with [`Flow::on`],
+//! (`run::executor`) carries the need out and feeds the answer back with [`Flow::on`],
 //! with the time it read. Every ordering rule lives here; the driver only does I/O, spans,
 //! logs and metrics. The states, in order (`State`):
 //!

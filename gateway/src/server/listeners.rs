@@ -12,8 +12,9 @@ use pingora::services::listening::Service;
 use super::{Limits, Shared, StartError};
 use crate::admin::AdminApp;
 use crate::config::Config;
+use crate::listener::{LimitedApp, Requests};
 use crate::policy::LivePolicies;
-use crate::proxy::{AccessLogger, Edge, GatewayProxy, LimitedApp, Requests, RouteRuntime, Routes};
+use crate::proxy::{AccessLogger, Edge, GatewayProxy, RouteRuntime, Routes};
 use crate::reload::PolicyReloader;
 use crate::tls::{CertFiles, CertReloader, CertStore};
 
@@ -56,7 +57,7 @@ pub(super) fn add_approval_page(
 }
 
 /// The proxy: pingora's HTTP app over `routes`, inside the connection cap, TLS handshake and
-/// header deadline (see proxy/connections.rs); `[server.tls]`'s certificates reload on their
+/// header deadline (see listener/connections.rs); `[server.tls]`'s certificates reload on their
 /// own.
 pub(super) fn add_proxy(
     server: &mut Server,
@@ -86,7 +87,7 @@ pub(super) fn add_proxy(
     // An idle HTTP/2 connection has the deadline an idle HTTP/1.1 one has (see h2.rs).
     options.h2_idle_timeout = Some(config.server.header_read_timeout);
     http.server_options = Some(options);
-    http.h2_options = Some(crate::proxy::h2_server_options(
+    http.h2_options = Some(crate::listener::h2_server_options(
         config.server.max_streams_per_connection,
     ));
     let tls = match &config.server.tls {
@@ -166,7 +167,7 @@ pub(super) fn add_reload_and_admin(
 }
 
 /// A service of its own listener (the approval page) under the proxy's header deadline: the
-/// deadline ends once a request's head has arrived (proxy/connections.rs).
+/// deadline ends once a request's head has arrived (listener/connections.rs).
 struct HeadRead<A>(A);
 
 #[async_trait::async_trait]
@@ -177,7 +178,7 @@ impl<A: pingora::apps::http_app::ServeHttp + Send + Sync> pingora::apps::http_ap
         &self,
         session: &mut pingora::protocols::http::ServerSession,
     ) -> http::Response<Vec<u8>> {
-        crate::proxy::head_read();
+        crate::listener::head_read();
         self.0.response(session).await
     }
 }

@@ -5,7 +5,7 @@
 use super::StartError;
 use super::secrets::refuse_placeholder;
 use crate::config::Config;
-use crate::proxy::REFUSING_AT_ONCE;
+use crate::listener::REFUSING_AT_ONCE;
 use crate::store::{DurabilityCheck, OperationStore};
 
 /// What is checked before the store is opened: the admin token is no published placeholder,

@@ -9,11 +9,11 @@ use pingora::services::listening::Service;
 use super::{Limits, Shared};
 use crate::clock::SystemClock;
 use crate::config::{Config, Conversations};
+use crate::listener::{BodyLimits, LimitedApp, Requests};
 use crate::policy::LivePolicies;
-use crate::proxy::{
-    BodyLimits, Executor, ExecutorParts, LimitedApp, McpEndpoint, Operations, Requests,
-    RouteRuntime, UpstreamClient,
-};
+use crate::proxy::{McpEndpoint, Operations, RouteRuntime};
+use crate::run::{Executor, ExecutorParts, Runner};
+use crate::upstream::UpstreamClient;
 
 /// The routes, in the config's order, and each route's policies by name for the reloader.
 pub(super) struct Built {
@@ -84,14 +84,16 @@ pub(super) fn build(
             }),
             operations: Operations {
                 policies: route_policies,
-                executor,
-                session_claims: shared.session_claims.clone(),
+                runner: Runner {
+                    executor,
+                    session_claims: shared.session_claims.clone(),
+                    metrics: Arc::clone(&shared.metrics),
+                },
                 body_limits: BodyLimits {
                     max_body_bytes: config.server.max_body_bytes,
                     read_timeout: config.server.body_read_timeout,
                     held: Arc::clone(&limits.held),
                 },
-                metrics: Arc::clone(&shared.metrics),
             },
             upstream,
             passthrough: route.upstream.passthrough.clone(),
