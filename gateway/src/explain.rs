@@ -8,6 +8,9 @@
 //! real, their values are not the gateway's.
 
 pub mod cli;
+mod render;
+
+pub use render::render;
 
 use std::sync::Arc;
 
@@ -48,6 +51,15 @@ pub struct ExplainedTerm {
     /// `None`: an optional term the request leaves out.
     pub value: Option<Value>,
     pub source: String,
+}
+
+/// A policy's `needs_approval_when`, and what it comes to for the request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExplainedCondition {
+    pub text: String,
+    /// `Ok(false)`: the request passes through unheld; `Ok(true)`: held; `Err(why)`: it
+    /// has no value, and the request is held.
+    pub holds: Result<bool, String>,
 }
 
 /// What the gateway would do.
@@ -94,6 +106,8 @@ pub enum Explanation {
         answer: Value,
         /// A held MCP tool call (answered as a tool result), not an HTTP request.
         tool_call: bool,
+        /// `needs_approval_when`, if the policy has one.
+        condition: Option<ExplainedCondition>,
     },
 }
 
@@ -277,7 +291,22 @@ fn explain_policy(
         summary,
         answer,
         tool_call: false,
+        condition: condition(policy, &terms, lookup_placeholders),
     })
+}
+
+/// The policy's condition over `terms`, as the flow evaluates it (`Policy::needs_approval`).
+/// `placeholders`: the lookup terms are not known.
+fn condition(policy: &Policy, terms: &Terms, placeholders: bool) -> Option<ExplainedCondition> {
+    let text = policy.condition.as_ref()?.to_string();
+    let holds = policy.needs_approval(terms).map_err(|e| {
+        if placeholders {
+            format!("{e}: the lookup's answer decides it (give --lookup-answer)")
+        } else {
+            e.to_string()
+        }
+    });
+    Some(ExplainedCondition { text, holds })
 }
 
 /// Each term the policy extracted, with its value and where it came from, in policy order;
@@ -389,6 +418,7 @@ fn explain_tool(
         summary,
         answer: approval_required_result(&operation, false, None),
         tool_call: true,
+        condition: condition(&policy, &terms, false),
     }
 }
 
@@ -464,125 +494,4 @@ fn mint(
 
 fn body(error: &ErrorBody) -> Value {
     serde_json::from_slice(&error.to_bytes()).unwrap_or(Value::Null)
-}
-
-/// The explanation as text for a terminal.
-pub fn render(explanation: &Explanation, request: &ExplainRequest) -> String {
-    let target = match (&request.tool, &request.query) {
-        (Some((tool, _)), _) => format!("tools/call {tool}"),
-        (None, Some(query)) => format!("{} {}?{query}", request.method, request.path),
-        (None, None) => format!("{} {}", request.method, request.path),
-    };
-    let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
-    let mut out = String::new();
-    match explanation {
-        Explanation::NoMatch { routes } => {
-            out.push_str(&format!(
-                "no policy matches {target}: a Personal Agent's request passes through to the upstream untouched, without approval.\n"
-            ));
-            if routes.is_empty() {
-                out.push_str("The config has no HTTP routes.\n");
-            } else {
-                out.push_str("Routes that need approval:\n");
-                for route in routes {
-                    out.push_str(&format!("  {route}\n"));
-                }
-            }
-        }
-        Explanation::McpPassThrough {
-            endpoint,
-            tool,
-            held,
-        } => {
-            match (endpoint, tool) {
-                (None, _) => out.push_str(
-                    "the config has no [mcp] endpoint: MCP messages pass through to the upstream untouched.\n",
-                ),
-                (Some(path), Some(tool)) => out.push_str(&format!(
-                    "no [[tool]] policy names `{tool}`: a call of it to {path} passes through to the MCP server untouched, without approval.\n"
-                )),
-                (Some(path), None) => out.push_str(&format!(
-                    "{target} is the MCP endpoint ({path}): calls of held tools are answered by the gateway (explain one with --tool NAME --arguments JSON); every other message passes through to the MCP server.\n"
-                )),
-            }
-            if !held.is_empty() {
-                out.push_str("Tools whose calls need approval:\n");
-                for tool in held {
-                    out.push_str(&format!("  {tool}\n"));
-                }
-            }
-        }
-        Explanation::Refused { status, body } => {
-            out.push_str(&format!(
-                "the gateway would refuse {target} before matching a policy, forwarding nothing:\n{status} {}\n",
-                pretty(body)
-            ));
-        }
-        Explanation::Rejected {
-            policy,
-            source,
-            status,
-            body,
-        } => {
-            let why = match body.get("term").and_then(Value::as_str) {
-                Some(term) => format!("term `{term}` is missing or unusable"),
-                None => "the request can't give its terms".to_owned(),
-            };
-            out.push_str(&format!(
-                "policy `{policy}` ({source}) matches {target}, but {why}.\nThe gateway would answer, forwarding nothing:\n{status} {}\n",
-                pretty(body)
-            ));
-        }
-        Explanation::Operation {
-            policy,
-            source,
-            route,
-            captures,
-            terms,
-            lookup,
-            lookup_placeholders,
-            summary,
-            answer,
-            tool_call,
-        } => {
-            out.push_str(&format!(
-                "policy `{policy}` ({source}) matches {target}\n  route: {route}\n"
-            ));
-            for (name, value) in captures {
-                out.push_str(&format!("  capture {name} = {value:?}\n"));
-            }
-            if let Some(url) = lookup {
-                out.push_str(&format!(
-                    "\nlookup: the gateway would {url} from the upstream (with the request's Authorization, Cookie and Poppy-Session)\n"
-                ));
-                if *lookup_placeholders {
-                    out.push_str("  explain does not call the upstream: lookup terms are shown as ⟨lookup …⟩; give --lookup-answer @answer.json (or NAME=@answer.json for [operation.lookups.NAME]) to read them from an answer\n");
-                }
-            }
-            out.push_str("\nterms:\n");
-            for term in terms {
-                out.push_str(&format!(
-                    "  {:<20} = {:<30} from {}\n",
-                    term.name,
-                    term.value
-                        .as_ref()
-                        .map_or_else(|| "(absent: optional)".to_owned(), Value::to_string),
-                    term.source
-                ));
-            }
-            out.push_str(&format!(
-                "\nsummary (Markdown; request values escaped):\n  {summary}\n"
-            ));
-            let status = if *tool_call {
-                "200, the JSON-RPC result of the call:"
-            } else {
-                "403"
-            };
-            out.push_str(&format!(
-                "\nthe Personal Agent would receive (operation_id and revision computed with a throwaway key, not this gateway's: their values differ on every run and in the real gateway):\n{status} {}\n",
-                pretty(answer)
-            ));
-        }
-    }
-    out
 }

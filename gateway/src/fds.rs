@@ -7,7 +7,7 @@
 //! are fitted under that limit with a reserve for its own files: when `max_connections` and
 //! `max_upstream_connections` would need more descriptors than the process may open, both are
 //! lowered in proportion (and the gateway says so). Under the caps the limits of
-//! proxy/connections.rs apply (waiting connections give their place, the rest get `503`), so a
+//! listener/connections.rs apply (waiting connections give their place, the rest get `503`), so a
 //! flood of connections meets a `503` or a closed connection, never a process out of
 //! descriptors.
 

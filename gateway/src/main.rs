@@ -363,6 +363,9 @@ fn print_policies(policies: &poppy_gateway::policy::PolicySet) {
                 );
             }
         }
+        if let Some(condition) = &policy.condition {
+            println!("          needs approval when: {condition} (else passes through unheld)");
+        }
         println!("          {}", policy.accepted_parts());
     }
 }

@@ -2,18 +2,28 @@
 //! outcome and reason words, store call names, status classes); operation IDs are never labels.
 //! Every metric is documented in `docs/operations.md`; keep the two in sync.
 
+//!
+//! `prometheus-client` encodes the exposition, in the Prometheus text format (0.0.4) or in
+//! OpenMetrics with exemplars ([`Format`]); each part of the storage is one of its collectors.
+
 mod asked;
 mod declared;
+mod format;
 mod histogram;
 mod labels;
-mod openmetrics;
 mod per_policy;
+mod registered;
 mod requests;
+#[cfg(test)]
+mod scraped;
 mod store_duration;
+#[cfg(test)]
+mod tests;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 use crate::telemetry::SampledIds;
 use asked::AskedOnce;
@@ -24,18 +34,22 @@ use store_duration::StoreDuration;
 
 // The core's words for what became of a request (operation/outcome.rs); metrics count them.
 pub(crate) use crate::operation::outcome::{Outcome, Rejection, Unheld};
+pub(crate) use format::Format;
 pub(crate) use labels::{Limit, ReloadResult, StoreCall, status_class};
-pub(crate) use openmetrics::Format;
 
 pub(crate) struct Metrics {
+    /// The simple counters and gauges, and `process_*`.
     registry: Registry,
+    /// What encodes `/metrics`: `registry` and the three below, as collectors.
+    exposition: prometheus_client::registry::Registry,
+    /// The last page's size, reserved for the next (a page of 1000 policies is 4 MB).
+    page_size: std::sync::atomic::AtomicUsize,
     /// Requests, asks, rejections, approval delays and upstream times, by policy.
-    per_policy: PerPolicy,
+    per_policy: Arc<PerPolicy>,
     asked_once: AskedOnce,
-    /// Registered nowhere: rendered into the registry's text where the registry would have.
-    store_duration: StoreDuration,
+    store_duration: Arc<StoreDuration>,
     /// Every request the proxy listener answered, by route, method and status class.
-    requests: Requests,
+    requests: Arc<Requests>,
     store_errors: IntCounterVec,
     /// The operations versions requests for operations declare.
     declared_versions: DeclaredVersions,
@@ -67,11 +81,13 @@ impl Metrics {
             registry.register(Box::new(g.clone()))?;
             Ok::<_, prometheus::Error>(g)
         };
-        let metrics = Metrics {
-            per_policy: PerPolicy::new(),
+        let mut metrics = Metrics {
+            exposition: prometheus_client::registry::Registry::default(),
+            page_size: std::sync::atomic::AtomicUsize::new(64 * 1024),
+            per_policy: Arc::new(PerPolicy::new()),
             asked_once: AskedOnce::default(),
-            store_duration: StoreDuration::new(),
-            requests: Requests::new(),
+            store_duration: Arc::new(StoreDuration::new()),
+            requests: Arc::new(Requests::new()),
             declared_versions: DeclaredVersions::new(&registry)?,
             store_errors: counter(
                 "poppy_store_errors_total",
@@ -187,6 +203,16 @@ impl Metrics {
         metrics.registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
         ))?;
+        let registered = registered::Registered(metrics.registry.clone());
+        metrics.exposition.register_collector(Box::new(registered));
+        let store_duration = Arc::clone(&metrics.store_duration);
+        metrics
+            .exposition
+            .register_collector(Box::new(store_duration));
+        let requests = Arc::clone(&metrics.requests);
+        metrics.exposition.register_collector(Box::new(requests));
+        let per_policy = Arc::clone(&metrics.per_policy);
+        metrics.exposition.register_collector(Box::new(per_policy));
         Ok(metrics)
     }
 
@@ -349,7 +375,6 @@ impl Metrics {
             .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
-    /// Every metric, in the text exposition or in OpenMetrics (with exemplars).
     /// The route names the proxy's requests are counted by (`none` is added: no route matched).
     pub(crate) fn set_routes<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
         self.requests
@@ -369,242 +394,25 @@ impl Metrics {
             .observe(route, method, status, took.as_secs_f64(), ids);
     }
 
-    pub(crate) fn render(&self, format: Format) -> Vec<u8> {
-        // Encoding cannot fail for well-formed metric families.
-        let registry = TextEncoder::new()
-            .encode_to_string(&self.registry.gather())
-            .unwrap_or_default();
-        let policies = self.per_policy.render(format);
-        let mut out = String::with_capacity(registry.len() + 4096 + policies.len());
+    /// Every metric, in the text exposition or in OpenMetrics (with exemplars and `# EOF`).
+    pub(crate) fn encode(&self, format: Format) -> Result<Vec<u8>, std::fmt::Error> {
+        use prometheus_client::encoding::{prometheus_text, text};
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut out = String::with_capacity(self.page_size.load(Relaxed) * 9 / 8);
         match format {
-            Format::Text => {
-                // Where the registry wrote it when it was one of its families (it orders
-                // them by name), so that the text stays as it was.
-                // Our own families go where the registry would have put them (it orders
-                // them by name), so that the text stays as it was.
-                let requests_at = family_after(&registry, requests::NAME);
-                let store_at = family_after(&registry, store_duration::NAME);
-                out.push_str(&registry[..requests_at]);
-                self.requests.render(&mut out, format);
-                out.push_str(&registry[requests_at..store_at]);
-                self.store_duration.render(&mut out, format);
-                out.push_str(&registry[store_at..]);
-            }
-            Format::OpenMetrics => {
-                openmetrics::from_text(&registry, &mut out);
-                self.store_duration.render(&mut out, format);
-                self.requests.render(&mut out, format);
-            }
+            Format::Text => prometheus_text::encode(&mut out, &self.exposition)?,
+            Format::OpenMetrics => text::encode(&mut out, &self.exposition)?,
         }
-        // The per-policy families after the registry's (neither format orders families).
-        out.push_str(&policies);
-        if format == Format::OpenMetrics {
-            out.push_str("# EOF\n");
-        }
-        out.into_bytes()
+        self.page_size.store(out.len(), Relaxed);
+        Ok(out.into_bytes())
     }
-}
-
-/// Where the first family named after `name` starts in a text exposition (its end if none).
-fn family_after(text: &str, name: &str) -> usize {
-    let mut at = 0;
-    for line in text.split_inclusive('\n') {
-        let head = line
-            .strip_prefix("# HELP ")
-            .or_else(|| line.strip_prefix("# TYPE "));
-        if head.is_some_and(|rest| rest.split(' ').next().is_some_and(|family| family > name)) {
-            return at;
-        }
-        at += line.len();
-    }
-    text.len()
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    fn text(metrics: &Metrics) -> String {
-        String::from_utf8(metrics.render(Format::Text)).unwrap()
-    }
-
-    #[test]
-    fn the_text_orders_the_registrys_families_as_it_did() {
-        let metrics = Metrics::new().unwrap();
-        metrics.store_call(StoreCall::Claim, Duration::from_micros(300), false, None);
-        metrics.set_routes(["default"]);
-        metrics.request(
-            "default",
-            &http::Method::GET,
-            Some(200),
-            Duration::from_millis(3),
-            None,
-        );
-        let text = text(&metrics);
-        let families: Vec<&str> = text
-            .lines()
-            .filter_map(|line| line.strip_prefix("# HELP ")?.split(' ').next())
-            .collect();
-        assert!(families.contains(&"poppy_store_duration_seconds"));
-        assert!(families.contains(&"poppy_http_request_duration_seconds"));
-        assert!(
-            families.windows(2).all(|pair| pair[0] < pair[1]),
-            "{families:?}"
-        );
-        assert!(
-            text.contains("poppy_store_duration_seconds_bucket{call=\"claim\",le=\"0.0005\"} 1\n")
-        );
-        assert!(!text.contains("# EOF"));
-    }
-
-    #[test]
-    fn openmetrics_has_the_same_series_with_exemplars() {
-        let metrics = Metrics::new().unwrap();
-        metrics.policies(["exchange"]);
-        let ids = SampledIds {
-            trace_id: 0xabc,
-            span_id: 0xdef,
-        };
-        metrics.store_call(
-            StoreCall::Claim,
-            Duration::from_micros(300),
-            false,
-            Some(ids),
-        );
-        metrics
-            .per_policy
-            .upstream_duration("exchange", 0.002, Some(ids));
-        metrics.operation("exchange", Outcome::Performed);
-        let page = String::from_utf8(metrics.render(Format::OpenMetrics)).unwrap();
-        assert!(page.ends_with("\n# EOF\n"), "{page}");
-        let exemplar = |le: &str| {
-            format!(
-                "{le}\"}} 1 # {{trace_id=\"00000000000000000000000000000abc\",span_id=\"0000000000000def\"}} "
-            )
-        };
-        for line in [
-            "# TYPE poppy_operations counter\n",
-            "# HELP poppy_operations Requests for operations, by policy and outcome\n",
-            "poppy_operations_total{operation=\"exchange\",outcome=\"performed\"} 1\n",
-            "# TYPE poppy_store_errors counter\n",
-            "# TYPE poppy_store_duration_seconds histogram\n# UNIT poppy_store_duration_seconds seconds\n",
-            "# TYPE process_cpu_seconds counter\n# UNIT process_cpu_seconds seconds\n",
-            "poppy_approval_delay_seconds_bucket{operation=\"exchange\",le=\"1.0\"} 0\n",
-            &exemplar("poppy_store_duration_seconds_bucket{call=\"claim\",le=\"0.0005"),
-            &exemplar("poppy_upstream_duration_seconds_bucket{operation=\"exchange\",le=\"0.0025"),
-        ] {
-            assert!(page.contains(line), "no {line} in\n{page}");
-        }
-        assert!(!page.contains("# TYPE poppy_operations_total"));
-        // The text has every series the OpenMetrics page has, no more.
-        let series = |page: &str| -> Vec<String> {
-            page.lines()
-                .filter(|line| !line.starts_with('#'))
-                .map(|line| {
-                    let (series, _) = line
-                        .split_once("} ")
-                        .unwrap_or(line.split_once(' ').unwrap());
-                    series.replace(".0\"", "\"")
-                })
-                .filter(|series| !series.starts_with("process_"))
-                .collect()
-        };
-        let mut text = series(&text(&metrics));
-        let mut om = series(&page);
-        text.sort();
-        om.sort();
-        assert_eq!(text, om);
-    }
-
-    #[test]
-    fn series_exist_before_anything_happens() {
-        let metrics = Metrics::new().unwrap();
-        metrics.policies(["exchange"]);
-        let text = text(&metrics);
-        for series in [
-            r#"poppy_operations_total{operation="exchange",outcome="performed"} 0"#,
-            r#"poppy_approvals_rejected_total{operation="exchange",reason="stale_generation"} 0"#,
-            r#"poppy_operations_asked_total{operation="exchange"} 0"#,
-            r#"poppy_unheld_requests_total{operation="exchange",reason="no_session"} 0"#,
-            r#"poppy_unheld_requests_total{operation="exchange",reason="company_client"} 0"#,
-            r#"poppy_operations_total{operation="exchange",outcome="upstream_unavailable"} 0"#,
-            r#"poppy_upstream_duration_seconds_bucket{operation="exchange",le="0.001"} 0"#,
-            r#"poppy_build_info{version=""#,
-            "process_resident_memory_bytes ",
-            "process_start_time_seconds ",
-            r#"poppy_approval_delay_seconds_count{operation="exchange"} 0"#,
-            r#"poppy_upstream_duration_seconds_count{operation="exchange"} 0"#,
-            r#"poppy_store_duration_seconds_count{call="claim"} 0"#,
-            r#"poppy_store_errors_total{call="claim"} 0"#,
-            r#"poppy_passthrough_requests_total{class="5xx"} 0"#,
-            r#"poppy_config_reloads_total{result="failure"} 0"#,
-            "poppy_operations_in_flight 0",
-            "poppy_config_last_reload_successful 1",
-            "poppy_policies_loaded 1",
-            "poppy_log_lines_suppressed_total ",
-            r#"poppy_token_introspections_total{result="rate_limited"}"#,
-        ] {
-            assert!(text.contains(series), "missing {series} in\n{text}");
-        }
-        assert!(!text.contains("operation_id"));
-    }
-
-    #[test]
-    fn repeated_asks_for_one_operation_count_once() {
-        let metrics = Metrics::new().unwrap();
-        metrics.policies(["exchange"]);
-        let window = Duration::from_secs(900);
-        for _ in 0..3 {
-            metrics.asked("exchange", "exc_a", window);
-        }
-        metrics.asked("exchange", "exc_b", window);
-        assert!(text(&metrics).contains(r#"poppy_operations_asked_total{operation="exchange"} 2"#));
-    }
-
-    #[test]
-    fn approval_delay_is_measured_from_minting() {
-        let metrics = Metrics::new().unwrap();
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs() as i64;
-        // Minted 40 s ago with a 15 min window.
-        metrics.approval_delay("exchange", now - 40 + 900, Duration::from_secs(900));
-        let text = text(&metrics);
-        assert!(
-            text.contains(r#"poppy_approval_delay_seconds_bucket{operation="exchange",le="30"} 0"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"poppy_approval_delay_seconds_bucket{operation="exchange",le="60"} 1"#),
-            "{text}"
-        );
-    }
-
-    #[tokio::test]
-    async fn upstream_calls_are_in_flight_while_they_run() {
-        let metrics = Metrics::new().unwrap();
-        let seen = metrics
-            .upstream_call("exchange", async { metrics.in_flight.get() })
-            .await;
-        assert_eq!(seen, 1);
-        assert_eq!(metrics.in_flight.get(), 0);
-        assert!(
-            text(&metrics)
-                .contains(r#"poppy_upstream_duration_seconds_count{operation="exchange"} 1"#)
-        );
-    }
-
-    #[test]
-    fn a_failed_reload_is_remembered_until_one_succeeds() {
-        let metrics = Metrics::new().unwrap();
-        metrics.reload(ReloadResult::Failure);
-        assert_eq!(metrics.last_reload_successful.get(), 0);
-        metrics.reload(ReloadResult::Success);
-        assert_eq!(metrics.last_reload_successful.get(), 1);
-        let text = text(&metrics);
-        assert!(text.contains(r#"poppy_config_reloads_total{result="failure"} 1"#));
-        assert!(text.contains(r#"poppy_config_reloads_total{result="success"} 1"#));
+impl Metrics {
+    /// [`Metrics::encode`], for tests.
+    #[allow(clippy::unwrap_used)]
+    pub(crate) fn render(&self, format: Format) -> Vec<u8> {
+        self.encode(format).unwrap()
     }
 }

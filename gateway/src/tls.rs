@@ -117,7 +117,7 @@ impl CertStore {
         Ok(settings)
     }
 
-    /// The listener's TLS handshake, for the connection limits to do (proxy/connections.rs):
+    /// The listener's TLS handshake, for the connection limits to do (listener/connections.rs):
     /// done by pingora's listener it would happen before the gateway sees the connection,
     /// outside every limit and with a fixed 60 s deadline.
     pub(crate) fn handshake(self: &Arc<Self>) -> pingora::Result<Handshake> {

@@ -1,7 +1,7 @@
 //! The layering of `gateway/src`, kept true: no import cycles among the modules of any
-//! module (the crate's top-level modules included), only the server wires `proxy` in (and
-//! the conversations service, the one other front door, drives its executor), the pure
-//! modules never name pingora, and the Session format's modules do no I/O.
+//! module (the crate's top-level modules included), only the server wires `proxy` in, the
+//! driver (`run`) and the upstream client use no interface, the pure modules never name
+//! pingora, and the Session format's modules do no I/O.
 //!
 //! Reads the sources: every `use crate::…`/`use super::…` tree and every inline
 //! `crate::…`/`super::…` path outside test modules is an edge to the module it names, seen
@@ -27,10 +27,13 @@ const PURE: [&str; 6] = [
 /// The modules that do I/O or hold the process's state: a decision module (below) names none
 /// of them, so the core owns its vocabulary (records, claims, outcomes) and the I/O around it
 /// uses that, not the other way round.
-const IO_MODULES: [&str; 18] = [
+const IO_MODULES: [&str; 21] = [
     "health",
     "quiet_log",
     "proxy",
+    "listener",
+    "run",
+    "upstream",
     "store",
     "metrics",
     "receipts",
@@ -93,11 +96,10 @@ const IO: [&str; 8] = [
     "super::metadata",
 ];
 
-/// The only modules that may use `proxy`: the server builds the service; the conversations
-/// service (its own listener, no pingora proxy phases) runs described requests through the
-/// HTTP API's lookup and the same executor (`proxy::operate`), so that it keeps no copy of
-/// the decisions.
-const USES_PROXY: [&str; 2] = ["server", "conversations"];
+/// The only module that may use `proxy`: the server builds the service. Every interface runs
+/// its requests through `run`, which never uses `proxy`, and the listeners share their limits
+/// through `listener`.
+const USES_PROXY: [&str; 1] = ["server"];
 
 struct Source {
     module: ModPath,
@@ -117,7 +119,8 @@ fn no_module_imports_a_sibling_that_imports_it_back() {
 }
 
 #[test]
-fn only_the_server_and_the_conversations_service_use_proxy() {
+fn only_the_server_uses_proxy() {
+    // `run` and `upstream` are not among them: the driver is below the interfaces.
     let graph = Graph::read();
     let users: BTreeSet<String> = graph
         .edges
@@ -128,6 +131,32 @@ fn only_the_server_and_the_conversations_service_use_proxy() {
     assert!(
         users.iter().all(|user| USES_PROXY.contains(&user.as_str())),
         "modules other than {USES_PROXY:?} use proxy: {users:?}"
+    );
+}
+
+/// The driver and the upstream client are below every interface: they name none of them,
+/// so one entry (`run::run`) serves the HTTP API, MCP and the conversations service alike.
+#[test]
+fn the_driver_and_the_upstream_client_never_use_an_interface() {
+    let graph = Graph::read();
+    let interfaces = ["proxy", "conversations", "approval_page", "admin", "server"];
+    let found: Vec<String> = graph
+        .edges
+        .iter()
+        .filter(|(from, _)| ["run", "upstream"].contains(&from[0].as_str()))
+        .filter(|(_, to)| to.first().is_some_and(|m| interfaces.contains(&m.as_str())))
+        .map(|(from, to)| format!("{} uses {}", display(from), display(to)))
+        .collect();
+    assert!(found.is_empty(), "the driver using an interface: {found:?}");
+    let upward: Vec<String> = graph
+        .edges
+        .iter()
+        .filter(|(from, to)| from[0] == "upstream" && to.first().is_some_and(|m| m == "run"))
+        .map(|(from, to)| format!("{} uses {}", display(from), display(to)))
+        .collect();
+    assert!(
+        upward.is_empty(),
+        "the upstream client using the driver: {upward:?}"
     );
 }
 
@@ -183,6 +212,8 @@ fn the_operation_flow_does_no_io() {
     let extra = [
         "crate::store",
         "crate::proxy",
+        "crate::run",
+        "crate::upstream",
         "crate::clock",
         "async fn",
         ".await",
@@ -424,7 +455,8 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// `a/b.rs` and `a/b/mod.rs` are `a::b`; `lib.rs` is the crate; the binary's `main.rs` and
-/// test modules (`tests.rs`) are not part of the library's layering.
+/// test modules (`tests.rs`, and `NAME_tests.rs` beside the module they test) are not part of
+/// the library's layering.
 fn module_of(relative: &Path) -> Option<ModPath> {
     let mut parts: Vec<String> = relative
         .iter()
@@ -436,6 +468,7 @@ fn module_of(relative: &Path) -> Option<ModPath> {
         "lib.rs" if parts.is_empty() => {}
         "mod.rs" => {}
         "tests.rs" => return None,
+        other if other.ends_with("_tests.rs") => return None,
         other => parts.push(other.strip_suffix(".rs")?.to_owned()),
     }
     Some(parts)

@@ -87,7 +87,15 @@ impl ServeHttp for AdminApp {
                     Ok(count) => self.metrics.operations_unknown(count),
                     Err(e) => tracing::debug!(error = %e, "cannot count unknown operations"),
                 }
-                text(200, format.content_type(), self.metrics.render(format))
+                match self.metrics.encode(format) {
+                    Ok(page) => text(200, format.content_type(), page),
+                    // A collector refused to encode (none does for well-formed families).
+                    Err(_) => text(
+                        500,
+                        "text/plain; charset=utf-8",
+                        b"metrics could not be encoded\n".to_vec(),
+                    ),
+                }
             }
             (_, "/reload") => {
                 let (status, body) =

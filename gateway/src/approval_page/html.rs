@@ -1,10 +1,12 @@
-//! The page's HTML: no script, no third-party asset, one stylesheet of its own
-//! (`/approval.css`, allowed by the CSP's `style-src 'self'`). Every value from the operation
-//! is escaped; the summary goes through [`super::markdown`].
+//! The page's HTML, from the templates in `gateway/templates/approval/`: askama checks and
+//! compiles them with the binary, and every value they show goes through the page's escaper
+//! ([`super::escape`]); the one exception, the summary, is HTML that [`super::markdown`]
+//! made and escaped itself.
 
+use askama::Template;
 use serde_json::Value;
 
-use super::markdown::{escape, render};
+use super::markdown::render;
 use crate::operation::page::PageVerdict;
 use crate::operation::rfc3339_ms;
 use crate::policy::{canonical_json, shown};
@@ -71,136 +73,83 @@ pub(crate) enum Done {
     Performed(u16),
 }
 
+/// `templates/approval/operation.html`.
+#[derive(Template)]
+#[template(path = "approval/operation.html")]
+struct OperationPage<'a> {
+    company: &'a str,
+    standing: &'a Standing<'a>,
+    /// The summary as HTML, shown as is (`|safe`): [`render`] escapes all it takes from the
+    /// summary and makes only the extension's subset of markup.
+    summary: String,
+    /// Each term's name and value, with every hidden character named, line breaks too (a
+    /// term is one value, not Markdown).
+    terms: Vec<(String, String)>,
+    expired: bool,
+    /// The revision's expiry, RFC 3339.
+    expires: String,
+    /// When it was decided (if it was), RFC 3339.
+    decided_at: String,
+    operation_id: &'a str,
+}
+
+/// `templates/approval/error.html`.
+#[derive(Template)]
+#[template(path = "approval/error.html")]
+struct ErrorPage<'a> {
+    company: &'a str,
+    title: &'a str,
+    detail: &'a str,
+}
+
 /// The operation's page.
-pub(crate) fn operation_page(view: &View<'_>) -> String {
+pub(crate) fn operation_page(view: &View<'_>) -> Result<String, askama::Error> {
     let details = &view.link.details;
-    let company = escape(view.company);
-    let expired = details.expires_at <= view.now;
-    let expires = rfc3339_ms(details.expires_at.saturating_mul(1000));
-    let heading = match &view.standing {
-        Standing::Decided {
-            verdict: PageVerdict::Approved,
-            ..
-        } => "You approved this request",
-        Standing::Decided { .. } => "You declined this request",
-        _ => "Approve this request?",
+    let terms = details
+        .terms
+        .iter()
+        .map(|(name, value)| {
+            let value = match value {
+                Value::String(text) => shown(text).into_owned(),
+                other => shown(&canonical_json(other)).into_owned(),
+            };
+            (shown(name).into_owned(), value)
+        })
+        .collect();
+    let decided_at = match view.standing {
+        Standing::Decided { at_ms, .. } => rfc3339_ms(at_ms),
+        _ => String::new(),
     };
-    let mut body = String::new();
-    body.push_str(&format!(
-        "<header><p class=\"company\">{company}</p><h1>{heading}</h1></header>\n<main>\n"
-    ));
-    body.push_str("<section aria-labelledby=\"what\"><h2 id=\"what\">What you approve</h2>\n<div class=\"summary\">");
-    body.push_str(&render(&details.summary));
-    body.push_str("</div>\n</section>\n");
-    body.push_str("<section aria-labelledby=\"terms\"><h2 id=\"terms\">Exact terms</h2>\n<dl>\n");
-    for (name, value) in &details.terms {
-        let text = match value {
-            Value::String(text) => text.clone(),
-            other => canonical_json(other),
-        };
-        // Every hidden character by name, line breaks too: a term is one value, not Markdown.
-        body.push_str(&format!(
-            "<dt>{}</dt><dd>{}</dd>\n",
-            escape(&shown(name)),
-            escape(&shown(&text))
-        ));
+    OperationPage {
+        company: view.company,
+        standing: &view.standing,
+        summary: render(&details.summary),
+        terms,
+        expired: details.expires_at <= view.now,
+        expires: rfc3339_ms(details.expires_at.saturating_mul(1000)),
+        decided_at,
+        operation_id: view.link.operation_id.as_str(),
     }
-    body.push_str("</dl>\n</section>\n");
-    if let Standing::Decided {
-        verdict,
-        subject,
-        at_ms,
-        done,
-        again,
-    } = &view.standing
-    {
-        body.push_str(&decided(*verdict, subject, *at_ms, done, *again));
-    } else if expired {
-        body.push_str(&format!(
-            "<p class=\"expired\" role=\"status\">This request expired at <time datetime=\"{0}\">{0}</time>. Nothing will be done; ask for it again.</p>\n",
-            escape(&expires)
-        ));
-    } else {
-        body.push_str(&format!(
-            "<p>You can approve it until <time datetime=\"{0}\">{0}</time>. Approving it lets the request be performed once, with exactly these terms.</p>\n",
-            escape(&expires)
-        ));
-        body.push_str(&forms(&view.standing));
-    }
-    body.push_str(&format!(
-        "<footer><p>Operation <code>{}</code></p></footer>\n</main>\n",
-        escape(view.link.operation_id.as_str())
-    ));
-    document(&format!("Approve – {company}"), &body)
-}
-
-/// What was decided, and what became of it.
-fn decided(verdict: PageVerdict, subject: &str, at_ms: i64, done: &Done, again: bool) -> String {
-    let mut html = String::new();
-    if again {
-        html.push_str("<p class=\"notice\" role=\"status\">This request was decided before; nothing was changed.</p>\n");
-    }
-    let at = escape(&rfc3339_ms(at_ms));
-    let (what, class) = match verdict {
-        PageVerdict::Approved => ("Approved", "approved"),
-        PageVerdict::Declined => ("Declined", "declined"),
-    };
-    html.push_str(&format!(
-        "<section aria-labelledby=\"decided\" class=\"{class}\"><h2 id=\"decided\">{what}</h2>\n<p>{what} by <strong>{}</strong> at <time datetime=\"{at}\">{at}</time>.</p>\n",
-        escape(subject)
-    ));
-    html.push_str(&match (verdict, done) {
-        (PageVerdict::Declined, _) => "<p id=\"outcome\">Nothing will be done.</p>\n".to_owned(),
-        (PageVerdict::Approved, Done::Waiting) => "<p id=\"outcome\">Not performed yet: it will be performed once, when the request is sent again.</p>\n".to_owned(),
-        (PageVerdict::Approved, Done::InProgress) => "<p id=\"outcome\">Being performed now.</p>\n".to_owned(),
-        (PageVerdict::Approved, Done::Performed(status)) => format!("<p id=\"outcome\">Performed, once (the service answered {status}).</p>\n"),
-    });
-    html.push_str("</section>\n");
-    html
-}
-
-/// The sign-in form, or the Approve and Decline forms.
-fn forms(standing: &Standing<'_>) -> String {
-    match standing {
-        Standing::SignIn { return_to } => format!(
-            "<form method=\"post\" action=\"/signin\"><input type=\"hidden\" name=\"return\" value=\"{}\"><button type=\"submit\" class=\"approve\" id=\"signin\">Sign in to approve</button></form>\n",
-            escape(return_to)
-        ),
-        Standing::Decide {
-            subject,
-            csrf,
-            action,
-        } => format!(
-            "<p>Signed in as <strong>{}</strong>.</p>\n<form method=\"post\" action=\"{}\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\" id=\"approve\">Approve</button><button type=\"submit\" name=\"decision\" value=\"decline\" class=\"decline\" id=\"decline\">Decline</button></form>\n",
-            escape(subject),
-            escape(action),
-            escape(csrf)
-        ),
-        Standing::OtherAccount { subject } => format!(
-            "<p class=\"notice\" role=\"status\">You are signed in as <strong>{}</strong>, but this request acts for another account: only that account can approve it. Nothing will be done.</p>\n",
-            escape(subject)
-        ),
-        Standing::Decided { .. } => String::new(),
-    }
+    .render()
 }
 
 /// An error page: `title` and `detail` are plain text.
 pub(crate) fn error_page(company: &str, title: &str, detail: &str) -> String {
-    let body = format!(
-        "<header><p class=\"company\">{}</p><h1>{}</h1></header>\n<main><p>{}</p></main>\n",
-        escape(company),
-        escape(title),
-        escape(detail)
-    );
-    document(&escape(title), &body)
+    ErrorPage {
+        company,
+        title,
+        detail,
+    }
+    .render()
+    .unwrap_or_else(|e| {
+        // Only a failing formatter could get here (writing to a String does not fail).
+        tracing::error!(error = %e, "approval page: the error page did not render");
+        FALLBACK_ERROR_PAGE.to_owned()
+    })
 }
 
-/// `title` is already escaped.
-fn document(title: &str, body: &str) -> String {
-    format!(
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"referrer\" content=\"no-referrer\">\n<title>{title}</title>\n<link rel=\"stylesheet\" href=\"/approval.css\">\n</head>\n<body>\n{body}</body>\n</html>\n"
-    )
-}
+/// The error page when even that could not be rendered.
+const FALLBACK_ERROR_PAGE: &str = "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Something went wrong</title>\n</head>\n<body>\n<h1>Something went wrong</h1>\n<p>Nothing was changed. Try again shortly.</p>\n</body>\n</html>\n";
 
 #[cfg(test)]
 mod tests {
@@ -233,6 +182,7 @@ mod tests {
             now,
             standing: Standing::SignIn { return_to: "/x" },
         })
+        .expect("rendered")
     }
 
     #[test]
@@ -282,5 +232,32 @@ mod tests {
         let link = link("x", Map::new());
         let html = signed_out_page("Shop", &link, 1_900_000_000);
         assert!(html.contains("This request expired"));
+    }
+
+    /// The summary, which `markdown.rs` escapes itself, is the one value shown as HTML: any
+    /// other `|safe` in a template would put a value on the page unescaped.
+    #[test]
+    fn only_the_summary_is_shown_unescaped() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/approval");
+        let mut safe = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("the templates") {
+            let path = entry.expect("an entry").path();
+            let text = std::fs::read_to_string(&path).expect("a template");
+            let name = path
+                .file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
+            for (at, _) in text.match_indices("safe") {
+                let start = text[..at].rfind("{{").unwrap_or(0);
+                safe.push((name.clone(), text[start..at + 4].to_owned()));
+            }
+            // `|e(…)`/`|escape(…)` would choose another escaper than the page's.
+            assert!(!text.contains("|e"), "{name} chooses an escaper");
+        }
+        assert_eq!(
+            safe,
+            [("operation.html".to_owned(), "{{ summary|safe".to_owned())]
+        );
     }
 }

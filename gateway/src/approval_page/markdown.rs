@@ -8,7 +8,7 @@ use std::ops::Range;
 
 use pulldown_cmark::{Event, Parser, Tag, TagEnd};
 
-use crate::policy;
+use super::escape::escape_into;
 
 /// Render `summary` as HTML for the page.
 pub(crate) fn render(summary: &str) -> String {
@@ -118,38 +118,6 @@ fn is_block(event: &Event<'_>) -> bool {
 /// The parser's ranges are within the text; this keeps a slice from ever panicking.
 fn clamp(range: Range<usize>, len: usize) -> Range<usize> {
     range.start.min(len)..range.end.min(len)
-}
-
-/// Hidden characters are shown by name (`policy::shown`'s rule), but for the summary's own
-/// line breaks and tabs, which are its Markdown structure.
-fn shown_by_name(c: char) -> bool {
-    c != '\n' && c != '\t' && policy::is_hidden(c)
-}
-
-/// HTML-escape `text` into `out` (text and attribute values alike).
-pub(crate) fn escape_into(out: &mut String, text: &str) {
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if shown_by_name(c) => {
-                let mut name = String::new();
-                policy::push_name(&mut name, c);
-                escape_into(out, &name);
-            }
-            c => out.push(c),
-        }
-    }
-}
-
-/// `escape_into` to a new string.
-pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    escape_into(&mut out, text);
-    out
 }
 
 #[cfg(test)]
@@ -266,13 +234,5 @@ mod tests {
         for summary in nasty {
             assert_only_allowed_tags(&render(summary));
         }
-    }
-
-    #[test]
-    fn escaping_covers_attribute_characters() {
-        assert_eq!(
-            escape("<a href='x'>&\""),
-            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;"
-        );
     }
 }

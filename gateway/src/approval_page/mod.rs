@@ -14,11 +14,14 @@
 //!
 //! The page never reaches the upstream: a decision is stored, and the agent's retry of the
 //! same request is performed by the flow and its driver (`operation/flow.rs`,
-//! `proxy/executor/`), once.
+//! `run/executor/`), once.
 
 mod decision;
+mod escape;
 mod html;
 mod markdown;
+#[cfg(test)]
+mod page_bytes;
 mod signin;
 mod signing_in;
 #[cfg(test)]
@@ -262,16 +265,27 @@ impl ApprovalPageApp {
             (None, Some(_), Some(subject)) => Standing::OtherAccount { subject },
             _ => Standing::SignIn { return_to: &path },
         };
-        Page {
-            status: 200,
-            content_type: "text/html; charset=utf-8",
-            body: operation_page(&View {
-                company: &self.company,
-                link,
-                now,
-                standing,
-            }),
-            headers: Vec::new(),
+        let view = View {
+            company: &self.company,
+            link,
+            now,
+            standing,
+        };
+        match operation_page(&view) {
+            Ok(body) => Page {
+                status: 200,
+                content_type: "text/html; charset=utf-8",
+                body,
+                headers: Vec::new(),
+            },
+            Err(e) => {
+                tracing::error!(operation_id = %link.operation_id, error = %e, "approval page: the page did not render");
+                self.error(
+                    500,
+                    "The page could not be shown",
+                    "Try again shortly. Nothing was changed.",
+                )
+            }
         }
     }
 

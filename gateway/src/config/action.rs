@@ -9,10 +9,11 @@ use toml::Spanned;
 
 use super::duration::parse_duration;
 use super::error::ConfigError;
+use super::expressions::{compile_condition, compute_problems};
 use super::file::TermFile;
 use crate::policy::{
-    ApprovalVia, Expression, FormName, PathTemplate, Policy, SummaryTemplate, TermSource,
-    is_valid_json_path,
+    ApprovalVia, Condition, Expression, FormName, PathTemplate, Policy, SummaryTemplate,
+    TermSource, is_valid_json_path,
 };
 
 /// The longest approval window a policy may ask for: records are kept that long.
@@ -87,6 +88,8 @@ pub(super) struct ActionKeys<'a> {
     pub terms: &'a BTreeMap<Spanned<String>, Spanned<TermFile>>,
     /// `ignore`: JSONPaths of fields that are not terms (body, or tool arguments).
     pub ignore: Option<&'a Spanned<Vec<String>>>,
+    /// `needs_approval_when`: a condition over the terms (`policy::Condition`).
+    pub condition: Option<&'a Spanned<String>>,
 }
 
 /// The shared keys, validated.
@@ -102,6 +105,7 @@ pub(super) struct Action {
     pub ignore: Vec<String>,
     /// `file:line:column` of the table's name.
     pub source: String,
+    pub condition: Option<Condition>,
 }
 
 impl Action {
@@ -125,6 +129,7 @@ impl Action {
             ignore_headers: Vec::new(),
             overrides: Vec::new(),
             approval,
+            condition: self.condition,
         }
     }
 }
@@ -228,6 +233,12 @@ pub(super) fn compile_action(
         errors.push(at(span, format!("terms.{term_name}: {problem}")));
     }
 
+    let condition = op.condition.and_then(|text| {
+        compile_condition(text, source, &terms)
+            .map_err(|(span, problem)| errors.push(at(span, problem)))
+            .ok()
+    });
+
     let summary = SummaryTemplate::parse(op.summary.get_ref())
         .map_err(|e| errors.push(at(op.summary.span(), format!("summary: {e}"))))
         .ok();
@@ -318,6 +329,7 @@ pub(super) fn compile_action(
         terms,
         optional,
         source: format!("{}:{line}:{column}", path.display()),
+        condition,
     })
 }
 
@@ -335,67 +347,6 @@ fn optional_problem(source: &TermSource) -> Option<&'static str> {
         | TermSource::Header(_)
         | TermSource::Argument(_) => None,
     }
-}
-
-/// What is wrong with the computed terms: an expression that names no term or an optional
-/// one (it would have no value), or computed terms that need each other (a cycle, which could
-/// never be evaluated).
-fn compute_problems(terms: &[(String, TermSource)], optional: &[String]) -> Vec<(String, String)> {
-    let computed = |name: &str| {
-        terms.iter().find_map(|(n, s)| match s {
-            TermSource::Compute(expression) if n == name => Some(expression),
-            _ => None,
-        })
-    };
-    let mut problems = Vec::new();
-    for (name, source) in terms {
-        let TermSource::Compute(expression) = source else {
-            continue;
-        };
-        for operand in expression.terms() {
-            if !terms.iter().any(|(n, _)| n == operand) {
-                problems.push((
-                    name.clone(),
-                    format!("compute `{expression}` names `{operand}`, which is not a term"),
-                ));
-            }
-            if optional.iter().any(|o| o == operand) {
-                problems.push((
-                    name.clone(),
-                    format!("compute `{expression}` reads `{operand}`, which is optional: a request without it would have no value"),
-                ));
-            }
-        }
-        // Depth-first from this term: reaching it again is a cycle.
-        let mut stack: Vec<(&str, Vec<&str>)> = vec![(name.as_str(), vec![name.as_str()])];
-        let mut seen = std::collections::BTreeSet::new();
-        while let Some((current, path)) = stack.pop() {
-            let Some(expression) = computed(current) else {
-                continue;
-            };
-            for operand in expression.terms() {
-                if operand == name {
-                    let mut cycle = path.clone();
-                    cycle.push(operand);
-                    problems.push((
-                        name.clone(),
-                        format!(
-                            "computed terms need each other ({}): none could be computed",
-                            cycle.join(" → ")
-                        ),
-                    ));
-                    stack.clear();
-                    break;
-                }
-                if seen.insert(operand) {
-                    let mut next = path.clone();
-                    next.push(operand);
-                    stack.push((operand, next));
-                }
-            }
-        }
-    }
-    problems
 }
 
 /// What an operation's body is: JSON, or a form.
@@ -542,155 +493,5 @@ fn term_source(term: &TermFile) -> Result<TermSource, String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use crate::config::parse_policy_file;
-
-    fn errors(terms: &str, ignore: &str, path: &str) -> Vec<String> {
-        let text = format!(
-            "[[operation]]\nname = \"call\"\nmethod = \"POST\"\npath = \"{path}\"\nid_prefix = \"cal\"\nexpires_in = \"15m\"\nsame_action = [\"to\"]\nsummary = \"Call {{to}}.\"\nignore = [{ignore}]\n[operation.terms]\n{terms}\n"
-        );
-        match parse_policy_file(std::path::Path::new("p.toml"), &text) {
-            Ok(_) => Vec::new(),
-            Err(errors) => errors.0.iter().map(|e| e.to_string()).collect(),
-        }
-    }
-
-    #[test]
-    fn form_terms_and_ignored_names_are_checked() {
-        let ok = |terms: &str, ignore: &str| {
-            let found = errors(terms, ignore, "/Calls.json");
-            assert!(found.is_empty(), "{terms} {ignore}: {found:?}");
-        };
-        ok("to = { form = \"To\" }", "");
-        ok(
-            "to = { form = \"customer[to]\" }",
-            "\"StatusCallback\", \"metadata\"",
-        );
-        ok("to = { form = \"to[]\" }", "\"lines[0][sku]\"");
-        // Field names in `ignore` make the body a form, with no form term.
-        assert!(errors("to = { path = \"x\" }", "\"Note\"", "/Calls/{x}.json").is_empty());
-        let refused = |terms: &str, ignore: &str, needle: &str| {
-            let found = errors(terms, ignore, "/Calls/{x}.json");
-            assert!(
-                found.iter().any(|e| e.contains(needle)),
-                "{terms} {ignore}: {found:?}"
-            );
-        };
-        refused("to = { form = \"a.b\" }", "", "form `a.b` has `.`");
-        refused("to = { form = \"_method\" }", "", "method");
-        refused("to = { form = \"a[][b]\" }", "", "`[]` before its end");
-        refused(
-            "to = { form = \"To\" }",
-            "\"a[b\"",
-            "ignore: the form field name `a[b`",
-        );
-        refused(
-            "to = { form = \"To\" }",
-            "\"$.note\"",
-            "JSON or a form, not both",
-        );
-        let mixed = "[[operation]]\nname = \"call\"\nmethod = \"POST\"\npath = \"/c\"\nid_prefix = \"cal\"\nexpires_in = \"15m\"\nsame_action = [\"to\"]\nsummary = \"Call {to} {x}.\"\n[operation.terms]\nto = { body = \"$.to\" }\nx = { form = \"X\" }\n";
-        let found = parse_policy_file(std::path::Path::new("p.toml"), mixed).unwrap_err();
-        assert!(
-            found.to_string().contains("JSON or a form, not both"),
-            "{found}"
-        );
-        refused(
-            "to = { body = \"$.to\" }",
-            "\"Note\"",
-            "JSON or a form, not both",
-        );
-    }
-
-    /// `optional = true`: on what a request sends, written in its own section, never read
-    /// by a computation or a lookup's URL; each problem at its file:line:column.
-    #[test]
-    fn optional_terms_are_checked() {
-        let policy = |summary: &str, terms: &str| {
-            format!(
-                "[[operation]]\nname = \"pay\"\nmethod = \"POST\"\npath = \"/p/{{id}}\"\nid_prefix = \"pay\"\nexpires_in = \"15m\"\nsame_action = [\"id\"]\nsummary = \"{summary}\"\n[operation.terms]\nid = {{ path = \"id\" }}\n{terms}\n"
-            )
-        };
-        let load = |summary: &str, terms: &str| {
-            parse_policy_file(std::path::Path::new("p.toml"), &policy(summary, terms))
-                .map_err(|e| e.to_string())
-        };
-        let loaded = load(
-            "Pay {id}{?coupon} with {coupon}{/coupon}.",
-            "coupon = { body = \"$.coupon\", optional = true }",
-        )
-        .unwrap();
-        assert!(loaded[0].is_optional("coupon") && !loaded[0].is_optional("id"));
-        // `{...}` covers every term not written out, optional or not.
-        assert!(
-            load(
-                "Pay {id}. {...}",
-                "coupon = { body = \"$.coupon\", optional = true }\nnote = { body = \"$.n\" }"
-            )
-            .is_ok()
-        );
-        for (summary, terms, needle) in [
-            (
-                "Pay {id} with {coupon}.",
-                "coupon = { body = \"$.coupon\", optional = true }",
-                "p.toml:8:11: operation `pay`: summary writes optional term `{coupon}` outside `{?coupon}…{/coupon}`",
-            ),
-            (
-                "Pay {id}.",
-                "x = { path = \"id\", optional = true }",
-                "p.toml:11:31: operation `pay`: terms.x: optional: a path capture is always in the request",
-            ),
-            (
-                "Pay {id} {x}.",
-                "x = { value = 1, optional = true }",
-                "optional: only a term the request sends",
-            ),
-            (
-                "Pay {id}{?c} {c}{/c} {d}.",
-                "c = { body = \"$.c\", optional = true }\nd = { compute = \"c * 2\" }",
-                "compute `c * 2` reads `c`, which is optional",
-            ),
-            (
-                "Pay {id}{?nope}x{/nope}.",
-                "",
-                "summary section `{?nope}` names no term",
-            ),
-            (
-                "Pay {id}{?c}x.",
-                "c = { body = \"$.c\", optional = true }",
-                "`{?c}` has no `{/c}` after it",
-            ),
-            (
-                "Pay {id}.",
-                "c = { body = \"$.c\", optional = \"yes\" }",
-                "invalid type",
-            ),
-        ] {
-            let found = load(summary, terms).unwrap_err();
-            assert!(found.contains(needle), "{summary} {terms}: {found}");
-        }
-    }
-
-    #[test]
-    fn form_terms_are_for_operations() {
-        let text = "[[tool]]\nname = \"pay\"\ntool = \"pay\"\nid_prefix = \"pay\"\nexpires_in = \"15m\"\nsame_action = [\"to\"]\nsummary = \"Pay {to}.\"\n[tool.terms]\nto = { form = \"To\" }\n";
-        let found = parse_policy_file(std::path::Path::new("p.toml"), text).unwrap_err();
-        assert!(
-            found
-                .to_string()
-                .contains("a tool's terms come from its call"),
-            "{found}"
-        );
-    }
-
-    #[test]
-    fn captures_with_a_prefix_or_suffix_are_templates() {
-        assert!(errors("to = { path = \"Sid\" }", "", "/Calls/{Sid}.json").is_empty());
-        assert!(errors("to = { path = \"v\" }", "", "/v{v}/calls").is_empty());
-        let found = errors("to = { path = \"Sid\" }", "", "/Calls/{Sid}{x}");
-        assert!(
-            found.iter().any(|e| e.contains("one per segment")),
-            "{found:?}"
-        );
-    }
-}
+#[path = "action_tests.rs"]
+mod tests;

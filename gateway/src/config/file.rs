@@ -260,6 +260,9 @@ pub(crate) struct OperationFile {
     /// `"company_page"`: a Poppy agent's approval counts only once the User approved the
     /// same revision on the approval page, signed in.
     pub proof: Option<Spanned<String>>,
+    /// A condition over the terms: the action needs approval only when it holds
+    /// (`policy::Condition`).
+    pub needs_approval_when: Option<Spanned<String>>,
 }
 
 /// One term: exactly one of these keys.
@@ -327,4 +330,6 @@ pub(crate) struct ToolFile {
     /// As on `[[operation]]`: a Poppy agent's approval counts only once the User approved the
     /// same revision on the approval page.
     pub proof: Option<Spanned<String>>,
+    /// As on `[[operation]]`: the call needs approval only when this holds.
+    pub needs_approval_when: Option<Spanned<String>>,
 }

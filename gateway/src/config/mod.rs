@@ -13,6 +13,7 @@ mod edge;
 mod env;
 pub use env::unknown_variables;
 mod error;
+mod expressions;
 mod file;
 mod lookup;
 mod named_file;

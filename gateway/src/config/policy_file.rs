@@ -96,6 +96,7 @@ fn compile_operation(
         summary: &op.summary,
         terms: &op.terms,
         ignore: op.ignore.as_ref(),
+        condition: op.needs_approval_when.as_ref(),
     };
     let action = compile_action(path, source, &keys, template.as_ref(), errors);
     let ignore_query = op

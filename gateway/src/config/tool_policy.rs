@@ -57,6 +57,7 @@ pub(super) fn compile_tool(
         summary: &tool.summary,
         terms: &tool.terms,
         ignore: tool.ignore.as_ref(),
+        condition: tool.needs_approval_when.as_ref(),
     };
     let action = compile_action(path, source, &keys, None, errors);
     let mut problems = Vec::new();

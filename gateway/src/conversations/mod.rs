@@ -34,15 +34,19 @@ use pingora::protocols::http::ServerSession;
 use crate::clock::now_millis;
 use crate::config::{Config, Conversations, ServiceToken};
 use crate::identity::{RequestTarget, SessionClaims, VerifyMode};
+use crate::listener::{HeldBodies, Reservation, UpstreamSlots};
 use crate::metrics::Limit;
 use crate::metrics::Metrics;
 use crate::policy::LivePolicies;
 use crate::protocol::ErrorBody;
-use crate::proxy::{Executor, HeldBodies, Reservation, UpstreamSlots};
+use crate::run::{Executor, Runner};
 
 use describe::{Limits, describe};
-use messages::{Delivery, Messages};
-use seam::{Call, Seam};
+use messages::Messages;
+use seam::{Call, Delivered, Delivering, Seam, To};
+// The proxy's test that every interface renders a decision as the wire table says.
+#[cfg(test)]
+pub(crate) use seam::{Call as DecisionCall, render as render_decision};
 use wire::{Answer, Context, ConversationRequest, parse};
 
 /// The service's OpenAPI description, served at `GET /openapi.json`.
@@ -99,9 +103,11 @@ impl ConversationsApp {
         } = shared;
         let verify_off = matches!(claims.verify, VerifyMode::Off);
         let seam = Seam {
-            executor,
-            claims,
-            metrics: Arc::clone(&metrics),
+            runner: Runner {
+                executor,
+                session_claims: claims,
+                metrics: Arc::clone(&metrics),
+            },
             max_body_bytes: config.server.max_body_bytes,
             upstream_slots,
             slot_wait: config
@@ -144,11 +150,13 @@ impl ConversationsApp {
         let context = request.context();
         let signed_for = self.signed_for(&context)?;
         let described = self.describe(&request.request, &context)?;
-        let admitted = self
-            .seam
-            .admit(described, context.conversation_id, signed_for, None)
-            .await?;
-        let answer = self.seam.decide(admitted, Call::Propose).await;
+        let to = To {
+            conversation_id: context.conversation_id,
+            signed_for,
+            approval: None,
+            call: Call::Propose,
+        };
+        let answer = self.seam.run(described, to, None).await?;
         log("propose", &context, None, &answer);
         Ok(answer)
     }
@@ -161,50 +169,35 @@ impl ConversationsApp {
         let signed_for = self.signed_for(&context)?;
         message.check()?;
         let described = self.describe(&request.request, &context)?;
-        let admitted = self
-            .seam
-            .admit(
-                described,
-                context.conversation_id,
-                signed_for,
-                message.approval(),
-            )
-            .await?;
-        let remember = admitted.policy.expires_in + self.remember_grace;
         let message_id = message.id.as_str();
-        let handling = match self
-            .messages
-            .deliver(
-                &admitted.approver,
-                self.seam.signing_key(),
-                context.conversation_id,
-                message_id,
-            )
-            .await
-        {
-            Delivery::Answered(answer) => {
-                log(
-                    "perform (a retried message)",
-                    &context,
-                    Some(message_id),
-                    &answer,
-                );
-                return Ok(answer);
-            }
-            // Answered before to a sender this one does not prove to be: the flow answers
-            // again (performing nothing twice), and nothing is kept.
-            Delivery::Unproven => None,
-            Delivery::Handle(handling) => Some(handling),
+        let to = To {
+            conversation_id: context.conversation_id,
+            signed_for,
+            approval: message.approval(),
+            call: Call::Perform,
         };
-        let answer = self.seam.decide(admitted, Call::Perform).await;
-        match handling {
-            Some(handling) => {
+        let mut delivering = Delivering {
+            messages: &self.messages,
+            message_id,
+            delivered: None,
+            expires_in: Duration::ZERO,
+        };
+        let answer = self.seam.run(described, to, Some(&mut delivering)).await?;
+        let remember = delivering.expires_in + self.remember_grace;
+        match delivering.delivered {
+            Some(Delivered::Handled(handling)) => {
                 let until = now_millis()
                     .saturating_add(i64::try_from(remember.as_millis()).unwrap_or(i64::MAX));
                 self.messages.finish(handling, &answer, until).await;
                 log("perform", &context, Some(message_id), &answer);
             }
-            None => log(
+            Some(Delivered::Retried) => log(
+                "perform (a retried message)",
+                &context,
+                Some(message_id),
+                &answer,
+            ),
+            Some(Delivered::Unproven) | None => log(
                 "perform (a retried message, unproven sender)",
                 &context,
                 Some(message_id),
@@ -322,8 +315,8 @@ impl ConversationsApp {
 #[async_trait]
 impl ServeHttp for ConversationsApp {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
-        // The head arrived: the header deadline no longer applies (proxy/limits.rs).
-        crate::proxy::head_read();
+        // The head arrived: the header deadline no longer applies (listener/connections.rs).
+        crate::listener::head_read();
         let method = session.req_header().method.clone();
         let path = session.req_header().uri.path().to_owned();
         let call = match (method.as_str(), path.as_str()) {

@@ -3,7 +3,7 @@
 //! same terms (and, for the description and the request, the same fingerprint and the same
 //! request forwarded). The property tests feed generated requests to each interface's own
 //! reading (`describe`, `admit::route`, `mcp::read_post`) and then to the runner's front door
-//! (`proxy::admit_request`), as the service, the proxy and the MCP endpoint do.
+//! (`run::admit_request`), as the service, the proxy and the MCP endpoint do.
 
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ use crate::ingress::RouteMatch;
 use crate::ingress::admit::{self, Action, Admitted, ApprovalSource, Refused};
 use crate::mcp::{Incoming, read_post};
 use crate::policy::PolicySet;
-use crate::proxy::{Admission, Arrival, admit_request};
+use crate::run::{Admission, Arrival, admit_request};
 use crate::testkit::{EXCHANGE_POLICY, claims_off, unsigned_jwt};
 
 const UPSTREAM_HOST: &str = "127.0.0.1:9000";
@@ -115,7 +115,7 @@ fn answered(answer: &Answer) -> (u16, String) {
 }
 
 /// The front door of a gateway without a page (and so without an agents rule).
-const NO_PAGE: crate::proxy::Door<'static> = crate::proxy::Door {
+const NO_PAGE: crate::run::Door<'static> = crate::run::Door {
     page_offered: false,
     agents: None,
     metrics: None,
@@ -138,7 +138,7 @@ fn run<F: std::future::Future>(future: F) -> F::Output {
 }
 
 /// The conversations service's reading: the description routed, then the runner's front door
-/// (as `Seam::admit`), the fingerprint not yet bound to the conversation.
+/// (as `Seam::run`), the fingerprint not yet bound to the conversation.
 fn by_conversation(description: &Description) -> Result<Admitted, (u16, String)> {
     let policies = policies();
     let session = session();
@@ -502,7 +502,7 @@ fn a_described_request_without_a_session_is_read_for_its_token() {
         clients: vec!["agent".into()],
         every_request: false,
     };
-    let door = crate::proxy::Door {
+    let door = crate::run::Door {
         page_offered: false,
         agents: Some(&agents),
         metrics: None,

@@ -244,6 +244,21 @@ impl Answer {
         }))
     }
 
+    /// A request the policy's `needs_approval_when` does not hold: no operation. `response`:
+    /// the upstream's answer, for `perform`; none for `propose`, which performs nothing.
+    pub(crate) fn not_held(response: Option<&RecordedResponse>) -> Answer {
+        match response {
+            Some(response) => Answer::ok(json!({
+                "outcome": "not_held",
+                "response": recorded(response),
+            })),
+            None => Answer::ok(json!({
+                "outcome": "not_held",
+                "detail": "this request needs no approval (the policy's needs_approval_when is false for its terms): there is no operation; perform it with a message without an approval",
+            })),
+        }
+    }
+
     /// How it is kept for a retried message: status and body (never a `Retry-After`, only
     /// final answers are kept).
     /// The answer as the message store keeps it, with `proof`: the digest of what proves who

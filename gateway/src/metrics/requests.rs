@@ -6,12 +6,17 @@
 
 use std::sync::OnceLock;
 
-use super::histogram::{self, Buckets};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Unit;
+
+use super::histogram::Histogram;
 use super::labels::{STATUS_CLASSES, status_class};
-use super::openmetrics::{Format, Kind, head};
 use crate::telemetry::SampledIds;
 
-pub(super) const NAME: &str = "poppy_http_request_duration_seconds";
+/// The family's name before its unit (`_seconds`).
+const NAME: &str = "poppy_http_request_duration";
 const HELP: &str = "Time from a request's arrival on the proxy listener to its answer, by route (none: no route matched), method and response status class; every request, passthrough, held, performed or refused";
 
 /// From a fast refusal to a slow upstream (an approved forward may take `upstream.timeout`).
@@ -31,14 +36,17 @@ fn method_index(method: &http::Method) -> usize {
         .unwrap_or(METHODS.len() - 1)
 }
 
-/// One route's histograms, by method, then status class.
+/// One route's histograms, by method, then status class; each made when it counts its first
+/// request (a route has 48, most never used).
+#[derive(Debug)]
 struct Route {
     name: String,
-    series: [[Buckets<{ BUCKETS.len() }>; STATUS_CLASSES.len()]; METHODS.len()],
+    series: [[OnceLock<Histogram>; STATUS_CLASSES.len()]; METHODS.len()],
 }
 
 /// The routes are known once the configuration is loaded ([`Requests::set_routes`]); a
 /// request on a route not named there (none is) is not counted rather than given a new label.
+#[derive(Debug)]
 pub(super) struct Requests(OnceLock<Vec<Route>>);
 
 impl Requests {
@@ -53,7 +61,7 @@ impl Requests {
                 .into_iter()
                 .map(|name| Route {
                     name: name.to_owned(),
-                    series: std::array::from_fn(|_| std::array::from_fn(|_| Buckets::new())),
+                    series: std::array::from_fn(|_| std::array::from_fn(|_| OnceLock::new())),
                 })
                 .collect(),
         );
@@ -79,47 +87,45 @@ impl Requests {
             .iter()
             .position(|c| *c == class)
             .unwrap_or(STATUS_CLASSES.len() - 1);
-        if let Some(buckets) = route
+        if let Some(cell) = route
             .series
             .get(method_index(method))
             .and_then(|m| m.get(class))
         {
-            buckets.observe(&BUCKETS, seconds, ids);
+            cell.get_or_init(|| Histogram::new(&BUCKETS))
+                .observe(seconds, ids);
         }
     }
-
-    /// The family: its series that have counted a request (a route has 48, most never used);
-    /// none before the first request, as the registry leaves out a family without series.
-    pub(super) fn render(&self, out: &mut String, format: Format) {
+}
+impl Collector for Requests {
+    /// The family: its series that have counted a request; none before the first request
+    /// (the family is left out, as before).
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let Some(routes) = self.0.get() else {
-            return;
+            return Ok(());
         };
-        let counted = |b: &Buckets<{ BUCKETS.len() }>| b.count() > 0;
-        if !routes
-            .iter()
-            .flat_map(|r| r.series.iter().flatten())
-            .any(counted)
-        {
-            return;
+        let counted = || routes.iter().flat_map(|r| r.series.iter().flatten());
+        if !counted().any(|cell| cell.get().is_some()) {
+            return Ok(());
         }
-        head(out, format, NAME, HELP, Kind::Histogram);
-        let les = histogram::les(&BUCKETS, format);
-        let mut routes: Vec<&Route> = routes.iter().collect();
-        routes.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        let mut family =
+            encoder.encode_descriptor(NAME, HELP, Some(&Unit::Seconds), MetricType::Histogram)?;
         for route in routes {
             for (method, by_class) in METHODS.iter().zip(&route.series) {
-                for (class, buckets) in STATUS_CLASSES.iter().zip(by_class) {
-                    if !counted(buckets) {
+                for (class, cell) in STATUS_CLASSES.iter().zip(by_class) {
+                    let Some(histogram) = cell.get() else {
                         continue;
-                    }
-                    let labels = format!(
-                        "class=\"{class}\",method=\"{method}\",route=\"{}\"",
-                        super::per_policy::escaped(&route.name)
-                    );
-                    histogram::write(out, format, NAME, &labels, buckets, &les);
+                    };
+                    let labels = [
+                        ("class", *class),
+                        ("method", *method),
+                        ("route", route.name.as_str()),
+                    ];
+                    histogram.encode(family.encode_family(&labels)?)?;
                 }
             }
         }
+        Ok(())
     }
 }
 
@@ -127,11 +133,14 @@ impl Requests {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::metrics::Format;
+    use crate::metrics::scraped::{Page, encoded};
 
     #[test]
     fn only_counted_series_are_written_with_bounded_labels() {
-        let requests = Requests::new();
+        let requests = std::sync::Arc::new(Requests::new());
         requests.set_routes(["default", "none"]);
+        assert_eq!(encoded(&requests, Format::Text), "", "nothing counted yet");
         requests.observe("default", &http::Method::GET, Some(200), 0.002, None);
         requests.observe("default", &http::Method::GET, Some(204), 0.2, None);
         requests.observe(
@@ -142,18 +151,19 @@ mod tests {
             None,
         );
         requests.observe("not-a-route", &http::Method::GET, Some(200), 0.1, None);
-        let mut text = String::new();
-        requests.render(&mut text, Format::Text);
-        assert!(text.contains(
-            "poppy_http_request_duration_seconds_count{class=\"2xx\",method=\"GET\",route=\"default\"} 2"
-        ), "{text}");
-        assert!(text.contains(
-            "poppy_http_request_duration_seconds_bucket{class=\"2xx\",method=\"GET\",route=\"default\",le=\"0.0025\"} 1"
-        ), "{text}");
-        assert!(text.contains(
-            "poppy_http_request_duration_seconds_count{class=\"4xx\",method=\"other\",route=\"none\"} 1"
-        ), "{text}");
+        let text = encoded(&requests, Format::Text);
+        let page = Page::parse(&text);
+        let name = "poppy_http_request_duration_seconds";
+        let default_get = [("class", "2xx"), ("method", "GET"), ("route", "default")];
+        assert_eq!(
+            page.value(&format!("{name}_count"), &default_get),
+            Some(2.0)
+        );
+        let le = [default_get.as_slice(), &[("le", "0.0025")]].concat();
+        assert_eq!(page.value(&format!("{name}_bucket"), &le), Some(1.0));
+        let other = [("class", "4xx"), ("method", "other"), ("route", "none")];
+        assert_eq!(page.value(&format!("{name}_count"), &other), Some(1.0));
         assert!(!text.contains("not-a-route"), "{text}");
-        assert_eq!(text.matches("_count{").count(), 2, "{text}");
+        assert_eq!(page.named(&format!("{name}_count")).count(), 2, "{text}");
     }
 }

@@ -1,15 +1,18 @@
-//! `poppy_store_duration_seconds{call}`, one histogram of [`Buckets`] per store call, so that
-//! its buckets keep exemplars (`prometheus`'s histograms cannot). A request makes several
-//! store calls: an observation is an array index and atomics, where the `HistogramVec` it
-//! replaces hashed the label first. Its text is the vector's, byte for byte (a test compares
-//! them), and `Metrics::render` puts it where the registry did.
+//! `poppy_store_duration_seconds{call}`, one [`Histogram`] per store call, so that its buckets
+//! keep exemplars. A request makes several store calls: an observation is an array index and
+//! the histogram's update, where a `HistogramVec` would hash the label first.
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Unit;
 
 use super::StoreCall;
-use super::histogram::{self, Buckets};
-use super::openmetrics::{Format, Kind, head};
+use super::histogram::Histogram;
 use crate::telemetry::SampledIds;
 
-pub(super) const NAME: &str = "poppy_store_duration_seconds";
+/// The family's name before its unit (`_seconds`).
+const NAME: &str = "poppy_store_duration";
 const HELP: &str = "Time of operation store calls, by call";
 
 /// Store round trips: sub-millisecond in memory, about a millisecond to a nearby Redis.
@@ -18,75 +21,41 @@ const BUCKETS: [f64; 12] = [
 ];
 
 /// By [`StoreCall`], in the order of [`StoreCall::ALL`].
-pub(super) struct StoreDuration([Buckets<{ BUCKETS.len() }>; StoreCall::ALL.len()]);
+#[derive(Debug)]
+pub(super) struct StoreDuration([Histogram; StoreCall::ALL.len()]);
 
 impl StoreDuration {
     pub(super) fn new() -> StoreDuration {
-        StoreDuration(std::array::from_fn(|_| Buckets::new()))
+        StoreDuration(std::array::from_fn(|_| Histogram::new(&BUCKETS)))
     }
 
     pub(super) fn observe(&self, call: StoreCall, seconds: f64, ids: Option<SampledIds>) {
-        if let Some(buckets) = self.0.get(call as usize) {
-            buckets.observe(&BUCKETS, seconds, ids);
+        if let Some(histogram) = self.0.get(call as usize) {
+            histogram.observe(seconds, ids);
         }
     }
+}
 
-    /// The family, its series ordered by call as the registry ordered them.
-    pub(super) fn render(&self, out: &mut String, format: Format) {
-        head(out, format, NAME, HELP, Kind::Histogram);
-        let les = histogram::les(&BUCKETS, format);
-        let mut calls = StoreCall::ALL;
-        calls.sort_unstable_by_key(|call| call.as_str());
-        for call in calls {
-            if let Some(buckets) = self.0.get(call as usize) {
-                let labels = format!("call=\"{}\"", call.as_str());
-                histogram::write(out, format, NAME, &labels, buckets, &les);
-            }
+impl Collector for StoreDuration {
+    /// The family, every call's series (each exported from the start).
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family =
+            encoder.encode_descriptor(NAME, HELP, Some(&Unit::Seconds), MetricType::Histogram)?;
+        for (call, histogram) in StoreCall::ALL.iter().zip(&self.0) {
+            histogram.encode(family.encode_family(&[("call", call.as_str())])?)?;
         }
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
-
-    use prometheus::{HistogramOpts, HistogramVec, Registry, TextEncoder};
 
     #[test]
     fn calls_index_their_histograms() {
         for (i, call) in StoreCall::ALL.iter().enumerate() {
             assert_eq!(*call as usize, i, "{}", call.as_str());
         }
-    }
-
-    /// The text is what the `HistogramVec` this replaced wrote.
-    #[test]
-    fn the_text_is_the_vectors() {
-        let registry = Registry::new();
-        let vector = HistogramVec::new(
-            HistogramOpts::new(NAME, HELP).buckets(BUCKETS.to_vec()),
-            &["call"],
-        )
-        .unwrap();
-        registry.register(Box::new(vector.clone())).unwrap();
-        let new = StoreDuration::new();
-        for call in StoreCall::ALL {
-            vector.with_label_values(&[call.as_str()]);
-        }
-        for (i, seconds) in [0.00003, 0.0001, 0.0004, 0.002, 0.9, 1.0, 3.5, 0.0]
-            .into_iter()
-            .enumerate()
-        {
-            let call = StoreCall::ALL[i % 3];
-            vector.with_label_values(&[call.as_str()]).observe(seconds);
-            new.observe(call, seconds, None);
-        }
-        let old = TextEncoder::new()
-            .encode_to_string(&registry.gather())
-            .unwrap();
-        let mut text = String::new();
-        new.render(&mut text, Format::Text);
-        assert_eq!(text, old);
     }
 }

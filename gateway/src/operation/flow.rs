@@ -3,7 +3,7 @@
 //! A [`Flow`] is made from the admitted request and how the User approves it. [`Flow::next`]
 //! says what it needs ([`Need`]: a record, the page state, the lookup terms, a claim, a
 //! forward, a round, a lease, a record write) or that it is over ([`End`]); the driver
-//! (`proxy::executor`) carries the need out and feeds the answer back with [`Flow::on`],
+//! (`run::executor`) carries the need out and feeds the answer back with [`Flow::on`],
 //! with the time it read. Every ordering rule lives here; the driver only does I/O, spans,
 //! logs and metrics. The states, in order (`State`):
 //!
@@ -14,7 +14,8 @@
 //! - `Terms`: the policy's lookups and computed terms;
 //! - `PageDecisions` (a page request) or `Checking` (an approval's record and generation):
 //!   checks 1 to 3 give a [`Verdict`];
-//! - `Minting`: the action's state, then the operation to hold;
+//! - `Minting`: the action's state, then the operation to hold; or, where the policy's
+//!   condition is false for the terms, none: the request is not held (`End::NotHeld`);
 //! - `Proving`: `proof = "company_page"` holds a Poppy approval until the page approved it;
 //! - `Starting`, `Claiming`, `Forwarding`, `Reading`: the claim, the one forward and its
 //!   answer (a claim found taken goes back to checks 1 and 2);
@@ -24,6 +25,8 @@
 //! - `Lapsing`: a follow-up whose outcome is unknown ends its round's lease.
 
 mod claim;
+#[cfg(test)]
+mod condition_tests;
 #[cfg(test)]
 mod more_tests;
 #[cfg(test)]
@@ -230,6 +233,9 @@ pub(crate) enum End {
     LookupRefused,
     /// The account declined the request on the page: nothing performed.
     Declined(OperationId),
+    /// The policy's condition (`needs_approval_when`) is false for the request's terms: it
+    /// needs no approval, and goes on as if no policy named it (nothing minted or recorded).
+    NotHeld,
     Decided(Decided),
 }
 

@@ -3,7 +3,7 @@
 //! Every function here is a pure function of the request (as the ingress read it), its
 //! policy, what the store returned, the signing keys and the time it is given: it returns a
 //! [`Verdict`] and performs nothing. [`flow`] puts them in the spec's order as one state
-//! machine, which the executor (`proxy::executor`) drives against the store and the
+//! machine, which the executor (`run::executor`) drives against the store and the
 //! upstream. The order, for a request with an approval:
 //!
 //! 1. [`start`]: an ID not of this gateway's shape is refused at once (a new operation is
@@ -26,6 +26,7 @@ pub(crate) mod record;
 mod remember;
 pub(crate) mod round;
 mod verdict;
+mod wire;
 
 #[cfg(test)]
 mod tests;
@@ -49,6 +50,9 @@ pub(crate) use verdict::{
     Answer, Approved, Kept, Minted, Start, Verdict, action_tag, check, claim, existing,
     from_record, is_proven, keep, may_follow_up, mint, mint_for, record_before_lookup, start,
 };
+pub(crate) use wire::{IN_PROGRESS, WireError};
+#[cfg(test)]
+pub(crate) use wire::{Wire, every_decision};
 
 /// A request for an operation, prepared by its interface (HTTP API or MCP).
 #[derive(Debug, Clone)]

@@ -111,15 +111,22 @@ pub(crate) enum Unheld {
     /// No `Poppy-Session`, and `[approval_page.agents]` makes it the Company's own client's
     /// (no token, or a token of a client it does not list).
     CompanyClient,
+    /// The policy's `needs_approval_when` is false for the request's terms.
+    ConditionFalse,
 }
 
 impl Unheld {
-    pub(crate) const ALL: [Unheld; 2] = [Unheld::NoSession, Unheld::CompanyClient];
+    pub(crate) const ALL: [Unheld; 3] = [
+        Unheld::NoSession,
+        Unheld::CompanyClient,
+        Unheld::ConditionFalse,
+    ];
 
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Unheld::NoSession => "no_session",
             Unheld::CompanyClient => "company_client",
+            Unheld::ConditionFalse => "condition_false",
         }
     }
 }

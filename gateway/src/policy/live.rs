@@ -64,6 +64,7 @@ mod tests {
             ignore_query: Vec::new(),
             ignore_headers: Vec::new(),
             approval: Default::default(),
+            condition: None,
             overrides: Vec::new(),
         }
     }

@@ -15,7 +15,8 @@ mod summary;
 mod terms;
 mod visible;
 
-pub use compute::{EvalError, Expression, SyntaxError as ExpressionError};
+pub(crate) use compute::is_operand;
+pub use compute::{Condition, EvalError, Expression, SyntaxError as ExpressionError};
 pub(crate) use fingerprint::request_fingerprint;
 pub(crate) use form_name::{FormKey, FormName, MAX_LIST, METHOD_OVERRIDE_NAMES};
 pub(crate) use jsonpath::query as query_json_path;
@@ -78,6 +79,10 @@ pub struct Policy {
     pub overrides: Vec<String>,
     /// How the User may approve this action (`approval` in the policy file).
     pub approval: ApprovalVia,
+    /// `needs_approval_when`: the action needs approval only when this holds for the
+    /// request's terms; false, the request passes through as if no policy named it. Not
+    /// bound into any revision: the terms and the summary are what is approved.
+    pub condition: Option<Condition>,
 }
 
 /// How the User may approve an action (`approval` and `proof` in the policy file).
@@ -90,6 +95,18 @@ pub struct ApprovalVia {
     /// revision on the page, signed in (`proof = "company_page"`, or `approval =
     /// "company_page"`).
     pub page_proof: bool,
+}
+
+impl Policy {
+    /// Whether a request with these terms needs approval: always without a condition;
+    /// `Err`: the condition has no value for them (a term missing or not a decimal, a
+    /// division by zero), and the request is held as without one.
+    pub(crate) fn needs_approval(&self, terms: &Terms) -> Result<bool, EvalError> {
+        match &self.condition {
+            None => Ok(true),
+            Some(condition) => condition.evaluate(terms),
+        }
+    }
 }
 
 impl ApprovalVia {

@@ -197,6 +197,7 @@ mod tests {
             ignore_query: Vec::new(),
             ignore_headers: Vec::new(),
             approval: Default::default(),
+            condition: None,
             overrides: overrides.iter().map(|s| (*s).to_owned()).collect(),
         }
     }

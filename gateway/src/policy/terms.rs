@@ -5,9 +5,16 @@ use std::collections::BTreeMap;
 use jsonpath_rust::JsonPath as _;
 use serde_json::Value;
 
-use super::compute::{EvalError, Expression};
-use super::form_name::{FormKey, FormName};
+use super::compute::Expression;
 use super::route::Captures;
+
+mod canonical;
+mod computed;
+mod form;
+
+pub(crate) use canonical::canonical_json;
+pub(crate) use computed::compute_terms;
+use form::form_value;
 
 /// Where a term's value comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,137 +179,6 @@ fn extract_terms(
     Ok(out)
 }
 
-/// A computed term that has no value, and whether the operand at fault came from a lookup
-/// (the upstream's answer: a 502, like a failed lookup) or from the request (a 400).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("computed term `{term}`: {error}")]
-pub(crate) struct ComputeFailure {
-    pub term: String,
-    pub error: EvalError,
-    pub from_lookup: bool,
-}
-
-impl ComputeFailure {
-    /// The term to name in the refusal: the operand at fault, or the computed term.
-    pub(crate) fn named_term(&self) -> &str {
-        match &self.error {
-            EvalError::NotANumber { term } | EvalError::Missing { term } => term,
-            EvalError::DivisionByZero | EvalError::Overflow => &self.term,
-        }
-    }
-}
-
-/// Evaluate every computed term of `policy_terms` into `terms`, each once the terms it reads
-/// are known (`check` refused cycles and names of no term).
-pub(crate) fn compute_terms(
-    policy_terms: &[(String, TermSource)],
-    terms: &mut Terms,
-) -> Result<(), ComputeFailure> {
-    let mut pending: Vec<(&String, &Expression)> = policy_terms
-        .iter()
-        .filter_map(|(name, source)| match source {
-            TermSource::Compute(expression) => Some((name, expression)),
-            _ => None,
-        })
-        .collect();
-    while !pending.is_empty() {
-        let ready = pending.iter().position(|(_, expression)| {
-            expression
-                .terms()
-                .iter()
-                .all(|t| !pending.iter().any(|(name, _)| name.as_str() == *t))
-        });
-        // A cycle (which `check` refuses) leaves nothing ready: evaluate one anyway, and its
-        // operand is reported missing.
-        let (name, expression) = pending.remove(ready.unwrap_or(0));
-        let value = expression.evaluate(terms).map_err(|error| {
-            let from_lookup = match &error {
-                EvalError::NotANumber { term } | EvalError::Missing { term } => {
-                    reads_lookup(policy_terms, term, 0)
-                }
-                EvalError::DivisionByZero | EvalError::Overflow => {
-                    reads_lookup(policy_terms, name, 0)
-                }
-            };
-            ComputeFailure {
-                term: name.clone(),
-                error,
-                from_lookup,
-            }
-        })?;
-        terms.insert(name.clone(), value);
-    }
-    Ok(())
-}
-
-/// Whether term `name` comes from a lookup, itself or through the terms it computes from.
-fn reads_lookup(policy_terms: &[(String, TermSource)], name: &str, depth: usize) -> bool {
-    match policy_terms.iter().find(|(n, _)| n == name).map(|(_, s)| s) {
-        Some(TermSource::Lookup { .. }) => true,
-        Some(TermSource::Compute(expression)) if depth < policy_terms.len() => expression
-            .terms()
-            .iter()
-            .any(|t| reads_lookup(policy_terms, t, depth + 1)),
-        _ => false,
-    }
-}
-
-/// A form term's value: the field of that name (a string, or a list for `name[]`), or the
-/// group of fields it holds as one value (`metadata[k]=v` → `{"k": "v"}`, `items[0][price]=p`
-/// → `[{"price": "p"}]`, `expand[]=a` under `expand` → `["a"]`). `form` holds every field by
-/// its name, already read strictly: one shape per name, indices dense and in order.
-fn form_value(form: &Value, name: &str) -> Option<Value> {
-    if let Some(value) = form.get(name) {
-        return Some(value.clone());
-    }
-    let group = FormName::parse(name).ok()?;
-    let mut out: Option<Value> = None;
-    for (field, value) in form.as_object()? {
-        let Ok(field) = FormName::parse(field) else {
-            continue;
-        };
-        if field.is_within(&group) {
-            let rest = &field.parts()[group.parts().len()..];
-            place(&mut out, rest, value)?;
-        }
-    }
-    out
-}
-
-/// Put `value` at `path` in the tree being built. `None` if the names disagree on a shape,
-/// which the strict form reader already refused.
-fn place(node: &mut Option<Value>, path: &[FormKey], value: &Value) -> Option<()> {
-    let Some((first, rest)) = path.split_first() else {
-        return node.replace(value.clone()).is_none().then_some(());
-    };
-    match first {
-        // `value` is already the list of a `name[]` field.
-        FormKey::Append => node.replace(value.clone()).is_none().then_some(()),
-        FormKey::Name(key) => {
-            let map = node.get_or_insert_with(|| Value::Object(Default::default()));
-            let Value::Object(map) = map else { return None };
-            let mut child = map.remove(key);
-            place(&mut child, rest, value)?;
-            map.insert(key.clone(), child?);
-            Some(())
-        }
-        FormKey::Index(index) => {
-            let list = node.get_or_insert_with(|| Value::Array(Vec::new()));
-            let Value::Array(items) = list else {
-                return None;
-            };
-            if *index == items.len() {
-                items.push(Value::Null);
-            }
-            let slot = items.get_mut(*index)?;
-            let mut child = (!slot.is_null()).then(|| slot.take());
-            place(&mut child, rest, value)?;
-            *slot = child?;
-            Some(())
-        }
-    }
-}
-
 /// One match is the value; several are an array of them; none is `None`.
 pub(super) fn query_json(value: &Value, path: &str) -> Option<Value> {
     let found = super::jsonpath::query(value, path)?;
@@ -340,44 +216,6 @@ fn query_param(query: Option<&str>, name: &str) -> Option<String> {
         let decode = |s: &str| super::route::percent_decode(&s.replace('+', " "));
         (decode(key) == name).then(|| decode(value))
     })
-}
-
-/// JSON with object keys sorted at every level and no insignificant white space, so equal
-/// values always give equal bytes (revisions and operation IDs are MACs over it).
-pub(crate) fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (key, value)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::from(key.as_str()).to_string());
-                out.push(':');
-                write_canonical(value, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
 }
 
 #[cfg(test)]
@@ -450,28 +288,6 @@ mod tests {
         assert_eq!(got["currency"], "USD");
     }
 
-    #[test]
-    fn form_terms_by_field_name() {
-        let captures = vec![];
-        let headers = http::HeaderMap::new();
-        let form = json!({"To": "+1555", "tags[]": ["a", "b"]});
-        let terms = vec![
-            ("to".to_owned(), TermSource::Form("To".into())),
-            ("tags".to_owned(), TermSource::Form("tags[]".into())),
-        ];
-        let mut request = parts(&captures, &headers, None, None);
-        request.form = Some(&form);
-        let got = extract(&terms, &[], &request).unwrap();
-        assert_eq!(got["to"], "+1555");
-        assert_eq!(got["tags"], json!(["a", "b"]));
-        let missing = vec![("to".to_owned(), TermSource::Form("to".into()))];
-        let err = extract(&missing, &[], &request).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "term `to` is missing from the request (it comes from form field `to`)"
-        );
-    }
-
     /// An optional term absent from the request is absent from the terms; present (even as
     /// `null`, which the request does send), it is bound like any term.
     #[test]
@@ -512,47 +328,6 @@ mod tests {
         assert_eq!(err.term(), "amount");
     }
 
-    /// A form term naming a group is the group's fields as one value.
-    #[test]
-    fn form_groups_are_one_value() {
-        let captures = vec![];
-        let headers = http::HeaderMap::new();
-        let form = json!({
-            "metadata[order_id]": "1",
-            "metadata[note][x]": "y",
-            "items[0][price]": "p1",
-            "items[1][price]": "p2",
-            "items[0][quantity]": "2",
-            "expand[]": ["customer", "invoice"],
-            "t[a][]": ["1"],
-        });
-        let terms = vec![
-            ("metadata".to_owned(), TermSource::Form("metadata".into())),
-            ("items".to_owned(), TermSource::Form("items".into())),
-            ("expand".to_owned(), TermSource::Form("expand".into())),
-            ("listed".to_owned(), TermSource::Form("expand[]".into())),
-            ("t".to_owned(), TermSource::Form("t".into())),
-            ("first".to_owned(), TermSource::Form("items[0]".into())),
-            ("address".to_owned(), TermSource::Form("address".into())),
-        ];
-        let mut request = parts(&captures, &headers, None, None);
-        request.form = Some(&form);
-        let got = extract(&terms, &["address".to_owned()], &request).unwrap();
-        assert_eq!(
-            got["metadata"],
-            json!({"order_id": "1", "note": {"x": "y"}})
-        );
-        assert_eq!(
-            got["items"],
-            json!([{"price": "p1", "quantity": "2"}, {"price": "p2"}])
-        );
-        assert_eq!(got["expand"], json!(["customer", "invoice"]));
-        assert_eq!(got["listed"], got["expand"]);
-        assert_eq!(got["t"], json!({"a": ["1"]}));
-        assert_eq!(got["first"], json!({"price": "p1", "quantity": "2"}));
-        assert!(!got.contains_key("address"));
-    }
-
     #[test]
     fn missing_and_null_terms_are_named() {
         let captures = vec![];
@@ -587,80 +362,6 @@ mod tests {
         let got = extract_from_request(&terms, &[], &request).unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(got["order_id"], "o1");
-    }
-
-    #[test]
-    fn computed_terms_are_evaluated_in_order_and_failures_say_where_from() {
-        let values = |pairs: &[(&str, Value)]| -> Terms {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect()
-        };
-        let compute = |text: &str| TermSource::Compute(Expression::parse(text).unwrap());
-        let lookup = || TermSource::Lookup {
-            lookup: "order".into(),
-            path: "$.price".into(),
-        };
-        let policy = vec![
-            ("a_total".to_owned(), compute("difference * qty")),
-            ("difference".to_owned(), compute("new_price - old_price")),
-            ("new_price".to_owned(), TermSource::Body("$.price".into())),
-            ("old_price".to_owned(), lookup()),
-            ("qty".to_owned(), TermSource::Body("$.qty".into())),
-        ];
-        let mut got = values(&[
-            ("new_price", json!("190.00")),
-            ("old_price", json!("120.00")),
-            ("qty", json!(2)),
-        ]);
-        compute_terms(&policy, &mut got).unwrap();
-        assert_eq!(got["difference"], "70.00");
-        assert_eq!(got["a_total"], "140.00");
-
-        let mut bad = values(&[
-            ("new_price", json!("190.00")),
-            ("old_price", json!("n/a")),
-            ("qty", json!(2)),
-        ]);
-        let failure = compute_terms(&policy, &mut bad).unwrap_err();
-        assert_eq!(failure.term, "difference");
-        assert_eq!(failure.named_term(), "old_price");
-        assert!(failure.from_lookup);
-
-        let mut bad = values(&[
-            ("new_price", json!("free")),
-            ("old_price", json!("1")),
-            ("qty", json!(2)),
-        ]);
-        let failure = compute_terms(&policy, &mut bad).unwrap_err();
-        assert_eq!(failure.named_term(), "new_price");
-        assert!(!failure.from_lookup);
-
-        let ratio = vec![
-            ("q".to_owned(), compute("a / b")),
-            ("a".to_owned(), TermSource::Body("$.a".into())),
-            ("b".to_owned(), TermSource::Body("$.b".into())),
-        ];
-        let mut zero = values(&[("a", json!(1)), ("b", json!("0"))]);
-        let failure = compute_terms(&ratio, &mut zero).unwrap_err();
-        assert_eq!(failure.error, EvalError::DivisionByZero);
-        assert_eq!(failure.named_term(), "q");
-        assert!(!failure.from_lookup);
-        // Through a computed term that reads a lookup: the upstream's answer is at fault.
-        assert!(reads_lookup(&policy, "a_total", 0));
-    }
-
-    #[test]
-    fn canonical_json_sorts_keys_at_every_level() {
-        let a = json!({"b": 1, "a": {"d": [1, {"z": 1, "y": 2}], "c": "x"}});
-        assert_eq!(
-            canonical_json(&a),
-            r#"{"a":{"c":"x","d":[1,{"y":2,"z":1}]},"b":1}"#
-        );
-        let b: Value =
-            serde_json::from_str(r#"{ "a": {"c":"x", "d":[1,{"y":2,"z":1}]}, "b":1 }"#).unwrap();
-        assert_eq!(canonical_json(&a), canonical_json(&b));
     }
 
     #[test]

@@ -85,14 +85,6 @@ impl ErrorBody {
         serde_json::to_vec(&body).unwrap_or_default()
     }
 
-    /// `409 already_performed`: the operation was performed for this approver's claims, but
-    /// the credentials do not prove they are the ones that approved it (the gateway does
-    /// not verify Sessions), so its recorded answer is not given; no new operation is either,
-    /// since approving one would perform the action twice (spec section 7).
-    pub(crate) fn already_performed(operation_id: &str) -> ErrorBody {
-        ErrorBody::new("already_performed", ALREADY_PERFORMED).with("operation_id", operation_id)
-    }
-
     /// Add a member, such as `term` or `extension`.
     pub(crate) fn with(mut self, name: &str, value: impl Into<Value>) -> ErrorBody {
         self.members.insert(name.to_owned(), value.into());

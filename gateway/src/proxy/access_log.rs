@@ -12,8 +12,8 @@ use std::time::Instant;
 use pingora::proxy::Session;
 use serde_json::json;
 
-use super::forwarded::{ClientFacts, Notes};
 use crate::config::{AccessLog, LogFormat, LogTarget};
+use crate::upstream::forwarded::{ClientFacts, Notes};
 
 /// Lines waiting for the writer thread.
 const QUEUE: usize = 16 * 1024;

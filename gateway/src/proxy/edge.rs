@@ -10,11 +10,11 @@ use pingora::proxy::{FailToProxy, Session};
 use pingora::{Error, ErrorSource, ErrorType};
 
 use super::access_log::{AccessLogger, Entry};
-use super::forwarded::{self, ClientFacts, Notes, ProxyContext, UpstreamHeaders};
 use super::reply::Reply;
 use crate::config::{Passthrough, ProxyHeaders};
 use crate::metrics::Outcome;
 use crate::protocol::ErrorBody;
+use crate::upstream::forwarded::{self, ClientFacts, Notes, ProxyContext, UpstreamHeaders};
 
 /// Shared by all requests.
 pub(crate) struct Edge {

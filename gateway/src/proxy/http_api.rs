@@ -1,23 +1,22 @@
 //! Operations on HTTP APIs (spec sections 4 and 6, "APIs"): a Personal Agent's request to a
-//! policy route goes through the runner (`runner.rs`: the front door, then the executor), and
+//! policy route goes through the runner (`crate::run`: the front door, then the executor), and
 //! its decision or refusal is rendered as HTTP.
 
 use std::sync::Arc;
 
 use pingora::proxy::Session;
 
-use super::executor::Operated;
-use super::forwarded::ProxyContext;
-use super::limits::read_body;
 use super::operations::Operations;
 use super::reply::Reply;
-use super::runner::{self, Arrival, Ran};
 use super::step::Step;
 use crate::identity::RequestTarget;
 use crate::ingress::admit::{Action, ApprovalSource};
 use crate::ingress::{Refusal, Target};
+use crate::listener::read_body;
 use crate::metrics::Unheld;
 use crate::policy::{Captures, Policy};
+use crate::run::{Arrival, Operated, Ran, Reading, Straight};
+use crate::upstream::forwarded::ProxyContext;
 
 /// What pingora's retry buffer keeps of a body read before the proxy path sends it
 /// (`BODY_BUF_LIMIT`, 64 KiB).
@@ -53,13 +52,14 @@ pub(crate) async fn handle(
     // Without a Session under `[approval_page.agents]`, the body may be read to find the
     // token (a form, `ingress::credentials`) and the request still be the Company's own: then
     // pingora's proxy path sends the bytes read, kept in its retry buffer, before the rest.
-    let may_read_for_a_token = ops.executor.agents().is_some()
+    let may_read_for_a_token = ops.runner.executor.agents().is_some()
         && !session.req_header().headers.contains_key("poppy-session");
     if may_read_for_a_token {
         session.enable_retry_buffering();
     }
-    let body = read_body(session, &ops.body_limits, &ops.metrics);
-    match runner::run(ops, arrival, body, proxy).await {
+    let body = read_body(session, &ops.body_limits, &ops.runner.metrics);
+    let reading = Reading::plain(proxy.clone());
+    match ops.runner.run(arrival, body, &reading, &mut Straight).await {
         Ran::Operated(Operated::Decided(executed)) => {
             let reply = match executed.page_url {
                 // `proof = "company_page"`: the operation, and the page where the User
@@ -74,6 +74,21 @@ pub(crate) async fn handle(
             Reply::error(403, &link.error_body()).with_header("link", link.link_header()),
             outcome,
         ),
+        // `needs_approval_when` is false: sent as a request no policy names would be (its
+        // body was read whole, so by the gateway's own client), and counted as unheld.
+        Ran::Operated(Operated::NotHeld(forward)) => {
+            ops.runner
+                .metrics
+                .unheld(&policy.name, Unheld::ConditionFalse);
+            let sent = ops
+                .runner
+                .executor
+                .send_unheld(&policy.name, forward, proxy);
+            match sent.await {
+                Ok(response) => Step::Respond(Reply::from(response)),
+                Err(unanswered) => Step::Respond(Reply::error(502, &unanswered)),
+            }
+        }
         Ran::Operated(Operated::Refused(refusal, outcome)) => {
             Step::refused(&policy.name, outcome, Reply::refusal(&refusal))
         }
@@ -92,5 +107,6 @@ pub(crate) async fn handle(
             )))
         }
         Ran::NotAnAgent => Step::Unheld(policy, Unheld::CompanyClient),
+        Ran::Answered(never) => match never {},
     }
 }

@@ -18,12 +18,12 @@ use std::sync::Mutex;
 use bytes::{Bytes, BytesMut};
 use serde_json::Value;
 
-use super::executor::{AnswerReader, Read};
-use super::forwarded::ProxyContext;
-use super::upstream::{MAX_RECORDED_BODY, UpstreamClient};
 use crate::ingress::ForwardRequest;
 use crate::mcp::{CallAnswer, read_call_answer};
+use crate::run::{AnswerReader, Read};
 use crate::store::RecordedResponse;
+use crate::upstream::forwarded::ProxyContext;
+use crate::upstream::{MAX_RECORDED_BODY, UpstreamClient};
 
 /// How many times a stream is resumed without its response before the outcome is unknown.
 pub(crate) const MAX_RESUMES: usize = 5;

@@ -15,16 +15,16 @@ use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use pingora::upstreams::peer::HttpPeer;
 
-use super::forwarded::ProxyContext;
 use super::mcp_clients::{McpClients, Opened};
 use super::reply::Reply;
 use super::step::Step;
-use super::upstream::{MAX_RECORDED_BODY, UpstreamClient};
-use super::upstream_head::{UpstreamHead, write_request};
 use crate::config::Upstream;
 use crate::ingress::{ForwardRequest, HOP_BY_HOP};
 use crate::mcp::{is_tools_list, widen_tools_list_body};
 use crate::protocol::ErrorBody;
+use crate::upstream::forwarded::ProxyContext;
+use crate::upstream::head::{UpstreamHead, write_request};
+use crate::upstream::{MAX_RECORDED_BODY, UpstreamClient};
 
 /// The gateway's streaming client for MCP messages that need no approval.
 pub(crate) struct StreamingForwarder {

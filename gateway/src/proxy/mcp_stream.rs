@@ -17,9 +17,9 @@ use pingora::proxy::Session;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::reply::Reply;
-use super::upstream::Tapped;
 use crate::mcp::{CallAnswer, read_call_answer};
 use crate::operation::Decision;
+use crate::upstream::Tapped;
 
 /// The client's side of a streamed answer, once its header is written.
 pub(crate) struct Downstream {

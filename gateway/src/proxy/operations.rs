@@ -1,21 +1,15 @@
 //! What the HTTP API and MCP adapters share to run a request for an operation: the policies,
-//! the executor, who may approve, and how bodies are read.
+//! the runner (the executor, who may approve), and how bodies are read.
 
-use std::sync::Arc;
-
-use super::executor::Executor;
-use super::limits::BodyLimits;
-use crate::identity::SessionClaims;
-use crate::metrics::Metrics;
+use crate::listener::BodyLimits;
 use crate::policy::LivePolicies;
+use crate::run::Runner;
 
 /// The adapters' shared parts.
 pub(crate) struct Operations {
     /// Swapped whole by a policy reload.
     pub(crate) policies: LivePolicies,
-    pub(crate) executor: Arc<Executor>,
-    pub(crate) session_claims: SessionClaims,
+    pub(crate) runner: Runner,
     /// How bodies of requests to actions are read and held.
     pub(crate) body_limits: BodyLimits,
-    pub(crate) metrics: Arc<Metrics>,
 }

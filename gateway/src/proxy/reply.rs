@@ -6,8 +6,8 @@ use pingora::proxy::Session;
 
 use crate::ingress::Refusal;
 use crate::ingress::admit::Refused;
-use crate::operation::Decision;
-use crate::protocol::ErrorBody;
+use crate::operation::{Decision, WireError};
+use crate::protocol::{ALREADY_PERFORMED, ErrorBody, OperationId};
 use crate::store::RecordedResponse;
 
 /// A complete response the gateway writes itself.
@@ -50,11 +50,6 @@ impl Reply {
         Reply::refused(&Refused::Request(refusal.clone()))
     }
 
-    /// `503` with `Retry-After`: try the same request again later.
-    pub(crate) fn retry_later(seconds: u32, body: &ErrorBody) -> Reply {
-        Reply::error(503, body).with_header("retry-after", seconds.to_string())
-    }
-
     pub(crate) fn json(status: u16, value: &serde_json::Value) -> Reply {
         Reply {
             status,
@@ -82,40 +77,76 @@ impl Reply {
     }
 
     /// The HTTP answer to a decision (the MCP adapter renders its own, but for a sign-in
-    /// challenge).
+    /// challenge): the upstream's answer, or the wire table's error
+    /// (`operation::Decision::wire`: status, code, `Retry-After`) in this API's words.
     pub(crate) fn decision(decision: Decision) -> Reply {
-        match decision {
-            Decision::ApprovalRequired { operation, rejected } => {
+        let wire = decision.wire_error();
+        let (detail, id) = match decision {
+            Decision::Performed(response)
+            | Decision::Interim(response)
+            | Decision::Released(response)
+            | Decision::Replayed(response) => return Reply::from(response),
+            Decision::ApprovalRequired {
+                operation,
+                rejected,
+            } => {
                 let detail = if rejected {
                     "the approval does not match this request's current terms (or has expired, or is not this Session's to give); ask the user to approve these"
                 } else {
                     "this action needs the user's approval of these terms; retry the same request with a Poppy-Approval header"
                 };
-                Reply::error_bytes(403, ErrorBody::approval_required_bytes(&operation, detail))
+                // Written straight from the operation: the answer to every mint.
+                let body = ErrorBody::approval_required_bytes(&operation, detail);
+                return Reply::error_bytes(wire.map_or(500, |w| w.status), body);
             }
-            Decision::SignInRequired => Reply::error(401, &ErrorBody::new("sign_in_required", "this operation belongs to an account: sign in to that account to approve it"))
-                .with_header("www-authenticate", "Bearer"),
-            Decision::Performed(response) | Decision::Interim(response) | Decision::Released(response) | Decision::Replayed(response) => Reply::from(response),
-            Decision::AlreadyPerformed(id) => {
-                Reply::error(409, &ErrorBody::already_performed(id.as_str()))
+            Decision::SignInRequired => {
+                let detail =
+                    "this operation belongs to an account: sign in to that account to approve it";
+                return Reply::wire_error(wire, detail, None)
+                    .with_header("www-authenticate", "Bearer");
             }
+            Decision::AlreadyPerformed(id) => (ALREADY_PERFORMED, Some(id)),
             // Only an MCP call has follow-ups; rendered as the API would refuse one.
-            Decision::NotTheApprover(id) => Reply::error(403, &ErrorBody::new("not_the_approver", Decision::NOT_THE_APPROVER).with("operation_id", id.as_str())),
-            Decision::InProgress(id) => Reply::retry_later(
-                1,
-                &ErrorBody::new("operation_in_progress", "this operation is being performed; send the same approval again to get its answer").with("operation_id", id.as_str()),
+            Decision::NotTheApprover(id) => (Decision::NOT_THE_APPROVER, Some(id)),
+            Decision::InProgress(id) => (
+                "this operation is being performed; send the same approval again to get its answer",
+                Some(id),
             ),
-            Decision::Unknown(id) => Reply::retry_later(
-                30,
-                &ErrorBody::new(
-                    "operation_outcome_unknown",
-                    "the gateway does not know yet whether this operation took effect; it will not be performed again. Retry later, or ask the company",
-                )
-                .with("operation_id", id.as_str()),
+            Decision::Unknown(id) => (
+                "the gateway does not know yet whether this operation took effect; it will not be performed again. Retry later, or ask the company",
+                Some(id),
             ),
-            Decision::UpstreamUnavailable => Reply::retry_later(1, &ErrorBody::new("upstream_unavailable", "the API could not be reached; nothing was performed, send the same approval again")),
-            Decision::ShuttingDown => Reply::retry_later(1, &ErrorBody::new("gateway_shutting_down", "this gateway is shutting down and started nothing; send the same approval again")),
-            Decision::StoreUnavailable => Reply::retry_later(1, &ErrorBody::new("store_unavailable", "the gateway cannot reach its operation store; nothing was performed, try again")),
+            Decision::UpstreamUnavailable => (
+                "the API could not be reached; nothing was performed, send the same approval again",
+                None,
+            ),
+            Decision::ShuttingDown => (
+                "this gateway is shutting down and started nothing; send the same approval again",
+                None,
+            ),
+            Decision::StoreUnavailable => (
+                "the gateway cannot reach its operation store; nothing was performed, try again",
+                None,
+            ),
+        };
+        Reply::wire_error(wire, detail, id.as_ref())
+    }
+
+    /// An error of the wire table: its status and code, `detail`, the operation it is about,
+    /// and `Retry-After` when it has one. (`None`: the table has no error for the decision,
+    /// which no renderer asks of it.)
+    fn wire_error(wire: Option<WireError>, detail: &str, id: Option<&OperationId>) -> Reply {
+        let Some(wire) = wire else {
+            return Reply::error(500, &ErrorBody::new("internal_error", detail));
+        };
+        let mut body = ErrorBody::new(wire.error, detail);
+        if let Some(id) = id {
+            body = body.with("operation_id", id.as_str());
+        }
+        let reply = Reply::error(wire.status, &body);
+        match wire.retry_after {
+            Some(seconds) => reply.with_header("retry-after", seconds.to_string()),
+            None => reply,
         }
     }
 
@@ -143,6 +174,113 @@ impl From<RecordedResponse> for Reply {
             status: recorded.status,
             headers: recorded.headers,
             body: recorded.body,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::conversations::{DecisionCall, render_decision};
+    use crate::mcp::{McpVersion, RETRY_META_KEY};
+    use crate::operation::{IN_PROGRESS, Wire, every_decision};
+    use crate::proxy::mcp_reply::{ReplyTo, render};
+
+    fn header(reply: &Reply, name: &str) -> Option<String> {
+        reply
+            .headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    }
+
+    /// The three renderers of a decision (the HTTP API, MCP, the conversations service) agree
+    /// with the wire table, and so with each other, on every decision: the HTTP API and the
+    /// service answer its status, code and `Retry-After`; MCP's tool results carry its code
+    /// and retry time (in HTTP 200, which keeps the client's session).
+    #[test]
+    fn every_interface_renders_a_decision_as_the_table_says() {
+        let to = ReplyTo {
+            id: Value::from(7),
+            session_id: None,
+            version: McpVersion::of_request(Some(b"2025-11-25"), None),
+        };
+        let named = "exc_sAAAAAAAAAAAAAAAABBBBBBBB";
+        for decision in every_decision() {
+            let http = Reply::decision(decision.clone());
+            let service = render_decision(decision.clone(), named, DecisionCall::Perform);
+            let mcp = render(decision.clone(), &to);
+            let http_body: Value = serde_json::from_slice(&http.body).unwrap_or(Value::Null);
+            let mcp_body: Value = serde_json::from_slice(&mcp.body).unwrap_or(Value::Null);
+            let wire = match decision.wire() {
+                Wire::Error(wire) => wire,
+                Wire::Answer => {
+                    // The upstream's answer, as it came (the service wraps it in its outcome).
+                    let upstream = match &decision {
+                        Decision::Performed(r)
+                        | Decision::Interim(r)
+                        | Decision::Released(r)
+                        | Decision::Replayed(r) => r.status,
+                        _ => unreachable!(),
+                    };
+                    assert_eq!(http.status, upstream, "{decision:?}");
+                    assert_eq!(mcp.status, upstream, "{decision:?}");
+                    if matches!(decision, Decision::Interim(_)) {
+                        // The service has no interim answers: in progress.
+                        assert_eq!(service.status, IN_PROGRESS.status);
+                        assert_eq!(service.body["error"], IN_PROGRESS.error);
+                        assert_eq!(service.retry_after, IN_PROGRESS.retry_after);
+                    } else {
+                        assert_eq!(service.status, 200, "{decision:?}");
+                        assert_eq!(service.body["response"]["status"], upstream);
+                    }
+                    continue;
+                }
+            };
+            let retry_header = wire.retry_after.map(|s| s.to_string());
+            assert_eq!(http.status, wire.status, "{decision:?}");
+            assert_eq!(http_body["error"], wire.error, "{decision:?}");
+            assert_eq!(header(&http, "retry-after"), retry_header, "{decision:?}");
+            assert_eq!(service.status, wire.status, "{decision:?}");
+            assert_eq!(service.body["error"], wire.error, "{decision:?}");
+            assert_eq!(service.retry_after, wire.retry_after, "{decision:?}");
+            match &decision {
+                // MCP's authorization challenge is HTTP's.
+                Decision::SignInRequired => {
+                    assert_eq!(mcp.status, wire.status);
+                    assert_eq!(
+                        header(&mcp, "www-authenticate"),
+                        header(&http, "www-authenticate")
+                    );
+                }
+                // Not the model's to act on: a JSON-RPC error, in the MCP answer.
+                Decision::NotTheApprover(_) => {
+                    assert_eq!(
+                        mcp_body["error"]["code"],
+                        crate::mcp::codes::INVALID_REQUEST
+                    );
+                    let message = mcp_body["error"]["message"].as_str().unwrap_or_default();
+                    assert!(message.contains(Decision::NOT_THE_APPROVER), "{message}");
+                }
+                // The operation, as the spec's tool error.
+                Decision::ApprovalRequired { .. } => {
+                    assert_eq!(mcp.status, 200);
+                    assert_eq!(mcp_body["result"]["isError"], true);
+                    assert!(mcp_body["result"]["structuredContent"]["operation"].is_object());
+                    assert_eq!(http_body["operation"]["operation_id"], named);
+                }
+                _ => {
+                    assert_eq!(mcp.status, 200, "{decision:?}");
+                    let advice = &mcp_body["result"]["_meta"][RETRY_META_KEY];
+                    assert_eq!(advice["error"], wire.error, "{decision:?}");
+                    match wire.retry_after {
+                        Some(seconds) => assert_eq!(advice["retry_after"], seconds),
+                        None => assert!(advice.get("retry_after").is_none()),
+                    }
+                }
+            }
         }
     }
 }

@@ -8,10 +8,10 @@ use pingora::proxy::Session;
 
 use super::mcp_api::McpEndpoint;
 use super::operations::Operations;
-use super::upstream::UpstreamClient;
 use crate::config::Passthrough;
 use crate::ingress::Refusal;
 use crate::policy::percent_decode;
+use crate::upstream::UpstreamClient;
 
 /// One route, running.
 pub(crate) struct RouteRuntime {

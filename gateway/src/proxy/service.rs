@@ -11,9 +11,7 @@ use pingora::prelude::HttpPeer;
 use pingora::proxy::{ProxyHttp, Session};
 
 use super::edge::{Edge, EdgeCtx};
-use super::forwarded::ProxyContext;
 use super::http_api;
-use super::limits::{UpstreamSlot, UpstreamSlots};
 use super::mcp_api::McpEndpoint;
 use super::reply::Reply;
 use super::routes::{RouteRuntime, Routes};
@@ -21,9 +19,11 @@ use super::step::Step;
 use super::well_known;
 use crate::ingress::admit::{self, Sender};
 use crate::ingress::{self, Refusal, RouteMatch};
+use crate::listener::{UpstreamSlot, UpstreamSlots};
 use crate::metrics::{Metrics, Unheld};
 use crate::protocol::ErrorBody;
 use crate::telemetry;
+use crate::upstream::forwarded::ProxyContext;
 
 /// What one request carries between pingora's phases.
 #[derive(Debug, Default)]
@@ -95,7 +95,7 @@ impl ProxyHttp for GatewayProxy {
         RequestCtx::default()
     }
 
-    /// The head is read: the connection's header deadline ([`super::connections::LimitedApp`])
+    /// The head is read: the connection's header deadline ([`crate::listener::LimitedApp`])
     /// no longer applies to this request.
     /// Its request ID and the headers it goes upstream with are settled here (see edge.rs).
     async fn early_request_filter(
@@ -103,7 +103,7 @@ impl ProxyHttp for GatewayProxy {
         session: &mut Session,
         ctx: &mut Self::CTX,
     ) -> pingora::Result<()> {
-        super::connections::head_read();
+        crate::listener::head_read();
         ctx.route = match self.routes.pick(session) {
             Ok(Some(route)) => Picked::Route(route),
             Ok(None) => Picked::None,
@@ -139,7 +139,7 @@ impl ProxyHttp for GatewayProxy {
         if session.req_header().method == http::Method::CONNECT {
             Reply::error(
                 405,
-                &ErrorBody::new("method_not_allowed", super::watched::CONNECT_REFUSED),
+                &ErrorBody::new("method_not_allowed", crate::listener::CONNECT_REFUSED),
             )
             .write(session)
             .await?;
@@ -408,7 +408,7 @@ impl GatewayProxy {
         let sender = if header.headers.contains_key("poppy-session") {
             Sender::PersonalAgent
         } else {
-            let why = match operations.executor.agents() {
+            let why = match operations.runner.executor.agents() {
                 Some(agents) if agents.may_be_agents(&header.headers, header.uri.query()) => None,
                 Some(_) => Some(Unheld::CompanyClient),
                 None => Some(Unheld::NoSession),

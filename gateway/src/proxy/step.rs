@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use super::outcome::RequestOutcome;
 use super::reply::Reply;
 use crate::metrics::Unheld;
 use crate::policy::Policy;
+use crate::run::RequestOutcome;
 
 /// What a request step decided.
 pub(crate) enum Step {

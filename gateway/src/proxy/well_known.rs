@@ -4,9 +4,9 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::forwarded::ProxyContext;
-use super::upstream::UpstreamClient;
 use crate::ingress::ForwardRequest;
+use crate::upstream::UpstreamClient;
+use crate::upstream::forwarded::ProxyContext;
 
 pub(crate) const PATH: &str = "/.well-known/poppy.json";
 

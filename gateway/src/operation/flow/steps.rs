@@ -383,12 +383,20 @@ impl Flow<'_> {
         self.wait(State::Minting(action.clone()), Need::ActionState(action))
     }
 
-    /// A new operation for what the request asks, unless its action's outcome is unknown.
+    /// A new operation for what the request asks, unless its action's outcome is unknown,
+    /// or the policy's condition is false for its terms. Decided here, where the request
+    /// would be held for a new operation: a replay, an operation in progress or unknown, and
+    /// an approval that checks out are answered as without a condition (a condition that
+    /// turned false after a reload or a lookup's change never forwards an approved operation
+    /// a second time).
     fn minted(&mut self, action: &ActionTag, state: &ActionState, now: i64) -> Step {
         let Some(prepared) = self.prepared.as_deref() else {
             return self.stray();
         };
         match mint_for(self.setup.keys, prepared, action, state, now) {
+            Minted::Hold(_) if self.policy.needs_approval(&prepared.request.terms) == Ok(false) => {
+                self.over(End::NotHeld)
+            }
             Minted::Hold(operation) => {
                 let rejected = self.rejection.is_some();
                 self.end(Decision::ApprovalRequired {

@@ -149,7 +149,9 @@ struct Row {
     forwarded: usize,
 }
 
-const APPROVED: &[&str] = &["terms", "record+generation", "start", "claim", "forward"];
+pub(super) const APPROVED_NEEDS: &[&str] =
+    &["terms", "record+generation", "start", "claim", "forward"];
+const APPROVED: &[&str] = APPROVED_NEEDS;
 
 /// [`APPROVED`], then `extra`.
 pub(super) fn then(extra: &[&'static str]) -> &'static [&'static str] {

@@ -24,8 +24,11 @@
 //! Note that `Unavailable` from a write does not prove that the write did not happen (the
 //! answer may have been lost on the way back); callers fail closed on it.
 
+mod claim;
 mod codec;
 mod durability;
+mod finish;
+mod index;
 mod link;
 mod messages;
 mod pages;
@@ -39,9 +42,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::Value;
 
-use self::codec::{
-    Finished, bytes_of, corrupt, decode_record, encode_headers, finished, into_fields,
-};
+use self::codec::{Finished, bytes_of, corrupt, decode_record, into_fields};
 pub(crate) use self::durability::Durability;
 #[cfg(test)]
 pub(crate) use self::durability::NodeDurability;
@@ -52,8 +53,8 @@ use super::owner::Finisher;
 use super::{
     ActionState, Claim, ClaimOutcome, FollowUp, InFlightOperation, KeptAnswer, KeptDecision,
     KeptRound, Lease, MessageAnswer, MessageLease, MessageSlot, OperationRecord, OperationStore,
-    PageDecided, PageDecision, RecordState, ReplicaWait, Resolution, ResolveOutcome, Ruling,
-    StoreError, StoreOptions,
+    PageDecided, PageDecision, ReplicaWait, Resolution, ResolveOutcome, Ruling, StoreError,
+    StoreOptions,
 };
 use crate::protocol::OperationId;
 
@@ -76,11 +77,6 @@ const RELEASE_LUA: &str = concat!(
 );
 const LOOKUP_LUA: &str = include_str!("../lua/lookup.lua");
 const ACTION_LUA: &str = include_str!("../lua/action.lua");
-
-/// An index entry whose record is finished (or gone) is dropped by a listing only once its
-/// lease ended this long ago: on a cluster the entry is written just before its claim, and a
-/// listing must not drop it in between.
-const STALE_INDEX_AFTER_MS: i64 = 60_000;
 
 /// At most this many unknown operations are counted for the gauge per scrape.
 const MAX_UNKNOWN_COUNTED: usize = 10_000;
@@ -173,103 +169,6 @@ impl RedisStore {
         format!("{}:busy:{{{}}}", self.namespace, action_tag)
     }
 
-    fn index_key(&self) -> String {
-        format!("{}:inflight", self.namespace)
-    }
-
-    /// Whether the scripts maintain the index themselves: on one node only (see the module
-    /// documentation).
-    fn scripts_index(&self) -> bool {
-        !self.links.is_cluster()
-    }
-
-    /// The index key and the flag that tells a script whether to write it: on a cluster the
-    /// key is left out of the script's keys (another slot) and written by [`Self::unindex`].
-    fn with_index<'a>(&self, call: script::Call<'a>) -> script::Call<'a> {
-        if self.scripts_index() {
-            call.key(self.index_key()).arg("1")
-        } else {
-            call.arg("0")
-        }
-    }
-
-    /// On a cluster, drop a finished operation's index entry (best effort: a listing drops
-    /// what is left behind).
-    async fn unindex(&self, id: &OperationId) {
-        if self.scripts_index() {
-            return;
-        }
-        let (key, member) = (self.index_key(), id.as_str().to_owned());
-        let (key, member) = (&key, &member);
-        let removed: Result<Value, StoreError> = self
-            .links
-            .run(|mut con| async move {
-                redis::cmd("ZREM")
-                    .arg(key)
-                    .arg(member)
-                    .query_async(&mut con)
-                    .await
-            })
-            .await;
-        if let Err(e) = removed {
-            tracing::debug!(operation_id = %id, error = %e, "index entry not removed; a listing will");
-        }
-    }
-
-    /// In-flight operations from the index with a lease before `max_lease_ms`, each checked
-    /// against its record; entries whose record is finished are dropped once stale.
-    async fn listed(
-        &self,
-        max_lease_ms: Option<i64>,
-        limit: usize,
-    ) -> Result<Vec<InFlightOperation>, StoreError> {
-        let key = self.index_key();
-        let max = max_lease_ms.map_or_else(|| "+inf".to_owned(), |ms| format!("({ms}"));
-        let (key, max) = (&key, &max);
-        let members: Vec<(String, f64)> = self
-            .links
-            .run(|mut con| async move {
-                redis::cmd("ZRANGEBYSCORE")
-                    .arg(key)
-                    .arg("-inf")
-                    .arg(max)
-                    .arg("WITHSCORES")
-                    .arg("LIMIT")
-                    .arg(0)
-                    .arg(limit)
-                    .query_async(&mut con)
-                    .await
-            })
-            .await?;
-        let now = crate::clock::now_millis();
-        let mut listed = Vec::with_capacity(members.len());
-        for (member, score) in members {
-            let record = match OperationId::parse(&member) {
-                Some(id) => self.lookup(&id).await?.map(|record| (id, record)),
-                None => None,
-            };
-            match record {
-                Some((id, record)) if matches!(record.state, RecordState::InFlight { .. }) => {
-                    listed.push(InFlightOperation { id, record });
-                }
-                _ if (score as i64).saturating_add(STALE_INDEX_AFTER_MS) < now => {
-                    let (key, member) = (&self.index_key(), &member);
-                    self.links
-                        .run(|mut con| async move {
-                            redis::cmd("ZREM")
-                                .arg(key)
-                                .arg(member)
-                                .query_async::<Value>(&mut con)
-                                .await
-                        })
-                        .await?;
-                }
-                _ => {}
-            }
-        }
-        Ok(listed)
-    }
-
     /// How many replicas acknowledged, if fewer than required.
     fn short_of_replicas(&self, ran: &Ran) -> Option<String> {
         let wait = self.wait?;
@@ -280,111 +179,6 @@ impl RedisStore {
                 wait.replicas, wait.timeout
             )
         })
-    }
-
-    /// `complete.lua`: record the answer and move the generation on.
-    async fn record_answer(
-        &self,
-        answer: &KeptAnswer<'_>,
-        mode: Finisher<'_>,
-    ) -> Result<(Finished, Ran), StoreError> {
-        let KeptAnswer {
-            id,
-            response,
-            remember_until_ms,
-        } = *answer;
-        let restore = match &mode {
-            Finisher::Restore(claim) => Some(*claim),
-            _ => None,
-        };
-        let (mode, owner) = mode.script_args();
-        let call = self
-            .complete
-            .call()
-            .key(self.record_key(id))
-            .key(self.generation_key(id.action_tag()))
-            .key(self.busy_key(id.action_tag()))
-            .arg(mode)
-            .arg(owner)
-            .arg(response.status)
-            .arg(encode_headers(&response.headers)?)
-            .arg(response.body.as_ref())
-            .arg(remember_until_ms)
-            .arg(id.as_str());
-        let mut call = self.with_index(call);
-        if let Some(claim) = restore {
-            call = call
-                .arg(&claim.scope)
-                .arg(&claim.policy)
-                .arg(&claim.revision)
-                .arg(claim.now_ms)
-                .arg(claim.credentials.as_deref().unwrap_or(""))
-                .arg(claim.request.as_deref().unwrap_or(""));
-        }
-        let ran = script::run(&self.links, &call, self.wait).await?;
-        let finished = finished(&ran.value)?;
-        if matches!(finished, Finished::Yes | Finished::NoRecord) {
-            self.unindex(id).await;
-        }
-        Ok((finished, ran))
-    }
-
-    /// `release.lua`: delete an in-flight record, waiting for replicas when `wait` is set.
-    async fn forget(
-        &self,
-        id: &OperationId,
-        mode: Finisher<'_>,
-        wait: Option<ReplicaWait>,
-    ) -> Result<(Finished, Ran), StoreError> {
-        let (mode, owner) = mode.script_args();
-        let call = self
-            .release
-            .call()
-            .key(self.record_key(id))
-            .key(self.busy_key(id.action_tag()))
-            .arg(mode)
-            .arg(owner)
-            .arg(id.as_str());
-        let call = self.with_index(call);
-        let ran = script::run(&self.links, &call, wait).await?;
-        let finished = finished(&ran.value)?;
-        if matches!(finished, Finished::Yes | Finished::NoRecord) {
-            self.unindex(id).await;
-        }
-        Ok((finished, ran))
-    }
-
-    /// A claim too few replicas acknowledged could be lost in a failover, and the operation
-    /// performed again after it: never use it. Release it and fail closed.
-    async fn refuse_unreplicated_claim(
-        &self,
-        id: &OperationId,
-        owner: &str,
-        shortfall: String,
-    ) -> StoreError {
-        if let Err(e) = self.forget(id, Finisher::Owner(owner), None).await {
-            // It stays in flight and turns unknown: never forwarded, 503 until resolved.
-            tracing::error!(operation_id = %id, error = %e, "unreplicated claim not released");
-        }
-        StoreError::Unavailable(format!("claim not used: {shortfall}"))
-    }
-
-    /// `complete` and `complete_claim`: whether `finisher`'s answer was recorded.
-    async fn completed(
-        &self,
-        answer: &KeptAnswer<'_>,
-        finisher: Finisher<'_>,
-    ) -> Result<bool, StoreError> {
-        let (finished, ran) = self.record_answer(answer, finisher).await?;
-        if finished == Finished::Yes
-            && let Some(shortfall) = self.short_of_replicas(&ran)
-        {
-            // The answer is being delivered and is on the primary; a failover before it
-            // reaches a replica would turn the operation unknown again (never re-forwarded).
-            let id = answer.id;
-            tracing::warn!(operation_id = %id, "answer recorded on the primary only: {shortfall}");
-        }
-        Ok(finished == Finished::Yes)
     }
 }
 
@@ -466,58 +260,7 @@ impl OperationStore for RedisStore {
     }
 
     async fn claim(&self, id: &OperationId, claim: &Claim) -> Result<ClaimOutcome, StoreError> {
-        if !self.scripts_index() {
-            // Before the claim, so that no in-flight record is ever missing from the index
-            // (NX: an existing entry is somebody's claim, left as it is).
-            let (key, member, lease) = (
-                &self.index_key(),
-                id.as_str().to_owned(),
-                claim.lease_until_ms,
-            );
-            let member = &member;
-            self.links
-                .run(|mut con| async move {
-                    redis::cmd("ZADD")
-                        .arg(key)
-                        .arg("NX")
-                        .arg(lease)
-                        .arg(member)
-                        .query_async::<Value>(&mut con)
-                        .await
-                })
-                .await?;
-        }
-        let call = self
-            .claim
-            .call()
-            .key(self.record_key(id))
-            .key(self.busy_key(id.action_tag()))
-            .arg(&claim.scope)
-            .arg(&claim.policy)
-            .arg(&claim.revision)
-            .arg(claim.now_ms)
-            .arg(&claim.owner)
-            .arg(claim.lease_until_ms)
-            .arg(id.as_str());
-        let call = self.with_index(call);
-        let call = call
-            .arg(claim.credentials.as_deref().unwrap_or(""))
-            .arg(claim.trace.as_deref().unwrap_or(""))
-            .arg(claim.request.as_deref().unwrap_or(""));
-        let ran = script::run(&self.links, &call, self.wait).await?;
-        if ran.value == Value::Int(1) {
-            if let Some(shortfall) = self.short_of_replicas(&ran) {
-                return Err(self
-                    .refuse_unreplicated_claim(id, &claim.owner, shortfall)
-                    .await);
-            }
-            return Ok(ClaimOutcome::Claimed);
-        }
-        let fields = into_fields(ran.value)?;
-        if fields.is_empty() {
-            return Err(corrupt("claim returned neither a record nor success"));
-        }
-        decode_record(fields).map(ClaimOutcome::Exists)
+        self.claim_now(id, claim).await
     }
 
     async fn complete(&self, answer: &KeptAnswer<'_>, owner: &str) -> Result<bool, StoreError> {

@@ -5,6 +5,9 @@
 //! releasing a claim and leaving the outcome unknown. A fresh connection that fails to connect
 //! provably sent nothing.
 
+pub(crate) mod forwarded;
+pub(crate) mod head;
+
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -12,12 +15,12 @@ use pingora::connectors::ConnectorOptions;
 use pingora::connectors::http::Connector;
 use pingora::upstreams::peer::HttpPeer;
 
-use super::forwarded::ProxyContext;
-use super::upstream_head::{UpstreamHead, write_request};
 use crate::config::Upstream;
 use crate::ingress::{ForwardRequest, HOP_BY_HOP};
 use crate::protocol::approved::ApprovedForward;
 use crate::store::RecordedResponse;
+use forwarded::ProxyContext;
+use head::{UpstreamHead, write_request};
 
 /// The largest upstream answer the gateway records for replay.
 pub(crate) const MAX_RECORDED_BODY: usize = 16 * 1024 * 1024;
@@ -138,7 +141,7 @@ impl UpstreamClient {
         self.exchange(request, None, proxy, enough, None).await
     }
 
-    /// Send `request` (its head built by the one upstream writer, `upstream_head.rs`) and read
+    /// Send `request` (its head built by the one upstream writer, `upstream/head.rs`) and read
     /// the answer until `enough`; when the answer is a `200` event stream, each piece of it
     /// also goes to `tap` as it arrives (an MCP call's server requests must reach the client
     /// while the call runs); the whole answer is still returned.

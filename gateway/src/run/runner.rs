@@ -8,15 +8,15 @@
 //! executor carries the request through (its record before a lookup, the lookup, checks 1-3,
 //! the claim, one forward). The interface renders what comes back in its own wire form.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::HeaderMap;
 
+use super::Runner;
 use super::executor::{Executed, Executor, Operated, Reading};
-use super::forwarded::ProxyContext;
-use super::operations::Operations;
 use super::outcome::RequestOutcome;
 use super::page_offer::PageLink;
 use crate::identity::{Approver, ApproverError, ByToken, RequestTarget, SessionClaims};
@@ -38,8 +38,9 @@ pub(crate) struct Arrival<'a> {
     pub(crate) approval: ApprovalSource<'a>,
 }
 
-/// What a request for an operation came to.
-pub(crate) enum Ran {
+/// What a request for an operation came to. `A`: what the interface answered itself between
+/// the front door and the executor ([`Between`]).
+pub(crate) enum Ran<A = Infallible> {
     /// The executor decided, or the policy's lookup refused.
     Operated(Operated),
     /// A request without the extension (`Via::Page`) held for the User's approval on the
@@ -51,41 +52,65 @@ pub(crate) enum Ran {
     /// agent's (a bearer token of a client it does not list): the interface passes it on as
     /// it would without the rule, its body unread.
     NotAnAgent,
+    /// The interface answered it once admitted, before the executor: nothing decided.
+    Answered(A),
 }
 
-/// Run `arrival` through the front door and the executor. `body`: how the interface reads
-/// the body, awaited only once the approver is known; `proxy`: the request's proxy headers,
-/// for what is sent upstream for it.
-pub(crate) async fn run(
-    ops: &Operations,
-    arrival: Arrival<'_>,
-    body: impl Future<Output = Result<Bytes, Refusal>>,
-    proxy: &ProxyContext,
-) -> Ran {
-    let reading = Reading::plain(proxy.clone());
-    run_with(ops, arrival, body, &reading).await
+/// What an interface does with a request the front door let in, before the executor: the
+/// conversations service binds the conversation into what the revision covers, answers a
+/// retried message from its record and waits for an upstream slot. The HTTP API and MCP do
+/// nothing there ([`Straight`]).
+pub(crate) trait Between: Send {
+    /// The interface's own answer.
+    type Answer: Send;
+    /// `Err`: answered with this; the executor never sees the request.
+    fn admitted(
+        &mut self,
+        admitted: &mut admit::Admitted,
+    ) -> impl Future<Output = Result<(), Self::Answer>> + Send;
 }
 
-/// [`run`], the answer read by `reading` (an MCP call's may be interim or no answer).
-pub(crate) async fn run_with(
-    ops: &Operations,
-    arrival: Arrival<'_>,
-    body: impl Future<Output = Result<Bytes, Refusal>>,
-    reading: &Reading<'_>,
-) -> Ran {
-    let (claims, executor) = (&ops.session_claims, &*ops.executor);
-    match admit_request(claims, &Door::of(executor, &ops.metrics), arrival, body).await {
-        Ok(Admission::NotAnAgent) => Ran::NotAnAgent,
-        Ok(Admission::Admitted(admitted)) => {
-            let via = admitted.via;
-            let policy = Arc::clone(&admitted.policy);
-            let account = admitted.approver.who.account.clone();
-            let operated = executor.operate_with(admitted, reading).await;
-            offer_page(executor, via, &policy, account.as_deref(), operated)
-        }
-        Err(refused) => {
-            let outcome = refused_outcome(&refused);
-            Ran::Refused(refused, outcome)
+/// Nothing between the front door and the executor.
+pub(crate) struct Straight;
+
+impl Between for Straight {
+    type Answer = Infallible;
+
+    async fn admitted(&mut self, _: &mut admit::Admitted) -> Result<(), Infallible> {
+        Ok(())
+    }
+}
+
+impl Runner {
+    /// The one entry, for every interface: `arrival` through the front door, `between`, and
+    /// the executor. `body`: how the interface reads the body, awaited only once the approver
+    /// is known; `reading`: how the answer is read (an MCP call's may be interim or no
+    /// answer) and the request's proxy headers, for what is sent upstream for it.
+    pub(crate) async fn run<B: Between>(
+        &self,
+        arrival: Arrival<'_>,
+        body: impl Future<Output = Result<Bytes, Refusal>>,
+        reading: &Reading<'_>,
+        between: &mut B,
+    ) -> Ran<B::Answer> {
+        let executor = &*self.executor;
+        let door = Door::of(executor, &self.metrics);
+        match admit_request(&self.session_claims, &door, arrival, body).await {
+            Ok(Admission::NotAnAgent) => Ran::NotAnAgent,
+            Ok(Admission::Admitted(mut admitted)) => {
+                if let Err(answer) = between.admitted(&mut admitted).await {
+                    return Ran::Answered(answer);
+                }
+                let via = admitted.via;
+                let policy = Arc::clone(&admitted.policy);
+                let account = admitted.approver.who.account.clone();
+                let operated = executor.operate(admitted, reading).await;
+                offer_page(executor, via, &policy, account.as_deref(), operated)
+            }
+            Err(refused) => {
+                let outcome = refused_outcome(&refused);
+                Ran::Refused(refused, outcome)
+            }
         }
     }
 }
@@ -100,13 +125,13 @@ pub(crate) fn refused_outcome(refused: &Refused) -> Outcome {
 
 /// An operation a page request (`Via::Page`) is held for goes to the User as the page's
 /// link, never to the agent as an operation (spec 2); anything else is as decided.
-pub(crate) fn offer_page(
+fn offer_page<A>(
     executor: &Executor,
     via: Via,
     policy: &Policy,
     account: Option<&str>,
     operated: Operated,
-) -> Ran {
+) -> Ran<A> {
     match (via, operated) {
         (
             Via::Page,

@@ -5,13 +5,13 @@
 
 use bytes::Bytes;
 
-use super::forwarded::ProxyContext;
-use super::upstream::{ForwardError, UpstreamClient};
 use crate::ingress::{ForwardRequest, Refusal};
 use crate::metrics::Outcome;
 use crate::policy::{
     AnswerError, Lookup, Policy, TermSource, Terms, compute_terms, extract_from_answer,
 };
+use crate::upstream::forwarded::ProxyContext;
+use crate::upstream::{ForwardError, UpstreamClient};
 
 /// Headers of the Personal Agent's request a lookup carries: the upstream checks the same
 /// credentials for the record as for the action.
@@ -72,7 +72,7 @@ pub(crate) async fn lookup_terms(
         filled.push((lookup, path_and_query));
     }
     for (lookup, path_and_query) in filled {
-        // The lookup's request carries this span's `traceparent` (upstream_head.rs).
+        // The lookup's request carries this span's `traceparent` (upstream/head.rs).
         let span = crate::telemetry::Span::client("poppy.lookup");
         span.set_with("poppy.policy", || policy.name.clone());
         span.set_with("poppy.lookup", || lookup.label());

@@ -3,7 +3,7 @@
 //!
 //! Passthrough applies these in pingora's `upstream_request_filter`; requests the gateway
 //! sends itself (approved forwards, lookups, poppy.json, MCP messages) get them from the one
-//! upstream writer (`upstream_head.rs`), passed the request's [`ProxyContext`]. What became
+//! upstream writer (`head.rs`), passed the request's [`ProxyContext`]. What became
 //! of an operation is noted by the service, from the request's outcome (`service.rs`).
 
 use std::net::IpAddr;

@@ -31,7 +31,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use crate::protocol::ErrorBody;
 
 /// The detail of every refusal of `CONNECT`, on HTTP/1.1 (here) and HTTP/2 (service.rs).
-pub(super) const CONNECT_REFUSED: &str =
+pub(crate) const CONNECT_REFUSED: &str =
     "this gateway does not proxy CONNECT; nothing was forwarded";
 
 /// What a connection's stream reports to (the connection limits' handle on it).
