@@ -16,8 +16,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use super::parse::{Comparison, Parser, Token, tokenize};
-use super::{EvalError, MAX_LEN, Node, SyntaxError, Terms};
+use super::parse::{Comparison, Parser, Token, parse_all};
+use super::{EvalError, Node, SyntaxError, Terms};
 
 /// A parsed condition.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,25 +36,7 @@ enum Test {
 
 impl Condition {
     pub fn parse(text: &str) -> Result<Condition, SyntaxError> {
-        if text.len() > MAX_LEN {
-            return Err(SyntaxError::TooLong);
-        }
-        let tokens = tokenize(text)?;
-        if tokens.is_empty() {
-            return Err(SyntaxError::Empty);
-        }
-        let mut parser = Parser {
-            tokens,
-            next: 0,
-            keywords: true,
-        };
-        let root = parser.any(0)?;
-        if let Some((token, at)) = parser.tokens.get(parser.next) {
-            return Err(SyntaxError::Unexpected {
-                found: token.to_string(),
-                at: *at,
-            });
-        }
+        let root = parse_all(text, true, |parser| parser.any(0))?;
         Ok(Condition {
             text: text.to_owned(),
             root,

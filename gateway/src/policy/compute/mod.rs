@@ -29,7 +29,7 @@ use std::fmt;
 use rust_decimal::{Decimal, RoundingStrategy};
 
 pub use condition::Condition;
-use parse::{Parser, tokenize};
+use parse::parse_all;
 use serde_json::Value;
 
 /// Term values by name (`policy::Terms`).
@@ -126,25 +126,7 @@ pub enum EvalError {
 
 impl Expression {
     pub fn parse(text: &str) -> Result<Expression, SyntaxError> {
-        if text.len() > MAX_LEN {
-            return Err(SyntaxError::TooLong);
-        }
-        let tokens = tokenize(text)?;
-        if tokens.is_empty() {
-            return Err(SyntaxError::Empty);
-        }
-        let mut parser = Parser {
-            tokens,
-            next: 0,
-            keywords: false,
-        };
-        let root = parser.sum(0)?;
-        if let Some((token, at)) = parser.tokens.get(parser.next) {
-            return Err(SyntaxError::Unexpected {
-                found: token.to_string(),
-                at: *at,
-            });
-        }
+        let root = parse_all(text, false, |parser| parser.sum(0))?;
         Ok(Expression {
             text: text.to_owned(),
             root,

@@ -103,6 +103,35 @@ pub(super) fn tokenize(text: &str) -> Result<Vec<(Token, usize)>, SyntaxError> {
     Ok(tokens)
 }
 
+/// All of `text` by `rule` (an expression's or a condition's), within [`super::MAX_LEN`]:
+/// the one way both are read, so their bounds and errors are the same.
+pub(super) fn parse_all<T>(
+    text: &str,
+    keywords: bool,
+    rule: impl FnOnce(&mut Parser) -> Result<T, SyntaxError>,
+) -> Result<T, SyntaxError> {
+    if text.len() > super::MAX_LEN {
+        return Err(SyntaxError::TooLong);
+    }
+    let tokens = tokenize(text)?;
+    if tokens.is_empty() {
+        return Err(SyntaxError::Empty);
+    }
+    let mut parser = Parser {
+        tokens,
+        next: 0,
+        keywords,
+    };
+    let root = rule(&mut parser)?;
+    if let Some((token, at)) = parser.tokens.get(parser.next) {
+        return Err(SyntaxError::Unexpected {
+            found: token.to_string(),
+            at: *at,
+        });
+    }
+    Ok(root)
+}
+
 /// Recursive descent; `depth` counts the levels, bounded by [`MAX_DEPTH`].
 pub(super) struct Parser {
     pub(super) tokens: Vec<(Token, usize)>,
