@@ -487,6 +487,8 @@ fn the_signer_faults_break_one_check_each() {
             dlg,
         )
     };
+    // The signer reads the clock itself, possibly a second later than this test: a lower
+    // bound compares with the time read before signing, an upper bound with the time after.
     let now = poppy_e2e::identity::now();
 
     let (_, _, dlg_header, _, dlg) = claims(Fault::DelegationSignedBy("es256-b".into()));
@@ -517,7 +519,7 @@ fn the_signer_faults_break_one_check_each() {
     ));
 
     let (_, _, _, dlg_claims, _) = claims(Fault::DelegationExpired);
-    assert!(dlg_claims["exp"].as_i64().unwrap() <= now - 600);
+    assert!(dlg_claims["exp"].as_i64().unwrap() <= poppy_e2e::identity::now() - 600);
     let (_, _, _, dlg_claims, _) = claims(Fault::DelegationNotYetValid);
     assert!(dlg_claims["nbf"].as_i64().unwrap() >= now + 600);
     let (_, _, _, dlg_claims, _) =
@@ -527,7 +529,7 @@ fn the_signer_faults_break_one_check_each() {
     let (header, _, _, _, _) = claims(Fault::SessionAlg("RS256".into()));
     assert_eq!(header["alg"], "RS256");
     let (_, session_claims, _, _, _) = claims(Fault::SessionExpired);
-    assert!(session_claims["exp"].as_i64().unwrap() <= now - 300);
+    assert!(session_claims["exp"].as_i64().unwrap() <= poppy_e2e::identity::now() - 300);
     let (_, session_claims, _, _, _) = claims(Fault::SessionNotYetValid);
     assert!(session_claims["iat"].as_i64().unwrap() >= now + 300);
     let (_, session_claims, _, _, _) = claims(Fault::SessionTooLong);

@@ -19,7 +19,6 @@ use super::wire::Answer;
 use crate::identity::RequestTarget;
 use crate::ingress::admit::{Admitted, ApprovalSource, Refused, body_size};
 use crate::listener::{UpstreamSlot, UpstreamSlots};
-use crate::metrics::Unheld;
 use crate::operation::{Decision, IN_PROGRESS, WireError};
 use crate::protocol::{ALREADY_PERFORMED, ErrorBody, OperationId, SigningKey};
 use crate::run::{Arrival, Between, Operated, Ran, Reading, RequestOutcome, Runner};
@@ -134,15 +133,8 @@ impl Seam {
             Ran::Operated(Operated::NotHeld(forward)) => match to.call {
                 Call::Propose => Ok(Answer::not_held(None)),
                 Call::Perform => {
-                    self.runner
-                        .metrics
-                        .unheld(&policy.name, Unheld::ConditionFalse);
                     let plain = ProxyContext::default();
-                    let sent = self
-                        .runner
-                        .executor
-                        .send_unheld(&policy.name, forward, &plain);
-                    match sent.await {
+                    match self.runner.send_unheld(&policy.name, forward, &plain).await {
                         Ok(response) => Ok(Answer::not_held(Some(&response))),
                         Err(unanswered) => Ok(Answer::error(502, &unanswered)),
                     }

@@ -77,14 +77,7 @@ pub(crate) async fn handle(
         // `needs_approval_when` is false: sent as a request no policy names would be (its
         // body was read whole, so by the gateway's own client), and counted as unheld.
         Ran::Operated(Operated::NotHeld(forward)) => {
-            ops.runner
-                .metrics
-                .unheld(&policy.name, Unheld::ConditionFalse);
-            let sent = ops
-                .runner
-                .executor
-                .send_unheld(&policy.name, forward, proxy);
-            match sent.await {
+            match ops.runner.send_unheld(&policy.name, forward, proxy).await {
                 Ok(response) => Step::Respond(Reply::from(response)),
                 Err(unanswered) => Step::Respond(Reply::error(502, &unanswered)),
             }

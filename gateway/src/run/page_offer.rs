@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::ingress::Refusal;
 use crate::policy::Policy;
 use crate::protocol::page_link::{self, Details, LinkError};
 use crate::protocol::{ErrorBody, Operation, OperationId, SigningKey};
@@ -101,4 +102,24 @@ fn mint_path(
         route: route.map(str::to_owned),
     };
     page_link::mint(key, &id, &operation.revision, &details)
+}
+
+/// A request without the extension whose account declined it on the approval page.
+/// (The operation is not named: a request without the extension gets no operations.)
+pub(crate) fn declined() -> Refusal {
+    Refusal::new(
+        403,
+        "approval_declined",
+        "the user declined this action on the company's approval page; nothing was performed. The same request gets this answer until the declined approval expires; a request with other terms gets a new approval link",
+    )
+}
+
+/// A request without the extension and without a bearer token: nobody can approve it on
+/// the page, which asks the account the request acts for to sign in.
+pub(crate) fn sign_in_required() -> Refusal {
+    Refusal::new(
+        401,
+        "sign_in_required",
+        "this action is approved on the company's approval page by the account it acts for: send the request with the user's token (Authorization: Bearer …) to get the approval link; nothing was performed",
+    )
 }

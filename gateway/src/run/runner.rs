@@ -16,9 +16,10 @@ use bytes::Bytes;
 use http::HeaderMap;
 
 use super::Runner;
-use super::executor::{Executed, Executor, Operated, Reading};
+use super::executor::{Executed, Executor, Operated};
 use super::outcome::RequestOutcome;
 use super::page_offer::PageLink;
+use super::reading::Reading;
 use crate::identity::{Approver, ApproverError, ByToken, RequestTarget, SessionClaims};
 use crate::ingress::Refusal;
 use crate::ingress::admit::{self, Action, Agents, ApprovalSource, Refused, Unsigned, Via};

@@ -44,6 +44,21 @@ pub struct KeptRound<'a> {
     pub now_ms: i64,
 }
 
+impl<'a> From<&'a crate::operation::flow::KeepRound> for KeptRound<'a> {
+    /// The round the flow asks to keep.
+    fn from(keep: &'a crate::operation::flow::KeepRound) -> KeptRound<'a> {
+        KeptRound {
+            id: &keep.id,
+            key: &keep.key,
+            round: &keep.round,
+            owner: &keep.owner,
+            until_ms: keep.until_ms,
+            lease_until_ms: keep.lease_until_ms,
+            now_ms: keep.now_ms,
+        }
+    }
+}
+
 /// A follow-up asking for its round, as [`super::OperationStore::take_round`] takes it.
 #[derive(Debug, Clone, Copy)]
 pub struct FollowUp<'a> {

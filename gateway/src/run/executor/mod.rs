@@ -4,19 +4,19 @@
 //! one place, and feeds the answer back. It decides nothing itself.
 
 mod ended;
-mod record;
 mod serve;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::HeaderMap;
 
+use super::end_log::EndLog;
 use super::outcome::RequestOutcome;
+use super::reading::Reading;
 use crate::clock::Clock;
 use crate::config::Upstream;
 use crate::drain::{Drain, ForwardGuard};
@@ -26,14 +26,11 @@ use crate::metrics::{Metrics, Outcome};
 use crate::operation::flow::{Approves, Asked, Event, Flow, Need, Setup, Step};
 use crate::operation::{self, Decision, OperationRequest};
 use crate::policy::{LivePolicies, Policy};
-use crate::protocol::{ErrorBody, Keys, OperationId, SigningKey};
+use crate::protocol::{Keys, OperationId, SigningKey};
 use crate::receipts::ReceiptSink;
-use crate::store::{OperationStore, RecordedResponse, StoreError};
+use crate::store::{OperationStore, StoreError};
 use crate::telemetry::Span;
-use crate::upstream::forwarded::ProxyContext;
-use crate::upstream::{Tap, UpstreamClient};
-
-pub(crate) use crate::operation::flow::Read;
+use crate::upstream::UpstreamClient;
 
 /// What the executor is built from.
 pub(crate) struct ExecutorParts {
@@ -61,62 +58,6 @@ pub(crate) struct ExecutorParts {
     pub(crate) clock: Arc<dyn Clock>,
 }
 
-/// How an interface reads an approved forward's answer before it is recorded: the HTTP
-/// API's every answer is final; an MCP call's may not be (`proxy::mcp_calls`).
-#[async_trait::async_trait]
-pub(crate) trait AnswerReader: Send + Sync {
-    /// What `response`, the upstream's answer to `forward`, is. `upstream`: for a reader
-    /// that must ask for the rest of it (a stream to resume).
-    async fn read(
-        &self,
-        upstream: &UpstreamClient,
-        forward: &ForwardRequest,
-        response: RecordedResponse,
-        proxy: &ProxyContext,
-    ) -> Read;
-}
-
-/// Every answer is final.
-pub(crate) struct FinalAnswers;
-
-#[async_trait::async_trait]
-impl AnswerReader for FinalAnswers {
-    async fn read(
-        &self,
-        _: &UpstreamClient,
-        _: &ForwardRequest,
-        response: RecordedResponse,
-        _: &ProxyContext,
-    ) -> Read {
-        Read::Final(response)
-    }
-}
-
-/// How one request's answer is read: its interface's reader, and the token it carries back
-/// when it is the follow-up of an interim answer; and what the requests sent upstream for it
-/// carry (its proxy headers).
-pub(crate) struct Reading<'a> {
-    pub(crate) reader: &'a dyn AnswerReader,
-    /// `Some`: the request is a follow-up, carrying this (`None` inside: nothing).
-    pub(crate) follow_up: Option<Option<String>>,
-    /// Where an approved forward's event stream also goes as it arrives.
-    pub(crate) tap: Option<Tap>,
-    /// The request's proxy headers, for its forward and lookup (`forwarded.rs`).
-    pub(crate) proxy: ProxyContext,
-}
-
-impl Reading<'_> {
-    /// Every answer final, no follow-up: the HTTP API and the conversations service.
-    pub(crate) fn plain(proxy: ProxyContext) -> Reading<'static> {
-        Reading {
-            reader: &FinalAnswers,
-            follow_up: None,
-            tap: None,
-            proxy,
-        }
-    }
-}
-
 /// Everything a request for an operation needs, shared by all requests.
 pub(crate) struct Executor {
     parts: ExecutorParts,
@@ -125,8 +66,8 @@ pub(crate) struct Executor {
     /// Identifies this process in claims (`owner`), for operators reading records.
     instance: String,
     claims_made: AtomicU64,
-    /// Operations this process has already logged as unknown (each is logged once).
-    unknown_logged: Mutex<HashSet<String>>,
+    /// How flows ended, logged (unknown outcomes once per operation).
+    ends: EndLog,
 }
 
 /// A decision, and what to count and log of it.
@@ -173,7 +114,7 @@ impl Executor {
             parts,
             instance: format!("{:08x}", rand::random::<u32>()),
             claims_made: AtomicU64::new(0),
-            unknown_logged: Mutex::new(HashSet::new()),
+            ends: EndLog::default(),
         }
     }
 
@@ -202,22 +143,9 @@ impl Executor {
         self.parts.route.as_deref()
     }
 
-    /// A request the policy's condition does not hold (`Operated::NotHeld`), sent as a
-    /// request no policy names: on a fresh connection, its answer read whole. `Err`: the
-    /// upstream did not answer; what every interface answers then (a `502`).
-    pub(crate) async fn send_unheld(
-        &self,
-        policy: &str,
-        forward: ForwardRequest,
-        proxy: &ProxyContext,
-    ) -> Result<RecordedResponse, ErrorBody> {
-        self.parts.upstream.send(forward, proxy).await.map_err(|e| {
-            tracing::warn!(policy, error = %e, "a request not held (needs_approval_when is false) got no answer from the upstream");
-            ErrorBody::new(
-                "upstream_unavailable",
-                "this request needs no approval (the policy's needs_approval_when is false for its terms), and the API did not answer it",
-            )
-        })
+    /// The upstream's client, for a request the flow leaves unheld (`super::unheld`).
+    pub(crate) fn upstream(&self) -> &UpstreamClient {
+        &self.parts.upstream
     }
 
     /// This process, as claims name it.
@@ -247,25 +175,6 @@ impl Executor {
             reading,
         )
         .await
-    }
-
-    /// A request decided and carried out with no lookup headers: the unit tests'.
-    #[cfg(test)]
-    pub(crate) async fn run(
-        &self,
-        request: OperationRequest,
-        forward: &ForwardRequest,
-    ) -> Executed {
-        let reading = Reading::plain(ProxyContext::default());
-        let headers = HeaderMap::new();
-        match self
-            .drive(request, Approves::Agent, headers, forward.clone(), &reading)
-            .await
-        {
-            Operated::Decided(executed) => executed,
-            Operated::Refused(refusal, _) => panic!("refused: {}", refusal.detail),
-            Operated::NotHeld(_) => panic!("not held"),
-        }
     }
 
     /// The loop: what the flow needs, carried out, fed back, until it ends.

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::record::{Completion, Recorder};
 use super::{Executor, Run};
 use crate::operation::flow::{Event, Forward, Need, NotForwarded, Released};
 use crate::protocol::approved::ApprovedForward;
 use crate::run::lookup::{computed_terms, lookup_terms};
+use crate::run::record::{Completion, Recorder};
 use crate::store::{FollowUp, KeptRound, Lease, RecordedResponse, StoreError};
 use crate::telemetry::Span;
 use crate::upstream::ForwardError;
@@ -131,17 +131,8 @@ impl Executor {
                 Event::Carried
             }
             Need::KeepRound(keep) => {
-                let kept = KeptRound {
-                    id: &keep.id,
-                    key: &keep.key,
-                    round: &keep.round,
-                    owner: &keep.owner,
-                    until_ms: keep.until_ms,
-                    lease_until_ms: keep.lease_until_ms,
-                    now_ms: keep.now_ms,
-                };
                 let id = &keep.id;
-                Event::RoundKept(match store.put_round(&kept).await {
+                Event::RoundKept(match store.put_round(&KeptRound::from(&keep)).await {
                     Ok(true) => true,
                     Ok(false) => {
                         tracing::warn!(policy = name, operation_id = %id, "the claim is no longer in flight under its owner; the round is not kept");

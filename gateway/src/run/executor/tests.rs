@@ -19,6 +19,7 @@ use crate::policy::PolicySet;
 use crate::protocol::ApprovalHeader;
 use crate::protocol::SigningKey;
 use crate::store::MemoryStore;
+use crate::upstream::forwarded::ProxyContext;
 
 const POLICY: &str = r#"[[operation]]
 name = "exchange"
@@ -31,6 +32,22 @@ summary = "Exchange on order {order_id}."
 [operation.terms]
 order_id = { path = "order_id" }
 "#;
+
+impl Executor {
+    /// A request decided and carried out with no lookup headers: the unit tests'.
+    async fn run(&self, request: OperationRequest, forward: &ForwardRequest) -> Executed {
+        let reading = Reading::plain(ProxyContext::default());
+        let headers = HeaderMap::new();
+        match self
+            .drive(request, Approves::Agent, headers, forward.clone(), &reading)
+            .await
+        {
+            Operated::Decided(executed) => executed,
+            Operated::Refused(refusal, _) => panic!("refused: {}", refusal.detail),
+            Operated::NotHeld(_) => panic!("not held"),
+        }
+    }
+}
 
 struct World {
     executor: Executor,

@@ -1,5 +1,7 @@
 //! Recording a performed operation's answer before it is delivered, and its receipt; retried
-//! in the background when the store fails (retries of the request get 503 meanwhile).
+//! in the background when the store fails (retries of the request get 503 meanwhile). The
+//! executor's `Need::Complete`, kept apart as `lookup.rs` is: the one call with a life of its
+//! own (a background retry that outlives the request).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +20,7 @@ use crate::store::{Claim, KeptAnswer, OperationStore};
 const RERECORD_FOR: Duration = Duration::from_secs(60);
 
 /// What completing a claim needs, also from a background retry.
-pub(super) struct Completion {
+pub(crate) struct Completion {
     claim: Claim,
     remember: Remember,
     policy: String,
@@ -29,7 +31,7 @@ pub(super) struct Completion {
 }
 
 impl Completion {
-    pub(super) fn new(
+    pub(crate) fn new(
         round: Round,
         policy: &str,
         policies: LivePolicies,
@@ -79,17 +81,17 @@ impl Completion {
 }
 
 /// What recording needs of the executor.
-pub(super) struct Recorder<'a> {
-    pub(super) store: &'a Arc<dyn OperationStore>,
-    pub(super) receipts: Option<&'a Arc<ReceiptSink>>,
-    pub(super) clock: &'a Arc<dyn Clock>,
+pub(crate) struct Recorder<'a> {
+    pub(crate) store: &'a Arc<dyn OperationStore>,
+    pub(crate) receipts: Option<&'a Arc<ReceiptSink>>,
+    pub(crate) clock: &'a Arc<dyn Clock>,
 }
 
 impl Recorder<'_> {
     /// Record the answer. If the store fails now, the answer is still delivered, and
     /// recording is retried in the background so that retries can replay it (they get 503
     /// meanwhile). An answer whose record vanished meanwhile is written all the same.
-    pub(super) async fn record(
+    pub(crate) async fn record(
         &self,
         id: &OperationId,
         response: RecordedResponse,
