@@ -295,13 +295,7 @@ fn signed_claims(
     key: &DecodingKey,
     alg: Algorithm,
 ) -> Result<Map<String, Value>, Signature> {
-    let mut parts = token.split('.');
-    let (Some(header), Some(payload), Some(signature), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(Signature::Malformed);
-    };
-    let message = &token[..header.len() + 1 + payload.len()];
+    let (message, payload, signature) = jws_parts(token)?;
     match jsonwebtoken::crypto::verify(signature, message.as_bytes(), key, alg) {
         Ok(true) => verify::decode_object(payload).map_err(|_| Signature::Malformed),
         Ok(false) => Err(Signature::Bad),
@@ -310,6 +304,22 @@ fn signed_claims(
             _ => Err(Signature::Malformed),
         },
     }
+}
+
+/// A compact JWS's signed message (`header.payload`), its payload and its signature; anything
+/// but three parts is malformed.
+fn jws_parts(token: &str) -> Result<(&str, &str, &str), Signature> {
+    let mut parts = token.split('.');
+    let (Some(header), Some(payload), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(Signature::Malformed);
+    };
+    Ok((
+        &token[..header.len() + 1 + payload.len()],
+        payload,
+        signature,
+    ))
 }
 
 /// [`signed_claims`] with a delegated key: an ES256 signature by a P-256 key is checked with
@@ -324,13 +334,7 @@ fn delegated_claims(
     let Some(p256) = key.p256.as_ref().filter(|_| alg == Algorithm::ES256) else {
         return signed_claims(token, &key.key, alg);
     };
-    let mut parts = token.split('.');
-    let (Some(header), Some(payload), Some(signature), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(Signature::Malformed);
-    };
-    let message = &token[..header.len() + 1 + payload.len()];
+    let (message, payload, signature) = jws_parts(token)?;
     let signature = URL_SAFE_NO_PAD
         .decode(signature)
         .map_err(|_| Signature::Malformed)?;

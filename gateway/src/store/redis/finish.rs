@@ -48,12 +48,7 @@ impl RedisStore {
                 .arg(claim.credentials.as_deref().unwrap_or(""))
                 .arg(claim.request.as_deref().unwrap_or(""));
         }
-        let ran = script::run(&self.links, &call, self.wait).await?;
-        let finished = finished(&ran.value)?;
-        if matches!(finished, Finished::Yes | Finished::NoRecord) {
-            self.unindex(id).await;
-        }
-        Ok((finished, ran))
+        self.finish(id, &call, self.wait).await
     }
 
     /// `release.lua`: delete an in-flight record, waiting for replicas when `wait` is set.
@@ -73,7 +68,17 @@ impl RedisStore {
             .arg(owner)
             .arg(id.as_str());
         let call = self.with_index(call);
-        let ran = script::run(&self.links, &call, wait).await?;
+        self.finish(id, &call, wait).await
+    }
+
+    /// Run a finishing script; a record it finished (or found gone) leaves the index.
+    async fn finish(
+        &self,
+        id: &OperationId,
+        call: &script::Call<'_>,
+        wait: Option<ReplicaWait>,
+    ) -> Result<(Finished, Ran), StoreError> {
+        let ran = script::run(&self.links, call, wait).await?;
         let finished = finished(&ran.value)?;
         if matches!(finished, Finished::Yes | Finished::NoRecord) {
             self.unindex(id).await;
